@@ -1,0 +1,28 @@
+#!/bin/sh
+# Installs the Debian packages uprobe needs to build and test, when run as root;
+# otherwise prints the one apt-get line that is needed and fails.
+set -e
+
+# python3 runs the differential tests (tests/integration/*.py); binutils is their oracle.
+PKGS="cmake make gcc pkg-config libzydis-dev libelf-dev libdw-dev libcmocka-dev gcc-multilib binutils python3"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "uprobe: missing build dependencies. Install them with:" >&2
+	echo "  sudo apt-get install -y$missing" >&2
+	exit 1
+fi
+
+echo "uprobe: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq || true
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

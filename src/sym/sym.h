@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ELF files as the probe layers see them (over elfutils' libelf): the executable
+ * sections and their bytes, function symbols with their bounds, and the vaddr -> file
+ * offset mapping that file-based probes (and the kernel's uprobe_events) are written in.
+ *
+ * Only x86 files (EM_X86_64, EM_386) open; everything else is -ENOEXEC.  The handle
+ * keeps the file mapped: section bytes and symbol names stay valid until it is closed.
+ * Nothing here prints or exits.  Prefix: up_sym_.
+ */
+#ifndef UPROBE_SYM_SYM_H
+#define UPROBE_SYM_SYM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct up_sym_elf;
+
+/*
+ * Opens path.  Returns 0 and the handle in *out, or a negative errno: -ENOENT when the
+ * file does not exist (and the other errnos of open(2)), -EISDIR for a directory,
+ * -ENOEXEC when it is not an ELF file, not an x86 one, or its section table is cut off
+ * (a truncated file), -ENOMEM.
+ */
+int up_sym_elf_open(const char *path, struct up_sym_elf **out);
+void up_sym_elf_close(struct up_sym_elf *elf);
+
+/*
+ * Tells what kind of ELF file path is, without the x86 restriction, so that a caller
+ * can explain a -ENOEXEC from up_sym_elf_open: 0 with the class (32 or 64) and e_machine,
+ * -ENOEXEC when it is not ELF at all, or another negative errno from open(2).
+ * Either out pointer may be NULL.
+ */
+int up_sym_elf_identify(const char *path, int *elf_class, unsigned *machine);
+
+const char *up_sym_elf_path(const struct up_sym_elf *elf);
+int up_sym_elf_class(const struct up_sym_elf *elf);	   /* 32 or 64 */
+unsigned up_sym_elf_machine(const struct up_sym_elf *elf); /* EM_X86_64 or EM_386 */
+unsigned up_sym_elf_type(const struct up_sym_elf *elf);	   /* ET_EXEC, ET_DYN, ET_REL, ... */
+
+/* An executable (SHF_EXECINSTR) section with its bytes in the file. */
+struct up_sym_section {
+	const char *name;
+	uint64_t vaddr;	 /* sh_addr */
+	uint64_t size;	 /* bytes at data */
+	uint64_t offset; /* sh_offset */
+	const uint8_t *data;
+};
+
+/*
+ * Calls fn for every executable section that has bytes in the file (SHT_NOBITS ones
+ * are skipped), in section header order.  A non-zero return from fn stops the walk and
+ * is returned.  Returns 0, or a negative errno when the section table is unreadable.
+ */
+typedef int (*up_sym_section_fn)(const struct up_sym_section *sec, void *ctx);
+int up_sym_elf_for_each_exec_section(struct up_sym_elf *elf, up_sym_section_fn fn, void *ctx);
+
+/*
+ * The bytes at [vaddr, vaddr + size) of an executable section.  Returns 0 with *data
+ * pointing into the file's mapping, -ENOENT when vaddr is in no executable section,
+ * -ERANGE when the range runs past the end of the section that holds vaddr.
+ */
+int up_sym_elf_code(struct up_sym_elf *elf, uint64_t vaddr, uint64_t size, const uint8_t **data);
+
+/* A function symbol (STT_FUNC or STT_GNU_IFUNC, defined in the file). */
+struct up_sym {
+	const char *name;
+	uint64_t value; /* st_value: the function's vaddr */
+	uint64_t size;	/* st_size; 0 when the symbol does not say */
+	bool global;	/* STB_GLOBAL or STB_WEAK */
+	bool ifunc;	/* STT_GNU_IFUNC: value is the resolver */
+	bool dynamic;	/* found in .dynsym rather than .symtab */
+};
+
+/*
+ * Looks name up among the function symbols, in .symtab first, then in .dynsym; the
+ * first match in table order wins.  Returns 0 and fills *out, or -ENOENT.
+ */
+int up_sym_elf_lookup(struct up_sym_elf *elf, const char *name, struct up_sym *out);
+
+/*
+ * Calls fn for every function symbol, sorted by address (then by name).  A symbol that
+ * is in both .symtab and .dynsym with the same name and value is reported once, as
+ * the .symtab one.  A non-zero return from fn stops the walk and is returned.
+ */
+typedef int (*up_sym_fn)(const struct up_sym *sym, void *ctx);
+int up_sym_elf_for_each_func(struct up_sym_elf *elf, up_sym_fn fn, void *ctx);
+
+/*
+ * The function whose [value, value + size) holds vaddr; among several (aliases,
+ * nested ranges) the one with the highest start, then a global one.  Returns 0 and
+ * fills *out, or -ENOENT.
+ */
+int up_sym_elf_enclosing_func(struct up_sym_elf *elf, uint64_t vaddr, struct up_sym *out);
+
+/*
+ * Maps vaddr to its offset in the file through the PT_LOAD segment that holds it in
+ * its file image (p_vaddr <= vaddr < p_vaddr + p_filesz): offset = vaddr - p_vaddr +
+ * p_offset.  Returns 0, or -ENOENT when no such segment exists (a relocatable object,
+ * or a vaddr in .bss).
+ */
+int up_sym_elf_vaddr_to_offset(struct up_sym_elf *elf, uint64_t vaddr, uint64_t *offset);
+
+#endif

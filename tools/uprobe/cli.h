@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the subcommands of the uprobe command share.  Each subcommand lives in its own
+ * file (decode.c, list.c, ...) and is listed in main.c's table.  Subcommands parse and
+ * print; the work is done by library calls.
+ */
+#ifndef UPROBE_TOOLS_CLI_H
+#define UPROBE_TOOLS_CLI_H
+
+#include <stdio.h>
+
+struct up_sym_elf;
+
+/* Exit statuses of every subcommand. */
+enum {
+	CLI_OK = 0,
+	CLI_FAIL = 1,  /* ran, but found nothing / the operation failed */
+	CLI_USAGE = 2, /* bad arguments, or an input that cannot be used */
+};
+
+struct cli_cmd {
+	const char *name;
+	int (*run)(int argc, char **argv); /* argv[0] is the subcommand's name */
+	const char *synopsis;		   /* "decode [-m 32|64] FILE [SYMBOL]" */
+	const char *summary;		   /* one line for `uprobe --help` */
+	void (*usage)(FILE *out);	   /* the subcommand's full help */
+};
+
+extern const struct cli_cmd cli_cmd_decode;
+extern const struct cli_cmd cli_cmd_list;
+
+/* "uprobe CMD: message\n" on stderr. */
+void cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * Opens an ELF file for cmd; on failure prints why, naming the file ("not an ELF file",
+ * "ELF machine 183 (aarch64) is not x86", strerror) and returns NULL.
+ */
+struct up_sym_elf *cli_open_elf(const char *cmd, const char *path);
+
+/* Prints "Try 'uprobe help CMD'." style hint and returns CLI_USAGE. */
+int cli_usage_error(const struct cli_cmd *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif

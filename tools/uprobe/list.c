@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: MIT
+/*
+ * uprobe list: the function symbols of a file, by address, one per line:
+ *
+ *	0x<vaddr> 0x<file offset> <size> <name>
+ *
+ * The file offset is what a PATH:0xOFFSET probe (and the kernel's uprobe_events) takes;
+ * it is "-" where no PT_LOAD segment maps the address (relocatable objects).
+ */
+#include <fnmatch.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "sym/sym.h"
+
+struct list {
+	struct up_sym_elf *elf;
+	const char *pattern;
+	uint64_t shown;
+};
+
+static void list_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: uprobe list FILE [PATTERN]\n"
+		"\n"
+		"Lists the function symbols of FILE (.symtab and .dynsym), sorted by address,\n"
+		"one per line:\n"
+		"\n"
+		"  0x<vaddr> 0x<file offset> <size> <name>\n"
+		"\n"
+		"PATTERN is a shell glob (fnmatch) on the name, e.g. 'str*'.  The file offset\n"
+		"is the one a PATH:0xOFFSET probe takes; '-' when no segment maps the address.\n"
+		"\n"
+		"options:\n"
+		"  -h, --help   this help\n"
+		"\n"
+		"exit status: 0 when something was listed, 1 when no function matched, 2 for\n"
+		"bad arguments or a file that is missing or not an x86 ELF file.\n");
+}
+
+static int list_one(const struct up_sym *sym, void *ctx)
+{
+	struct list *l = ctx;
+	uint64_t offset;
+
+	if (l->pattern && fnmatch(l->pattern, sym->name, 0))
+		return 0;
+	printf("0x%" PRIx64 " ", sym->value);
+	if (up_sym_elf_vaddr_to_offset(l->elf, sym->value, &offset) == 0)
+		printf("0x%" PRIx64, offset);
+	else
+		putchar('-');
+	printf(" %" PRIu64 " %s\n", sym->size, sym->name);
+	l->shown++;
+	return 0;
+}
+
+static int run_list(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const struct cli_cmd *cmd = &cli_cmd_list;
+	struct list l = { 0 };
+	const char *path;
+	int opt, err, ret = CLI_OK;
+
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'h':
+			list_usage(stdout);
+			return CLI_OK;
+		default:
+			return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind >= argc)
+		return cli_usage_error(cmd, "no FILE given");
+	if (argc - optind > 2)
+		return cli_usage_error(cmd, "too many arguments");
+	path = argv[optind];
+	if (argc - optind == 2)
+		l.pattern = argv[optind + 1];
+
+	l.elf = cli_open_elf(cmd->name, path);
+	if (!l.elf)
+		return CLI_USAGE;
+
+	err = up_sym_elf_for_each_func(l.elf, list_one, &l);
+	if (err) {
+		cli_err(cmd->name, "%s: reading symbols: %s", path, strerror(-err));
+		ret = CLI_FAIL;
+	} else if (!l.shown) {
+		if (l.pattern)
+			cli_err(cmd->name, "%s: no function matches '%s'", path, l.pattern);
+		else
+			cli_err(cmd->name, "%s: no function symbols", path);
+		ret = CLI_FAIL;
+	}
+	if (fflush(stdout) == EOF && ret == CLI_OK) {
+		cli_err(cmd->name, "writing the output: %m");
+		ret = CLI_FAIL;
+	}
+	up_sym_elf_close(l.elf);
+	return ret;
+}
+
+const struct cli_cmd cli_cmd_list = {
+	.name = "list",
+	.run = run_list,
+	.synopsis = "list FILE [PATTERN]",
+	.summary = "list the functions of a binary or library, with file offsets",
+	.usage = list_usage,
+};
