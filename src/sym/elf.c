@@ -430,3 +430,22 @@ int up_sym_elf_vaddr_to_offset(struct up_sym_elf *e, uint64_t vaddr, uint64_t *o
 	}
 	return -ENOENT;
 }
+
+int up_sym_elf_offset_to_vaddr(struct up_sym_elf *e, uint64_t offset, uint64_t *vaddr)
+{
+	size_t i, n;
+
+	if (elf_getphdrnum(e->elf, &n) != 0)
+		return -ENOENT;
+	for (i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(e->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (offset < ph.p_offset || offset - ph.p_offset >= ph.p_filesz)
+			continue;
+		*vaddr = offset - ph.p_offset + ph.p_vaddr;
+		return 0;
+	}
+	return -ENOENT;
+}

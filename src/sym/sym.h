@@ -102,4 +102,7 @@ int up_sym_elf_enclosing_func(struct up_sym_elf *elf, uint64_t vaddr, struct up_
  */
 int up_sym_elf_vaddr_to_offset(struct up_sym_elf *elf, uint64_t vaddr, uint64_t *offset);
 
+/* The inverse: the vaddr of a file offset inside a PT_LOAD's file image, or -ENOENT. */
+int up_sym_elf_offset_to_vaddr(struct up_sym_elf *elf, uint64_t offset, uint64_t *vaddr);
+
 #endif

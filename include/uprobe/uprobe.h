@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uprobe: dynamic probes on user-space instructions, from user space (ptrace).
+ *
+ * The API of the 2010 uprobes RFC (seed 007), adapted: a struct uprobe names a process
+ * and a virtual address and carries a handler; register_uprobe() arms it,
+ * unregister_uprobe() disarms it.  What a kernel module got from the kernel -- a
+ * context to run in -- a program gets from a struct uprobe_ctx: it owns the traced
+ * processes and calls the handlers from uprobe_ctx_run() or uprobe_ctx_dispatch(),
+ * in the thread that calls them.
+ *
+ * Every function returns 0 or a negative errno.  Nothing here prints; see
+ * uprobe_ctx_set_log() for the details behind an error.
+ */
+#ifndef UPROBE_UPROBE_H
+#define UPROBE_UPROBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define UPROBE_API __attribute__((visibility("default")))
+
+struct uprobe_ctx;
+struct uprobe_kimg; /* private: the probepoint a uprobe is armed on */
+
+/*
+ * The registers of the thread that hit the probe (the layout PTRACE_GETREGS gives, for
+ * 64- and 32-bit processes alike; rip is the probed address).  A handler may change
+ * them; the change is applied when the thread resumes.  Changing rip resumes the
+ * thread there instead of executing the probed instruction.
+ */
+typedef struct user_regs_struct uprobe_regs_t;
+
+struct uprobe {
+	pid_t pid;	/* the process (thread group id) */
+	uint64_t vaddr; /* the probed instruction's virtual address in pid */
+	/* called, in registration order with the address's other uprobes, on each hit */
+	void (*handler)(struct uprobe *u, uprobe_regs_t *regs);
+	/*
+	 * Called when a registration (reg = 1) or unregistration (reg = 0) asked for from
+	 * inside a handler -- which returned -EINPROGRESS -- has completed; result is
+	 * what the call would have returned.  May be NULL.
+	 */
+	void (*registration_callback)(struct uprobe *u, int reg, int result);
+	void *data; /* the caller's */
+
+	/* private to the library */
+	struct uprobe_kimg *kimg; /* non-NULL while registered */
+};
+
+/* How a probed instruction is executed, as uprobe_plan() reports it. */
+enum uprobe_plan {
+	UPROBE_PLAN_EMULATE,
+	UPROBE_PLAN_XOL,
+	UPROBE_PLAN_STEP,
+	UPROBE_PLAN_INLINE,
+};
+
+struct uprobe_ctx_opts {
+	bool follow_fork; /* keep probing children (fork/vfork/clone); default: clean them */
+	bool no_xol;	  /* never inject a slot area: every hit uses the inline step */
+	void (*log)(void *arg, const char *msg); /* error details; default: dropped */
+	void *log_arg;
+	/* called when a traced process exits or execs (its probes are unregistered) */
+	void (*on_exit)(void *arg, pid_t pid, int wait_status);
+	void (*on_exec)(void *arg, pid_t pid);
+	/* called for a new child when follow_fork is set */
+	void (*on_fork)(void *arg, pid_t parent, pid_t child);
+	void *arg;
+};
+
+UPROBE_API int uprobe_ctx_new(const struct uprobe_ctx_opts *opts, struct uprobe_ctx **out);
+/* Unregisters every probe, detaches from every process (they run on unharmed). */
+UPROBE_API void uprobe_ctx_free(struct uprobe_ctx *ctx);
+
+/*
+ * Traces a running process: every thread, and every thread it creates later.
+ * -ESRCH: no such process; -EPERM: not allowed (the log says what to change);
+ * -EBUSY: another tracer (a debugger) is attached.
+ */
+UPROBE_API int uprobe_attach(struct uprobe_ctx *ctx, pid_t pid);
+/*
+ * Starts argv (PATH searched) traced and stopped before its first instruction, so that
+ * probes can be registered before it runs; uprobe_resume() lets it go.
+ */
+UPROBE_API int uprobe_spawn(struct uprobe_ctx *ctx, char *const argv[], pid_t *pid);
+UPROBE_API int uprobe_resume(struct uprobe_ctx *ctx, pid_t pid);
+/* Unregisters the process's probes and stops tracing it. */
+UPROBE_API int uprobe_detach(struct uprobe_ctx *ctx, pid_t pid);
+
+/*
+ * Arms u (pid, vaddr, handler set by the caller; u must stay valid until it is
+ * unregistered).  The process must be attached or spawned through ctx.  -EINVAL:
+ * vaddr is not an instruction boundary or not in executable memory; -ENOTSUP: the
+ * instruction there cannot be probed (the log says which and why); -EEXIST: an int3
+ * that is not ours is there; -ESRCH: the process is not traced by ctx or has gone.
+ * From inside a handler: queued, returns -EINPROGRESS, registration_callback tells.
+ */
+UPROBE_API int register_uprobe(struct uprobe_ctx *ctx, struct uprobe *u);
+/* Disarms u; a no-op for a uprobe not registered (or whose process has exited). */
+UPROBE_API int unregister_uprobe(struct uprobe_ctx *ctx, struct uprobe *u);
+
+/* Arms or disarms several probes of one process with one quiesce.  Returns the
+   first error; the others are still attempted. */
+UPROBE_API int register_uprobes(struct uprobe_ctx *ctx, struct uprobe **u, size_t n);
+UPROBE_API int unregister_uprobes(struct uprobe_ctx *ctx, struct uprobe **u, size_t n);
+
+/* How the probed instruction of a registered u is executed. */
+UPROBE_API int uprobe_plan(struct uprobe_ctx *ctx, const struct uprobe *u,
+			   enum uprobe_plan *plan);
+
+/*
+ * From inside a handler: the thread that hit, and the traced process's memory.
+ * Outside a handler uprobe_current_tid() is 0; the memory calls take the pid.
+ */
+UPROBE_API pid_t uprobe_current_tid(struct uprobe_ctx *ctx);
+UPROBE_API int uprobe_read(struct uprobe_ctx *ctx, pid_t pid, uint64_t addr, void *buf,
+			   size_t len);
+UPROBE_API int uprobe_write(struct uprobe_ctx *ctx, pid_t pid, uint64_t addr, const void *buf,
+			    size_t len);
+
+/* The event loop: a pollable descriptor + a non-blocking dispatch, or a blocking run. */
+UPROBE_API int uprobe_ctx_fd(struct uprobe_ctx *ctx);
+UPROBE_API int uprobe_ctx_dispatch(struct uprobe_ctx *ctx);
+/* Runs until no process is traced (0), or *stop became nonzero (-EINTR). */
+UPROBE_API int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop);
+
+/* Counters, for tools and benchmarks. */
+struct uprobe_stats {
+	uint64_t hits, emulated, xol, stepped, inlined, delayed_signals, doomed;
+};
+UPROBE_API void uprobe_ctx_stats(struct uprobe_ctx *ctx, struct uprobe_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

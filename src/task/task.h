@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ptrace engine: what utrace was to the 2010 uprobes.  It seizes every thread of a
+ * process (attached to a running pid or launched stopped before its first
+ * instruction), tells the kinds of ptrace stop apart, stops and resumes threads,
+ * reads and writes registers and memory, and runs system calls inside the traced
+ * process.  It knows nothing of probes: whatever it does not handle itself (its own
+ * interrupts, group-stops, new threads) it reports to one client through struct
+ * up_task_ops.  One thread -- the one that calls up_engine_* -- owns every ptrace call.
+ *
+ * Errors are negative errno values; details go to the log callback.  Nothing here
+ * prints or exits.  Prefix: up_engine_, up_proc_, up_task_.
+ */
+#ifndef UPROBE_TASK_TASK_H
+#define UPROBE_TASK_TASK_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+struct up_engine;
+struct up_proc; /* a traced process (thread group, one address space) */
+struct up_task; /* a traced thread */
+
+/* Why a thread stopped, as reported to the client. */
+enum up_stop_kind {
+	UP_STOP_BREAKPOINT, /* an int3 trapped (SIGTRAP, SI_KERNEL): rip = its address + 1 */
+	UP_STOP_STEP,	    /* a single-step the client asked for completed (TRAP_TRACE) */
+	UP_STOP_SIGNAL,	    /* signal-delivery-stop: sig, info; the program's own SIGTRAP too */
+};
+
+struct up_stop {
+	enum up_stop_kind kind;
+	int sig;	 /* UP_STOP_SIGNAL: the signal */
+	siginfo_t info;	 /* UP_STOP_SIGNAL and UP_STOP_BREAKPOINT */
+};
+
+/* What the client wants done with a thread after it looked at a stop. */
+enum up_resume {
+	UP_RESUME_CONT, /* continue; a UP_STOP_SIGNAL's signal is delivered unless the client
+			   called up_task_set_signal(t, 0) (then it is suppressed) */
+	UP_RESUME_STEP, /* single-step one instruction; a UP_STOP_STEP follows */
+	UP_RESUME_HOLD, /* leave it stopped; the client resumes it later with up_task_resume */
+};
+
+/*
+ * The client's callbacks.  Each is called from up_engine_dispatch/run, with the
+ * thread(s) concerned stopped.  Any may be NULL.
+ */
+struct up_task_ops {
+	/* a breakpoint, single-step or signal stop */
+	enum up_resume (*on_stop)(void *ctx, struct up_task *t, const struct up_stop *stop);
+	/* a new thread (clone without CLONE_VM-less fork semantics), already attached and
+	   stopped; it is resumed when this returns */
+	void (*on_thread_new)(void *ctx, struct up_task *parent, struct up_task *t);
+	/*
+	 * fork/vfork/clone(no CLONE_THREAD): the child is attached and stopped before its
+	 * first instruction, and stays stopped until this returns.  It is a new up_proc;
+	 * for a vfork child it shares the parent's memory until it execs or exits.  If
+	 * the client calls up_proc_detach(child) here, the engine lets it go.  The
+	 * parent's thread is stopped too and resumed afterwards.
+	 */
+	void (*on_fork)(void *ctx, struct up_task *parent, struct up_proc *child, bool vfork);
+	/* the process exec'd: one thread remains (t), with the leader's tid; the old
+	   address space is gone.  t is stopped before the new program's first
+	   instruction; it is resumed when this returns. */
+	void (*on_exec)(void *ctx, struct up_proc *p, struct up_task *t);
+	/* a thread is gone (it exited or was killed); t is freed after this */
+	void (*on_thread_exit)(void *ctx, struct up_task *t);
+	/* the whole process is gone: status is its wait status (exited or killed); p is
+	   freed after this */
+	void (*on_proc_exit)(void *ctx, struct up_proc *p, int status);
+	/* a message for the user (the engine's log) */
+	void (*log)(void *ctx, const char *msg);
+};
+
+/* ---- the engine ------------------------------------------------------------------ */
+
+int up_engine_new(const struct up_task_ops *ops, void *ctx, struct up_engine **out);
+/* Detaches from every process still traced (threads resumed, pending signals kept). */
+void up_engine_free(struct up_engine *e);
+
+/*
+ * A file descriptor that becomes readable when ptrace events may be pending (a
+ * self-pipe written by a SIGCHLD handler the engine installs on first use), for
+ * poll/epoll; then call up_engine_dispatch.
+ */
+int up_engine_fd(struct up_engine *e);
+/* Handles every pending event without blocking; returns how many, or -errno. */
+int up_engine_dispatch(struct up_engine *e);
+/*
+ * Blocks handling events until no process is traced (returns 0), up_engine_break was
+ * called (returns -EINTR), or a signal interrupted the wait while *stop is nonzero
+ * (returns -EINTR); stop may be NULL.
+ */
+int up_engine_run(struct up_engine *e, volatile int *stop);
+void up_engine_break(struct up_engine *e);
+/* Number of processes traced. */
+unsigned up_engine_nprocs(const struct up_engine *e);
+
+/*
+ * Attach to every thread of a running process (PTRACE_SEIZE, no SIGSTOP).  Fails with
+ * -ESRCH (no such process), -EPERM (no permission: ptrace_scope, another uid, or
+ * already traced -- then -EBUSY when /proc/PID/status shows a TracerPid), and logs
+ * why.  The threads keep running.
+ */
+int up_engine_attach(struct up_engine *e, pid_t pid, struct up_proc **out);
+/*
+ * Launch argv[0] (PATH searched) with argv; the new process is traced and stopped
+ * before the first instruction of the new program (at its exec), every thread
+ * attached.  Resume it with up_proc_resume.  Its stdio, environment and working
+ * directory are the caller's.  -ENOENT etc. when the exec fails (the child exits 127).
+ */
+int up_engine_spawn(struct up_engine *e, char *const argv[], struct up_proc **out);
+
+/* ---- processes ------------------------------------------------------------------- */
+
+pid_t up_proc_pid(const struct up_proc *p);
+/* 64 or 32: from the code segment of a thread */
+unsigned up_proc_mode(struct up_proc *p);
+void *up_proc_data(const struct up_proc *p);
+void up_proc_set_data(struct up_proc *p, void *data);
+struct up_engine *up_proc_engine(const struct up_proc *p);
+
+/* Iterates threads: first, then next until NULL. */
+struct up_task *up_proc_first_task(struct up_proc *p);
+struct up_task *up_proc_next_task(struct up_task *t);
+struct up_task *up_proc_find_task(struct up_proc *p, pid_t tid);
+
+/*
+ * Stops every thread of the process that is running (PTRACE_INTERRUPT, waiting for
+ * each).  A thread that stops for another reason meanwhile (a breakpoint, a signal)
+ * counts as stopped; that stop is kept and reported to the client after
+ * up_proc_unquiesce.  Nests.  -ESRCH when the process died meanwhile.
+ */
+int up_proc_quiesce(struct up_proc *p);
+/* Undoes one up_proc_quiesce: at the outermost one, the threads it stopped run again. */
+void up_proc_unquiesce(struct up_proc *p);
+/* Resumes a process returned stopped by up_engine_spawn (or every held thread). */
+int up_proc_resume(struct up_proc *p);
+/*
+ * Stops tracing the process: every thread detached (quiesced first; a pending signal
+ * is passed on at detach).  The client's data must already be cleaned up.  The
+ * up_proc is freed.
+ */
+int up_proc_detach(struct up_proc *p);
+
+/* Memory: data through process_vm_readv/writev, falling back to /proc/PID/mem. */
+int up_proc_read(struct up_proc *p, uint64_t addr, void *buf, size_t len);
+int up_proc_write(struct up_proc *p, uint64_t addr, const void *buf, size_t len);
+/*
+ * Text: writes into read-only private mappings through /proc/PID/mem (FOLL_FORCE:
+ * the page becomes a private copy, also in shared libraries), falling back to
+ * PTRACE_POKETEXT where the kernel refuses forced writes.
+ */
+int up_proc_write_text(struct up_proc *p, uint64_t addr, const void *buf, size_t len);
+
+/* One line of /proc/PID/maps. */
+struct up_map {
+	uint64_t start, end, offset;
+	bool r, w, x, shared;
+	char path[256]; /* "" for anonymous, "[vdso]" etc. */
+};
+/* The mapping containing addr: 0, or -ENOENT. */
+int up_proc_find_map(struct up_proc *p, uint64_t addr, struct up_map *out);
+/* Calls fn for every mapping in order until it returns nonzero (returned). */
+int up_proc_for_each_map(struct up_proc *p, int (*fn)(void *arg, const struct up_map *m),
+			 void *arg);
+
+/*
+ * Runs system call nr with up to 6 arguments in the process, from thread t (stopped,
+ * and not in the middle of a step the client owns), with every signal blocked and
+ * every register and the signal mask restored afterwards.  It executes an existing
+ * syscall instruction (the vDSO's); where there is none it writes one at rip, which
+ * needs the process quiesced.  nr is the number for the process's mode (32-bit
+ * numbers for a 32-bit process).  *ret gets the raw return value (-errno on error).
+ * Returns 0 or -errno of the mechanism itself.
+ */
+int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t *ret);
+
+/* ---- threads --------------------------------------------------------------------- */
+
+pid_t up_task_tid(const struct up_task *t);
+struct up_proc *up_task_proc(const struct up_task *t);
+void *up_task_data(const struct up_task *t);
+void up_task_set_data(struct up_task *t, void *data);
+/* Stopped (in a stop the engine or the client holds)? */
+bool up_task_stopped(const struct up_task *t);
+
+/*
+ * The registers of a stopped thread: read on first use in a stop, cached; written
+ * back at resume when up_task_set_regs was called.
+ */
+int up_task_get_regs(struct up_task *t, struct user_regs_struct *regs);
+int up_task_set_regs(struct up_task *t, const struct user_regs_struct *regs);
+/*
+ * The signal a UP_RESUME_CONT / up_task_resume passes on (0: none).  At a
+ * UP_STOP_BREAKPOINT or UP_STOP_STEP none is passed unless set (then SIGTRAP, say, is
+ * delivered as the program's own); at a UP_STOP_SIGNAL the stop's signal is, unless
+ * set to 0 or another one.
+ */
+void up_task_set_signal(struct up_task *t, int sig);
+/*
+ * Like up_task_set_signal, with the full siginfo (PTRACE_SETSIGINFO at resume), so a
+ * signal delayed by the client reaches the program exactly as it was raised.
+ */
+void up_task_set_siginfo(struct up_task *t, const siginfo_t *info);
+/* Resumes a held thread; step: single-step (a UP_STOP_STEP follows). */
+int up_task_resume(struct up_task *t, bool step);
+
+#endif

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+/*
+ * User-space breakpoints (seed 002): one int3 over the first byte of an instruction,
+ * the original byte kept so the instruction can be executed elsewhere and put back.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sym/sym.h"
+#include "ubp.h"
+
+void up_ubp_files_clear(struct up_ubp_files *files)
+{
+	for (unsigned i = 0; i < files->n; i++)
+		up_sym_elf_close(files->f[i].elf);
+	memset(files, 0, sizeof(*files));
+}
+
+static struct up_sym_elf *file_of(struct up_ubp_files *files, const char *path)
+{
+	struct up_sym_elf *elf;
+	unsigned slot;
+
+	for (unsigned i = 0; i < files->n; i++)
+		if (!strcmp(files->f[i].path, path))
+			return files->f[i].elf;
+	if (up_sym_elf_open(path, &elf))
+		return NULL;
+	if (files->n < sizeof(files->f) / sizeof(files->f[0])) {
+		slot = files->n++;
+	} else {
+		slot = files->next++ % files->n;
+		up_sym_elf_close(files->f[slot].elf);
+	}
+	snprintf(files->f[slot].path, sizeof(files->f[slot].path), "%s", path);
+	files->f[slot].elf = elf;
+	return elf;
+}
+
+/*
+ * Walks the enclosing function from its start in the file's bytes: 0 when vaddr (the
+ * process's) falls on an instruction start or nothing is known, -EINVAL when it does
+ * not, with the instruction it splits in msg.
+ */
+static int check_boundary(struct up_ubp_files *files, const struct up_map *m, uint64_t vaddr,
+			  char *msg, size_t msglen)
+{
+	struct up_sym_elf *elf;
+	const uint8_t *code;
+	struct up_sym sym;
+	uint64_t fv, at;
+	enum up_insn_mode mode;
+
+	if (m->path[0] != '/')
+		return 0;
+	elf = file_of(files, m->path);
+	if (!elf)
+		return 0;
+	if (up_sym_elf_offset_to_vaddr(elf, vaddr - m->start + m->offset, &fv))
+		return 0;
+	if (up_sym_elf_enclosing_func(elf, fv, &sym) || !sym.size)
+		return 0;
+	if (up_sym_elf_code(elf, sym.value, sym.size, &code))
+		return 0;
+	mode = up_sym_elf_class(elf) == 32 ? UP_MODE_32 : UP_MODE_64;
+	for (at = sym.value; at < fv;) {
+		struct up_insn insn;
+		char text[96];
+
+		up_insn_analyze(&insn, code + (at - sym.value), sym.size - (at - sym.value), at, mode);
+		if (!insn.length)
+			return 0; /* data in the function, or a decoder gap: cannot tell */
+		if (at + insn.length > fv) {
+			snprintf(msg, msglen,
+				 "0x%" PRIx64 " is not an instruction boundary: it is inside %s+0x%" PRIx64
+				 " (%u bytes: %s)",
+				 vaddr, sym.name, at - sym.value, insn.length,
+				 up_insn_format(&insn, text, sizeof(text)));
+			return -EINVAL;
+		}
+		at += insn.length;
+	}
+	return 0;
+}
+
+int up_ubp_prepare(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
+		   struct up_ubp *b, char *msg, size_t msglen)
+{
+	uint8_t bytes[UP_INSN_MAX];
+	struct up_map m;
+	size_t n;
+	int rc;
+
+	memset(b, 0, sizeof(*b));
+	b->vaddr = vaddr;
+	if (up_proc_find_map(p, vaddr, &m)) {
+		snprintf(msg, msglen, "0x%" PRIx64 " is not mapped in process %d", vaddr,
+			 (int)up_proc_pid(p));
+		return -EINVAL;
+	}
+	if (!m.x) {
+		snprintf(msg, msglen, "0x%" PRIx64 " is not in executable memory (%s%s)", vaddr,
+			 m.path[0] ? m.path : "anonymous", m.path[0] ? "" : " mapping");
+		return -EINVAL;
+	}
+	n = m.end - vaddr < sizeof(bytes) ? m.end - vaddr : sizeof(bytes);
+	rc = up_proc_read(p, vaddr, bytes, n);
+	if (rc) {
+		snprintf(msg, msglen, "cannot read the instruction at 0x%" PRIx64 ": %s", vaddr,
+			 strerror(-rc));
+		return rc;
+	}
+	if (bytes[0] == UP_BKPT_INSN) {
+		snprintf(msg, msglen,
+			 "an int3 is already at 0x%" PRIx64 " (the program's own, or another debugger's)",
+			 vaddr);
+		return -EEXIST;
+	}
+	rc = check_boundary(files, &m, vaddr, msg, msglen);
+	if (rc)
+		return rc;
+	rc = up_insn_analyze(&b->insn, bytes, n, vaddr,
+			     up_proc_mode(p) == 32 ? UP_MODE_32 : UP_MODE_64);
+	if (rc)
+		return rc;
+	if (b->insn.plan == UP_PLAN_REJECT) {
+		char text[96];
+
+		if (b->insn.length)
+			snprintf(msg, msglen, "cannot probe '%s' at 0x%" PRIx64 ": %s",
+				 up_insn_format(&b->insn, text, sizeof(text)), vaddr,
+				 up_insn_reason_str(b->insn.reason));
+		else
+			snprintf(msg, msglen, "cannot probe 0x%" PRIx64 ": %s", vaddr,
+				 up_insn_reason_str(b->insn.reason));
+		return -ENOTSUP;
+	}
+	b->orig = bytes[0];
+	return 0;
+}
+
+int up_ubp_insert(struct up_proc *p, struct up_ubp *b)
+{
+	uint8_t cur, int3 = UP_BKPT_INSN;
+	int rc = up_proc_read(p, b->vaddr, &cur, 1);
+
+	if (rc)
+		return rc;
+	if (cur == UP_BKPT_INSN)
+		return -EEXIST;
+	b->orig = cur;
+	rc = up_proc_write_text(p, b->vaddr, &int3, 1);
+	if (rc)
+		return rc;
+	b->inserted = true;
+	return 0;
+}
+
+int up_ubp_verify(struct up_proc *p, const struct up_ubp *b)
+{
+	uint8_t cur;
+	int rc = up_proc_read(p, b->vaddr, &cur, 1);
+
+	if (rc)
+		return rc;
+	return b->inserted && cur == UP_BKPT_INSN;
+}
+
+int up_ubp_remove(struct up_proc *p, struct up_ubp *b)
+{
+	int rc = up_ubp_verify(p, b);
+
+	if (rc < 0)
+		return rc;
+	if (rc == 0)
+		return -EINVAL;
+	rc = up_proc_write_text(p, b->vaddr, &b->orig, 1);
+	if (rc)
+		return rc;
+	b->inserted = false;
+	return 0;
+}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * UBP, the user-space breakpoint layer (seed 002): find out whether an address of a
+ * traced process can take a breakpoint, analyse the instruction there, and insert,
+ * remove and verify the int3 while keeping the original byte.  Callers change text
+ * only with the process quiesced.  Prefix: up_ubp_.
+ */
+#ifndef UPROBE_UBP_H
+#define UPROBE_UBP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/x86/insn.h"
+#include "task/task.h"
+
+struct up_sym_elf;
+
+/* ELF files opened to check instruction boundaries, kept across calls. */
+struct up_ubp_files {
+	struct {
+		char path[256];
+		struct up_sym_elf *elf;
+	} f[16];
+	unsigned n, next;
+};
+void up_ubp_files_clear(struct up_ubp_files *files);
+
+struct up_ubp {
+	uint64_t vaddr;
+	uint8_t orig; /* the byte the int3 replaced */
+	bool inserted;
+	struct up_insn insn;
+};
+
+/*
+ * Checks that vaddr is in an executable mapping of p and on an instruction boundary
+ * (decoding from the enclosing function's start where the mapped file has symbols),
+ * and analyses the instruction there into b->insn.  Returns 0; -EINVAL (not
+ * executable, not mapped, or inside an instruction), -ENOTSUP (cannot be probed),
+ * -EEXIST (an int3 that is not ours is there), with the explanation in msg.
+ */
+int up_ubp_prepare(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
+		   struct up_ubp *b, char *msg, size_t msglen);
+
+/* Writes the int3; -EEXIST when an int3 is already there. */
+int up_ubp_insert(struct up_proc *p, struct up_ubp *b);
+/* Restores the original byte; -EINVAL when the int3 there is not ours (it is gone). */
+int up_ubp_remove(struct up_proc *p, struct up_ubp *b);
+/* 1 when our int3 is in place, 0 when not, or -errno. */
+int up_ubp_verify(struct up_proc *p, const struct up_ubp *b);
+
+#endif

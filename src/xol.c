@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The XOL area: a page at a time, placed by remote mmap in the gap of the address
+ * space nearest to the code that needs it, so that rip-relative operands and the jump
+ * back keep 32-bit displacements.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "xol.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+#define REACH (1ULL << 31)
+#define LOW_LIMIT 0x10000ULL		 /* mmap_min_addr */
+#define HIGH_LIMIT 0x7ffffffff000ULL	 /* the top of user space (4-level paging) */
+#define PAGE 4096ULL
+
+struct gap_search {
+	uint64_t near, prev_end, best;
+	uint64_t best_dist;
+};
+
+static uint64_t dist(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
+static void consider_gap(struct gap_search *g, uint64_t start, uint64_t end)
+{
+	uint64_t lo = g->near > REACH - PAGE ? g->near - (REACH - PAGE) : 0;
+	uint64_t hi = g->near + (REACH - 2 * PAGE);
+	uint64_t cand;
+
+	start = (start + PAGE - 1) & ~(PAGE - 1);
+	end &= ~(PAGE - 1);
+	if (start < LOW_LIMIT)
+		start = LOW_LIMIT;
+	if (end > HIGH_LIMIT)
+		end = HIGH_LIMIT;
+	/* keep off the edges of the gap: a page of distance from each neighbour */
+	if (end - start < 3 * UP_XOL_AREA_SIZE || end <= start)
+		return;
+	start += PAGE;
+	end -= PAGE;
+	if (start < lo)
+		start = lo;
+	if (end > hi)
+		end = hi;
+	if (end <= start || end - start < UP_XOL_AREA_SIZE)
+		return;
+	cand = start >= g->near ? start : end - UP_XOL_AREA_SIZE;
+	if (cand < g->near && cand + UP_XOL_AREA_SIZE > g->near)
+		return;
+	if (!g->best || dist(cand, g->near) < g->best_dist) {
+		g->best = cand;
+		g->best_dist = dist(cand, g->near);
+	}
+}
+
+static int gap_fn(void *arg, const struct up_map *m)
+{
+	struct gap_search *g = arg;
+
+	/* the gap below the stack is where it grows: leave it */
+	if (strcmp(m->path, "[stack]") && m->start > g->prev_end)
+		consider_gap(g, g->prev_end, m->start);
+	g->prev_end = m->end;
+	return 0;
+}
+
+static int map_area(struct up_task *t, uint64_t near, uint64_t *base)
+{
+	struct up_proc *p = up_task_proc(t);
+	const bool m32 = up_proc_mode(p) == 32;
+	struct gap_search g = { .near = near };
+	uint64_t args[6] = { 0, UP_XOL_AREA_SIZE, PROT_READ | PROT_EXEC,
+			     MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0 };
+	int64_t ret;
+	int rc;
+
+	if (!m32) {
+		rc = up_proc_for_each_map(p, gap_fn, &g);
+		if (rc < 0)
+			return rc;
+		consider_gap(&g, g.prev_end, HIGH_LIMIT);
+		if (!g.best)
+			return -ENOMEM;
+		args[0] = g.best;
+		args[3] |= MAP_FIXED_NOREPLACE;
+	} else {
+		args[4] = 0xffffffffULL;
+	}
+	rc = up_task_syscall(t, m32 ? 192 /* mmap2 */ : 9 /* mmap */, args, &ret);
+	if (rc)
+		return rc;
+	if (m32)
+		ret = (int32_t)ret;
+	if (ret < 0 && ret > -4096)
+		return (int)ret;
+	if (!m32 && (uint64_t)ret != g.best) {
+		/* an old kernel ignoring MAP_FIXED_NOREPLACE put it elsewhere: give it back */
+		uint64_t un[6] = { (uint64_t)ret, UP_XOL_AREA_SIZE };
+
+		up_task_syscall(t, 11, un, &ret);
+		return -ENOMEM;
+	}
+	*base = (uint64_t)ret;
+	{
+		uint64_t adv[6] = { *base, UP_XOL_AREA_SIZE, MADV_DONTFORK };
+
+		rc = up_task_syscall(t, m32 ? 219 : 28 /* madvise */, adv, &ret);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static bool reaches(const struct up_task *t, uint64_t base, uint64_t near)
+{
+	if (up_proc_mode(up_task_proc(t)) == 32)
+		return true;
+	return dist(base, near) < REACH - 2 * UP_XOL_AREA_SIZE;
+}
+
+int up_xol_alloc(struct up_xol *x, struct up_task *t, uint64_t near, uint64_t *slot)
+{
+	struct up_xol_area *a;
+	uint64_t base;
+	int rc;
+
+	for (a = x->areas; a; a = a->next) {
+		if (a->used == ~0ULL || !reaches(t, a->base, near))
+			continue;
+		for (unsigned i = 0; i < UP_XOL_SLOTS; i++) {
+			if (!(a->used & (1ULL << i))) {
+				a->used |= 1ULL << i;
+				*slot = a->base + i * 64u;
+				return 0;
+			}
+		}
+	}
+	rc = map_area(t, near, &base);
+	if (rc)
+		return rc;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->base = base;
+	a->used = 1;
+	a->next = x->areas;
+	x->areas = a;
+	x->nareas++;
+	*slot = base;
+	return 0;
+}
+
+int up_xol_write(struct up_proc *p, uint64_t slot, const void *code, size_t len)
+{
+	return up_proc_write_text(p, slot, code, len);
+}
+
+void up_xol_free(struct up_xol *x, uint64_t slot)
+{
+	for (struct up_xol_area *a = x->areas; a; a = a->next)
+		if (slot >= a->base && slot < a->base + UP_XOL_AREA_SIZE)
+			a->used &= ~(1ULL << ((slot - a->base) / 64u));
+}
+
+bool up_xol_contains(const struct up_xol *x, uint64_t addr)
+{
+	for (const struct up_xol_area *a = x->areas; a; a = a->next)
+		if (addr >= a->base && addr < a->base + UP_XOL_AREA_SIZE)
+			return true;
+	return false;
+}
+
+void up_xol_drop(struct up_xol *x)
+{
+	while (x->areas) {
+		struct up_xol_area *a = x->areas;
+
+		x->areas = a->next;
+		free(a);
+	}
+	x->nareas = 0;
+}
+
+void up_xol_unmap(struct up_xol *x, struct up_task *t)
+{
+	const bool m32 = up_proc_mode(up_task_proc(t)) == 32;
+
+	for (struct up_xol_area *a = x->areas; a; a = a->next) {
+		uint64_t args[6] = { a->base, UP_XOL_AREA_SIZE };
+		int64_t ret;
+
+		up_task_syscall(t, m32 ? 91 : 11 /* munmap */, args, &ret);
+	}
+	up_xol_drop(x);
+}

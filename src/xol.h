@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * XOL, the execution-out-of-line area (seed 004): pages mapped into the traced process
+ * by remote mmap, within +-2 GiB of the code they serve, cut into slots of
+ * UP_SLOT_MAX bytes, one per probepoint, never inherited by fork (MADV_DONTFORK).
+ * Prefix: up_xol_.
+ */
+#ifndef UPROBE_XOL_H
+#define UPROBE_XOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "task/task.h"
+
+#define UP_XOL_AREA_SIZE 4096u
+#define UP_XOL_SLOTS (UP_XOL_AREA_SIZE / 64u)
+
+struct up_xol_area {
+	uint64_t base;
+	uint64_t used; /* bitmap of slots */
+	struct up_xol_area *next;
+};
+
+struct up_xol {
+	struct up_xol_area *areas;
+	unsigned nareas;
+};
+
+/*
+ * A free slot within +-2 GiB of near (any slot for a 32-bit process), mapping a new
+ * area through thread t (stopped; the process quiesced) when none has room.
+ * -ENOMEM when no area can be placed.
+ */
+int up_xol_alloc(struct up_xol *x, struct up_task *t, uint64_t near, uint64_t *slot);
+/* Writes the slot's code. */
+int up_xol_write(struct up_proc *p, uint64_t slot, const void *code, size_t len);
+void up_xol_free(struct up_xol *x, uint64_t slot);
+/* Is addr inside an area?  (Not necessarily an allocated slot.) */
+bool up_xol_contains(const struct up_xol *x, uint64_t addr);
+/* Forgets every area: the address space is gone (exec, exit) or not ours (a fork child). */
+void up_xol_drop(struct up_xol *x);
+/* Unmaps every area through t (detach), then forgets them. */
+void up_xol_unmap(struct up_xol *x, struct up_task *t);
+
+#endif
