@@ -211,4 +211,20 @@ void up_task_set_siginfo(struct up_task *t, const siginfo_t *info);
 /* Resumes a held thread; step: single-step (a UP_STOP_STEP follows). */
 int up_task_resume(struct up_task *t, bool step);
 
+/*
+ * Implementation notes (src/task/engine.c, no new functions):
+ * - The engine waits with waitpid(-1, __WALL): it also reaps exits of the caller's own
+ *   untraced children.  A program that forks helpers of its own must not share a
+ *   process with an engine, or must reap them before the engine's next dispatch.
+ * - Threads past their PTRACE_EVENT_EXIT (about to be reaped, e.g. a zombie leader) are
+ *   not listed by up_proc_first_task/next_task/find_task; on_thread_exit still comes.
+ * - At a fork/clone/exec event stop the thread is still inside the system call (rax
+ *   reads -ENOSYS); up_task_syscall first takes it out to the user boundary with a
+ *   PTRACE_INTERRUPT (no user instruction runs), after which rax holds the result.
+ *   up_engine_spawn returns the process already there.
+ * - A deferred breakpoint stop whose int3 is gone by the time it is handled (the
+ *   client removed it while the stop was queued) is not reported: rip is moved back
+ *   onto the instruction and the thread resumed, as the kernel's uprobes does.
+ */
+
 #endif

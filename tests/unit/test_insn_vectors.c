@@ -343,8 +343,8 @@ static const struct vec vecs[] = {
 	REJ32("lret $8", "\xca\x08\x00", 3, FAR),
 	REJ64("xbegin", "\xc7\xf8\x00\x00\x00\x00", 6, TSX),
 	REJ64("xend", "\x0f\x01\xd5", 3, TSX),
-	REJ64("xabort $1", "\xc6\xf8\x01", 3, TSX),
-	REJ64("xtest", "\x0f\x01\xd6", 3, TSX),
+	PLAIN64("xabort $1 (a no-op outside a transaction)", "\xc6\xf8\x01", 3),
+	PLAIN64("xtest (a probe never fires inside a transaction)", "\x0f\x01\xd6", 3),
 	REJ32("xbegin", "\xc7\xf8\x00\x00\x00\x00", 6, TSX),
 	REJ64("ud2", "\x0f\x0b", 2, UNDEFINED),
 	REJ64("ud0", "\x0f\xff\xc0", 3, UNDEFINED),
@@ -353,15 +353,23 @@ static const struct vec vecs[] = {
 	CUT64("62 00: no bound in 64-bit, an EVEX prefix, cut", "\x62\x00"),
 	REJ32("bound %eax,(%eax)", "\x62\x00", 2, BOUND),
 	REJ32("bound %eax,0x8049000", "\x62\x05\x00\x90\x04\x08", 6, BOUND),
-	REJ64("bnd jmp rel32", "\xf2\xe9\x00\x01\x00\x00", 6, BOUND),
-	REJ64("bnd call rel32", "\xf2\xe8\x00\x01\x00\x00", 6, BOUND),
-	REJ64("bnd ret", "\xf2\xc3", 2, BOUND),
-	REJ64("bnd jmp *%rax", "\xf2\xff\xe0", 3, BOUND),
-	REJ64("bnd jmp *disp(%rip)", "\xf2\xff\x25\x10\x00\x00\x00", 7, BOUND),
-	REJ64("bnd je rel32", "\xf2\x0f\x84\x00\x01\x00\x00", 7, BOUND),
-	REJ64("bnd je rel8", "\xf2\x74\x10", 3, BOUND),
-	REJ32("bnd jmp rel32", "\xf2\xe9\x00\x01\x00\x00", 6, BOUND),
-	REJ32("bnd call *%eax", "\xf2\xff\xd0", 3, BOUND),
+	/* bnd does nothing without MPX: branches with it are emulated as without */
+	V64("bnd jmp rel32", "\xf2\xe9\x00\x01\x00\x00", 6, EMULATE, EMU_JMP, EMU(JMP), BR(0x106)),
+	V64("bnd call rel32", "\xf2\xe8\x00\x01\x00\x00", 6, EMULATE, EMU_CALL, EMU(CALL),
+	    BR(0x106), OPSZ(8)),
+	V64("bnd ret", "\xf2\xc3", 2, EMULATE, EMU_RET, EMU(RET), OPSZ(8)),
+	V64("bnd jmp *%rax", "\xf2\xff\xe0", 3, EMULATE, EMU_JMP_IND, EMU(JMP_IND)),
+	V64("bnd jmp *disp(%rip) (a CET PLT entry)", "\xf2\xff\x25\x10\x00\x00\x00", 7, EMULATE,
+	    EMU_JMP_IND, EMU(JMP_IND), RIP(0x17)),
+	V64("bnd je rel8", "\xf2\x74\x10", 3, EMULATE, EMU_JCC, EMU(JCC), BR(0x13)),
+	V32("bnd jmp rel32", "\xf2\xe9\x00\x01\x00\x00", 6, EMULATE, EMU_JMP, EMU(JMP), BR(0x106)),
+	/* prefixes that change a branch's or an operand's address width */
+	REJ64("data16 call rel16/32 (66 e8)", "\x66\xe8\x00\x01\x00\x00", 6, PREFIX),
+	REJ64("data16 jmp (66 e9)", "\x66\xe9\x00\x01\x00\x00", 6, PREFIX),
+	REJ64("addr32 mov disp(%eip),%rax (67 48 8b 05)", "\x67\x48\x8b\x05\x10\x00\x00\x00", 8,
+	      PREFIX),
+	REJ64("addr32 jmp *disp(%eip)", "\x67\xff\x25\x10\x00\x00\x00", 7, PREFIX),
+	REJ32("data16 jmp rel16 (66 e9)", "\x66\xe9\x00\x01", 4, PREFIX),
 	REJ64("enclu", "\x0f\x01\xd7", 3, ENCLAVE),
 	REJ64("encls", "\x0f\x01\xcf", 3, ENCLAVE),
 	REJ32("enclu", "\x0f\x01\xd7", 3, ENCLAVE),
@@ -551,7 +559,7 @@ static void test_coverage(void **state)
 	seen_why[UP_WHY_EMU_JCC] = true; /* test_jcc */
 	for (i = 0; i < UP_WHY_COUNT; i++) {
 		if (i == UP_WHY_NONE || i == UP_WHY_STEP_RIPREL_FAR ||
-		    i == UP_WHY_REJECT_UNRELOCATABLE || i == UP_WHY_REJECT_PREFIX)
+		    i == UP_WHY_REJECT_UNRELOCATABLE)
 			continue;
 		if (!seen_why[i]) {
 			print_error("no vector for reason %u (%s)\n", i, up_insn_reason_name(i));

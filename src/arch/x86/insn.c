@@ -112,10 +112,14 @@ static enum up_insn_reason refusal(const struct up_insn *insn)
 	case ZYDIS_MNEMONIC_OUTSW:
 	case ZYDIS_MNEMONIC_OUTSD:
 		return UP_WHY_REJECT_IO;
+	/*
+	 * An int3 aborts a transaction without a trap, so a probe only ever fires
+	 * outside one: xtest and xabort (a no-op there) are then fine, but xend would
+	 * #GP where the program committed, and xbegin's abort path is rel32 from the
+	 * slot.
+	 */
 	case ZYDIS_MNEMONIC_XBEGIN:
 	case ZYDIS_MNEMONIC_XEND:
-	case ZYDIS_MNEMONIC_XABORT:
-	case ZYDIS_MNEMONIC_XTEST:
 		return UP_WHY_REJECT_TSX;
 	case ZYDIS_MNEMONIC_UD0:
 	case ZYDIS_MNEMONIC_UD1:
@@ -137,10 +141,20 @@ static enum up_insn_reason refusal(const struct up_insn *insn)
 	/* a segment load (mov/pop to a segment register): mov/pop ss also masks traps */
 	if (any_segment_register_written(insn))
 		return UP_WHY_REJECT_SYSTEM;
-	/* bnd-prefixed branches check (and on MPX hardware may clear) bounds */
-	if ((zi->attributes & ZYDIS_ATTRIB_HAS_BND) &&
-	    zi->meta.branch_type != ZYDIS_BRANCH_TYPE_NONE)
-		return UP_WHY_REJECT_BOUND;
+	/* 66 on a near branch: 16-bit rip on AMD, ignored on Intel -- not ours to pick */
+	if (zi->meta.branch_type != ZYDIS_BRANCH_TYPE_NONE &&
+	    (zi->attributes & ZYDIS_ATTRIB_HAS_OPERANDSIZE))
+		return UP_WHY_REJECT_PREFIX;
+	/* 67 on a rip-relative operand: the address is truncated to 32 bits */
+	for (unsigned i = 0; i < zi->operand_count_visible; i++)
+		if (insn->zops[i].type == ZYDIS_OPERAND_TYPE_MEMORY &&
+		    insn->zops[i].mem.base == ZYDIS_REGISTER_EIP)
+			return UP_WHY_REJECT_PREFIX;
+	/*
+	 * A bnd prefix on a branch is kept: without MPX (gone from the kernel since 5.6
+	 * and from CPUs since Ice Lake) it does nothing, and CET PLTs are full of
+	 * `bnd jmp`.  bound itself can raise #BR and is refused above.
+	 */
 	return UP_WHY_NONE;
 }
 
@@ -373,13 +387,14 @@ static const struct {
 				   "segment load or sysenter: changes state a slot cannot keep" },
 	[UP_WHY_REJECT_IO] = { "io", "port I/O (in/out/ins/outs)" },
 	[UP_WHY_REJECT_FAR] = { "far", "far jump, call or return: changes the code segment" },
-	[UP_WHY_REJECT_TSX] = { "tsx", "transactional memory (xbegin/xend/xabort/xtest): "
-				       "a trap aborts the transaction" },
+	[UP_WHY_REJECT_TSX] = { "tsx", "xbegin/xend: a probe fires only outside a transaction, "
+				       "where these would change the program's path" },
 	[UP_WHY_REJECT_UNDEFINED] = { "undefined", "ud0/ud1/ud2: meant to raise #UD" },
 	[UP_WHY_REJECT_INVALID] = { "invalid", "the bytes do not decode to an instruction" },
 	[UP_WHY_REJECT_TRUNCATED] = { "truncated", "the bytes end in the middle of an instruction" },
-	[UP_WHY_REJECT_PREFIX] = { "prefix", "an operand-size prefix on a branch truncates rip" },
-	[UP_WHY_REJECT_BOUND] = { "bound", "bound or a bnd-prefixed branch: MPX bounds state" },
+	[UP_WHY_REJECT_PREFIX] = { "prefix", "a 66 prefix on a branch or a 67 prefix on a rip-relative "
+				       "operand truncates the address" },
+	[UP_WHY_REJECT_BOUND] = { "bound", "bound: raises #BR when the index is out of bounds" },
 	[UP_WHY_REJECT_ENCLAVE] = { "enclave", "SGX enclave instruction (enclu/encls/enclv)" },
 	[UP_WHY_REJECT_UNRELOCATABLE] = { "unrelocatable",
 					  "cannot be re-encoded to run from the slot" },

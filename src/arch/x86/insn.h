@@ -70,12 +70,12 @@ enum up_insn_reason {
 	UP_WHY_REJECT_SYSTEM,			  /* sysenter, segment loads, … */
 	UP_WHY_REJECT_IO,			  /* in/out/ins/outs */
 	UP_WHY_REJECT_FAR,			  /* far jmp/call/ret */
-	UP_WHY_REJECT_TSX,			  /* xbegin/xend/xabort/xtest */
+	UP_WHY_REJECT_TSX,			  /* xbegin/xend */
 	UP_WHY_REJECT_UNDEFINED,		  /* ud0/ud1/ud2: meant to fault */
 	UP_WHY_REJECT_INVALID,			  /* the bytes do not decode */
 	UP_WHY_REJECT_TRUNCATED,		  /* the buffer ends mid-instruction */
-	UP_WHY_REJECT_PREFIX,			  /* a prefix a relocation cannot keep */
-	UP_WHY_REJECT_BOUND,			  /* bnd/mpx state or bound: #BR traps */
+	UP_WHY_REJECT_PREFIX,			  /* 66 on a branch, 67 on rip-relative */
+	UP_WHY_REJECT_BOUND,			  /* bound: #BR traps */
 	UP_WHY_REJECT_ENCLAVE,			  /* SGX enclu/encls */
 	UP_WHY_REJECT_UNRELOCATABLE,		  /* the encoder cannot place it in a slot */
 	UP_WHY_COUNT

@@ -283,8 +283,11 @@ int up_reloc_step_finish(const struct up_insn *insn, const struct up_reloc *rel,
 
 	if (rel->fixups & UP_FIX_SCRATCH)
 		*up_regs_gpr(regs, rel->scratch) = st->saved_scratch;
-	if (rel->fixups & UP_FIX_SYSCALL_RCX)
+	if (rel->fixups & UP_FIX_SYSCALL_RCX) {
 		regs->rcx = next;
+		/* r11 got rflags with the trap flag of the step in it */
+		regs->r11 = (regs->r11 & ~0x100ULL) | (regs->eflags & 0x100ULL);
+	}
 	if (rel->fixups & UP_FIX_CALL) {
 		unsigned size = insn->mode == UP_MODE_32 ? 4 : 8;
 		uint64_t sp = regs->rsp & (size == 4 ? 0xffffffffULL : ~0ULL);

@@ -1,0 +1,1420 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ptrace engine's core: seizing threads, waiting for and telling apart the kinds of
+ * ptrace-stop, the event loop, quiesce/resume, spawn/attach/detach.
+ *
+ * Rules it keeps:
+ * - A thread's stop is reported once.  Stops seen while quiescing (a breakpoint hit by a
+ *   thread we were about to interrupt, a signal) are deferred with the raw wait status;
+ *   the thread stays in that ptrace-stop and the status is handled by a later dispatch,
+ *   after the process is unquiesced.
+ * - Our own PTRACE_INTERRUPT stops and group-stops never reach the client.  Group-stops are
+ *   resumed with PTRACE_LISTEN so SIGSTOP/SIGCONT behave as without a tracer.
+ * - Threads and processes are freed only from dispatch at top level (never inside a
+ *   client call), or after the client's callback returns (refs).
+ * - Never PTRACE_O_EXITKILL: a dying tracer must not take the target with it.
+ */
+#include "task/internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef PTRACE_EVENT_STOP
+#define PTRACE_EVENT_STOP 128
+#endif
+
+/* ---- logging, lookup ------------------------------------------------------------- */
+
+void up__log(struct up_engine *e, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	if (!e || !e->ops || !e->ops->log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	e->ops->log(e->ctx, buf);
+}
+
+static struct up_proc *find_proc(struct up_engine *e, pid_t pid)
+{
+	for (struct up_proc *p = e->procs; p; p = p->next)
+		if (p->pid == pid && !p->gone)
+			return p;
+	return NULL;
+}
+
+struct up_task *up__find_task(struct up_engine *e, pid_t tid)
+{
+	for (struct up_proc *p = e->procs; p; p = p->next) {
+		if (p->gone)
+			continue;
+		for (struct up_task *t = p->tasks; t; t = t->next)
+			if (t->tid == tid && t->state != UP_TS_GONE)
+				return t;
+	}
+	return NULL;
+}
+
+struct up_task *up__stopped_task(struct up_proc *p)
+{
+	for (struct up_task *t = p->tasks; t; t = t->next)
+		if (t->state == UP_TS_STOPPED && t->stop != UP_ST_EXIT)
+			return t;
+	return NULL;
+}
+
+struct up_task *up__live_task(struct up_proc *p)
+{
+	for (struct up_task *t = p->tasks; t; t = t->next)
+		if (t->state != UP_TS_EXITING && t->state != UP_TS_GONE)
+			return t;
+	return NULL;
+}
+
+static bool is_stop_signal(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+/* ---- the self-pipe --------------------------------------------------------------- */
+
+static int sigchld_pipe[2] = { -1, -1 };
+static struct sigaction sigchld_old;
+
+static void sigchld_handler(int sig, siginfo_t *info, void *uc)
+{
+	int saved = errno;
+
+	if (sigchld_pipe[1] >= 0) {
+		ssize_t r = write(sigchld_pipe[1], "", 1);
+		(void)r;
+	}
+	if (sigchld_old.sa_flags & SA_SIGINFO) {
+		if (sigchld_old.sa_sigaction)
+			sigchld_old.sa_sigaction(sig, info, uc);
+	} else if (sigchld_old.sa_handler != SIG_DFL && sigchld_old.sa_handler != SIG_IGN) {
+		sigchld_old.sa_handler(sig);
+	}
+	errno = saved;
+}
+
+void up__wake_fd(void)
+{
+	if (sigchld_pipe[1] >= 0) {
+		ssize_t r = write(sigchld_pipe[1], "", 1);
+		(void)r;
+	}
+}
+
+static int sigchld_install(void)
+{
+	struct sigaction sa;
+
+	if (sigchld_pipe[0] >= 0)
+		return 0;
+	if (pipe2(sigchld_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -errno;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = sigchld_handler;
+	sa.sa_flags = SA_RESTART | SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGCHLD, &sa, &sigchld_old) < 0) {
+		int err = -errno;
+
+		close(sigchld_pipe[0]);
+		close(sigchld_pipe[1]);
+		sigchld_pipe[0] = sigchld_pipe[1] = -1;
+		return err;
+	}
+	return 0;
+}
+
+static void drain_pipe(void)
+{
+	char buf[64];
+
+	if (sigchld_pipe[0] < 0)
+		return;
+	while (read(sigchld_pipe[0], buf, sizeof(buf)) > 0)
+		;
+}
+
+/* ---- objects --------------------------------------------------------------------- */
+
+static struct up_proc *proc_new(struct up_engine *e, pid_t pid)
+{
+	struct up_proc *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->e = e;
+	p->pid = pid;
+	p->memfd = -1;
+	p->next = e->procs;
+	e->procs = p;
+	e->nprocs++;
+	up__proc_open_mem(p);
+	return p;
+}
+
+static struct up_task *task_new(struct up_proc *p, pid_t tid, enum up_tstate state)
+{
+	struct up_task *t = calloc(1, sizeof(*t)), **pp;
+
+	if (!t)
+		return NULL;
+	t->proc = p;
+	t->tid = tid;
+	t->state = state;
+	t->stop = UP_ST_EVENT;
+	/* keep the list in creation order: the leader first */
+	for (pp = &p->tasks; *pp; pp = &(*pp)->next)
+		;
+	*pp = t;
+	return t;
+}
+
+static void drop_deferred(struct up_engine *e, pid_t tid)
+{
+	for (size_t i = 0; i < e->ndq;) {
+		if (e->dq[i].tid == tid) {
+			memmove(&e->dq[i], &e->dq[i + 1], (e->ndq - i - 1) * sizeof(e->dq[0]));
+			e->ndq--;
+		} else {
+			i++;
+		}
+	}
+}
+
+static void task_free(struct up_task *t)
+{
+	struct up_proc *p = t->proc;
+
+	for (struct up_task **pp = &p->tasks; *pp; pp = &(*pp)->next) {
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	}
+	if (t->queued)
+		drop_deferred(p->e, t->tid);
+	free(t);
+}
+
+/* Unlinks and frees p, unless a client callback on it is still running. */
+static void proc_try_free(struct up_proc *p)
+{
+	struct up_engine *e = p->e;
+
+	if (!p->gone || p->refs > 0)
+		return;
+	for (struct up_proc **pp = &e->procs; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	}
+	while (p->tasks)
+		task_free(p->tasks);
+	up__proc_close_mem(p);
+	free(p);
+}
+
+static void proc_mark_gone(struct up_proc *p)
+{
+	if (p->gone)
+		return;
+	p->gone = true;
+	p->e->nprocs--;
+	for (struct up_task *t = p->tasks; t; t = t->next) {
+		if (t->queued)
+			drop_deferred(p->e, t->tid);
+		t->queued = false;
+		t->state = UP_TS_GONE;
+	}
+}
+
+/* ---- the deferred queue ---------------------------------------------------------- */
+
+int up__defer(struct up_engine *e, pid_t tid, int status, bool orphan)
+{
+	if (e->ndq == e->cap_dq) {
+		size_t cap = e->cap_dq ? e->cap_dq * 2 : 16;
+		struct up_deferred *dq = realloc(e->dq, cap * sizeof(*dq));
+
+		if (!dq)
+			return -ENOMEM;
+		e->dq = dq;
+		e->cap_dq = cap;
+	}
+	e->dq[e->ndq++] = (struct up_deferred){ .tid = tid, .status = status, .orphan = orphan };
+	return 0;
+}
+
+static bool take_deferred(struct up_engine *e, pid_t tid, int *status)
+{
+	for (size_t i = 0; i < e->ndq; i++) {
+		if (e->dq[i].tid == tid) {
+			*status = e->dq[i].status;
+			memmove(&e->dq[i], &e->dq[i + 1], (e->ndq - i - 1) * sizeof(e->dq[0]));
+			e->ndq--;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Every wait for one thread goes through here and waits for any child: a zombie
+ * leader is not reported until its other threads are reaped, so waitpid(leader)
+ * could wait for ever while those threads wait for us.
+ */
+int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
+{
+	if (take_deferred(e, tid, status))
+		return 0;
+	for (;;) {
+		int st;
+		pid_t r = waitpid(-1, &st, __WALL);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == tid) {
+			*status = st;
+			return 0;
+		}
+		struct up_task *o = up__find_task(e, r);
+
+		if (o) {
+			if (WIFSTOPPED(st) && o->state != UP_TS_EXITING)
+				o->state = UP_TS_STOPPED;
+			o->queued = true;
+			if (WIFSTOPPED(st)) {
+				int ev = st >> 16;
+				o->stop = ev == PTRACE_EVENT_EXIT ? UP_ST_EXIT
+					  : (ev == PTRACE_EVENT_STOP) ? UP_ST_EVENT
+					  : ev ? UP_ST_IN_SYSCALL
+					       : UP_ST_SIGNAL;
+			}
+		}
+		up__defer(e, r, st, !o && WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_STOP);
+	}
+}
+
+/* ---- resuming -------------------------------------------------------------------- */
+
+int up__load_regs(struct up_task *t)
+{
+	if (t->state != UP_TS_STOPPED)
+		return -ESRCH;
+	if (t->regs_valid)
+		return 0;
+	if (ptrace(PTRACE_GETREGS, t->tid, 0, &t->regs) < 0)
+		return -errno;
+	t->regs_valid = true;
+	t->regs_dirty = false;
+	return 0;
+}
+
+static int flush_regs(struct up_task *t)
+{
+	if (!t->regs_dirty)
+		return 0;
+	t->regs_dirty = false;
+	if (ptrace(PTRACE_SETREGS, t->tid, 0, &t->regs) < 0) {
+		int err = -errno;
+
+		up__log(t->proc->e, "thread %d: cannot write registers: %s", t->tid,
+			strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+/* Resumes a ptrace-stopped thread as its stop allows. */
+static int task_resume_raw(struct up_task *t, bool step)
+{
+	int req, sig = 0;
+
+	if (t->state != UP_TS_STOPPED)
+		return -ESRCH;
+	flush_regs(t);
+	if (t->stop == UP_ST_SIGNAL) {
+		sig = t->sig;
+		if (sig && t->info_clobbered && t->info.si_signo == sig)
+			ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->info);
+	}
+	if (step)
+		req = PTRACE_SINGLESTEP;
+	else if (t->stop == UP_ST_GROUP)
+		req = PTRACE_LISTEN;
+	else
+		req = PTRACE_CONT;
+	t->regs_valid = false;
+	t->info_clobbered = false;
+	t->held = false;
+	t->qstopped = false;
+	t->sig = 0;
+	if (ptrace(req, t->tid, 0, (void *)(long)sig) < 0) {
+		int err = -errno;
+
+		if (err == -ESRCH) {
+			/* killed meanwhile: its exit is on the way */
+			t->state = UP_TS_EXITING;
+			return 0;
+		}
+		up__log(t->proc->e, "thread %d: cannot resume: %s", t->tid, strerror(-err));
+		return err;
+	}
+	t->stepping = step;
+	t->state = req == PTRACE_LISTEN ? UP_TS_LISTENING : UP_TS_RUNNING;
+	return 0;
+}
+
+/* After the engine handled a stop on its own: go on as before (a step stays a step),
+   unless someone holds the thread. */
+static void task_continue(struct up_task *t)
+{
+	if (t->state != UP_TS_STOPPED || t->held || t->queued)
+		return;
+	if (t->proc->quiesce > 0) {
+		t->qstopped = true;
+		return;
+	}
+	task_resume_raw(t, t->stepping);
+}
+
+/* ---- handling one wait status ---------------------------------------------------- */
+
+static void report_thread_exit(struct up_task *t)
+{
+	struct up_engine *e = t->proc->e;
+
+	if (e->ops->on_thread_exit)
+		e->ops->on_thread_exit(e->ctx, t);
+}
+
+static void proc_exited(struct up_proc *p, int status)
+{
+	struct up_engine *e = p->e;
+
+	p->refs++;
+	/* the leader last */
+	for (struct up_task *t = p->tasks; t; t = t->next)
+		if (t->tid != p->pid && t->state != UP_TS_GONE)
+			report_thread_exit(t);
+	for (struct up_task *t = p->tasks; t; t = t->next)
+		if (t->tid == p->pid && t->state != UP_TS_GONE)
+			report_thread_exit(t);
+	if (e->ops->on_proc_exit)
+		e->ops->on_proc_exit(e->ctx, p, status);
+	p->refs--;
+	proc_mark_gone(p);
+	proc_try_free(p);
+}
+
+static void task_reaped(struct up_task *t, int status)
+{
+	struct up_proc *p = t->proc;
+
+	if (t->tid == p->pid) {
+		proc_exited(p, status);
+		return;
+	}
+	p->refs++;
+	report_thread_exit(t);
+	p->refs--;
+	if (p->gone) {
+		proc_try_free(p);
+		return;
+	}
+	task_free(t);
+}
+
+static void report_stop(struct up_task *t, const struct up_stop *stop)
+{
+	struct up_proc *p = t->proc;
+	struct up_engine *e = p->e;
+	enum up_resume r = UP_RESUME_CONT;
+
+	t->stepping = false;
+	p->refs++;
+	if (e->ops->on_stop)
+		r = e->ops->on_stop(e->ctx, t, stop);
+	p->refs--;
+	if (p->gone) {
+		proc_try_free(p);
+		return;
+	}
+	if (t->state != UP_TS_STOPPED)
+		return; /* the client resumed it itself */
+	switch (r) {
+	case UP_RESUME_HOLD:
+		t->held = true;
+		break;
+	case UP_RESUME_STEP:
+		task_resume_raw(t, true);
+		break;
+	case UP_RESUME_CONT:
+	default:
+		task_resume_raw(t, false);
+		break;
+	}
+}
+
+static pid_t tgid_of(pid_t tid)
+{
+	char path[64], line[256];
+	pid_t tgid = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	return tgid;
+}
+
+static void handle_stop(struct up_engine *e, struct up_task *t, int status);
+
+static void handle_new_child(struct up_engine *e, struct up_task *t, int ev)
+{
+	struct up_proc *p = t->proc;
+	unsigned long msg = 0;
+	pid_t ntid;
+	int st, err;
+
+	t->stop = UP_ST_IN_SYSCALL;
+	if (ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &msg) < 0) {
+		task_continue(t);
+		return;
+	}
+	ntid = (pid_t)msg;
+	if (up__find_task(e, ntid)) {
+		/* seen at attach already */
+		task_continue(t);
+		return;
+	}
+	err = up__wait_tid(e, ntid, &st);
+	if (err < 0 || !WIFSTOPPED(st)) {
+		if (err < 0)
+			up__log(e, "thread %d: new child %d: wait: %s", t->tid, ntid, strerror(-err));
+		task_continue(t);
+		return;
+	}
+	bool thread = ev == PTRACE_EVENT_CLONE && tgid_of(ntid) == p->pid;
+
+	if (thread) {
+		struct up_task *nt = task_new(p, ntid, UP_TS_STOPPED);
+
+		if (!nt) {
+			ptrace(PTRACE_DETACH, ntid, 0, 0);
+			task_continue(t);
+			return;
+		}
+		if ((st >> 16) != PTRACE_EVENT_STOP) {
+			/* not the initial stop: handle it as it is after the report */
+			nt->queued = true;
+			up__defer(e, ntid, st, false);
+		}
+		p->refs++;
+		if (e->ops->on_thread_new)
+			e->ops->on_thread_new(e->ctx, t, nt);
+		p->refs--;
+		if (p->gone) {
+			proc_try_free(p);
+			return;
+		}
+		task_continue(nt);
+		task_continue(t);
+		return;
+	}
+
+	struct up_proc *np = proc_new(e, ntid);
+	struct up_task *nt = np ? task_new(np, ntid, UP_TS_STOPPED) : NULL;
+
+	if (!nt) {
+		if (np) {
+			proc_mark_gone(np);
+			proc_try_free(np);
+		}
+		ptrace(PTRACE_DETACH, ntid, 0, 0);
+		task_continue(t);
+		return;
+	}
+	np->vfork_child = ev == PTRACE_EVENT_VFORK;
+	np->mode = p->mode;
+	if ((st >> 16) != PTRACE_EVENT_STOP) {
+		nt->queued = true;
+		up__defer(e, ntid, st, false);
+	}
+	p->refs++;
+	np->refs++;
+	if (e->ops->on_fork)
+		e->ops->on_fork(e->ctx, t, np, ev == PTRACE_EVENT_VFORK);
+	np->refs--;
+	p->refs--;
+	if (np->gone)
+		proc_try_free(np);
+	else
+		task_continue(nt);
+	if (p->gone) {
+		proc_try_free(p);
+		return;
+	}
+	task_continue(t);
+}
+
+static void handle_exec(struct up_engine *e, struct up_task *t)
+{
+	struct up_proc *p = t->proc;
+	unsigned long former = 0;
+
+	ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &former);
+	if ((pid_t)former != t->tid && former != 0) {
+		/* a non-leader exec'd: it now has the leader's tid; keep its object */
+		for (struct up_task *o = p->tasks; o; o = o->next) {
+			if (o->tid == (pid_t)former && o->state != UP_TS_GONE) {
+				if (o->queued)
+					drop_deferred(e, o->tid);
+				o->queued = false;
+				o->state = UP_TS_STOPPED;
+				o->regs_valid = false;
+				t = o;
+				break;
+			}
+		}
+	}
+	t->stop = UP_ST_IN_SYSCALL;
+	t->stepping = false;
+	/* every other thread vanished (the old leader too, when another thread exec'd) */
+	p->refs++;
+	for (struct up_task *o = p->tasks; o; o = o->next)
+		if (o != t && o->state != UP_TS_GONE)
+			report_thread_exit(o);
+	p->refs--;
+	for (struct up_task *o = p->tasks, *n; o; o = n) {
+		n = o->next;
+		if (o != t) {
+			o->queued = false; /* its later statuses are dropped as unknown */
+			task_free(o);
+		}
+	}
+	t->tid = p->pid;
+	if (p->gone) {
+		proc_try_free(p);
+		return;
+	}
+	/* a new address space */
+	up__proc_close_mem(p);
+	up__proc_open_mem(p);
+	p->vdso_known = false;
+	p->syscall_insn = 0;
+	p->mode = 0;
+	p->vfork_child = false;
+	p->refs++;
+	if (e->ops->on_exec)
+		e->ops->on_exec(e->ctx, p, t);
+	p->refs--;
+	if (p->gone) {
+		proc_try_free(p);
+		return;
+	}
+	task_continue(t);
+}
+
+/* A queued breakpoint stop whose int3 the client has removed meanwhile: rewind to
+   execute the original instruction, as the kernel's uprobes does. */
+static bool stale_breakpoint(struct up_task *t)
+{
+	uint8_t b;
+
+	if (up__load_regs(t) < 0)
+		return false;
+	if (up_proc_read(t->proc, t->regs.rip - 1, &b, 1) < 0 || b == 0xcc)
+		return false;
+	t->regs.rip--;
+	t->regs_dirty = true;
+	return true;
+}
+
+static void handle_stop(struct up_engine *e, struct up_task *t, int status)
+{
+	int sig = WSTOPSIG(status), ev = status >> 16;
+	bool was_queued = t->queued;
+	struct up_stop stop;
+
+
+	t->state = UP_TS_STOPPED;
+	t->queued = false;
+	t->regs_valid = false;
+	t->regs_dirty = false;
+	t->info_clobbered = false;
+	t->sig = 0;
+
+	switch (ev) {
+	case PTRACE_EVENT_STOP:
+		t->interrupt_sent = false;
+		t->stop = is_stop_signal(sig) ? UP_ST_GROUP : UP_ST_EVENT;
+		task_continue(t);
+		return;
+	case PTRACE_EVENT_CLONE:
+	case PTRACE_EVENT_FORK:
+	case PTRACE_EVENT_VFORK:
+		handle_new_child(e, t, ev);
+		return;
+	case PTRACE_EVENT_EXEC:
+		handle_exec(e, t);
+		return;
+	case PTRACE_EVENT_EXIT:
+		t->stop = UP_ST_EXIT;
+		t->held = false;
+		if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 && errno != ESRCH)
+			up__log(e, "thread %d: cannot continue to exit: %s", t->tid,
+				strerror(errno));
+		t->state = UP_TS_EXITING;
+		return;
+	case 0:
+		break;
+	default:
+		t->stop = UP_ST_IN_SYSCALL;
+		task_continue(t);
+		return;
+	}
+
+	/* a signal-delivery-stop */
+	t->stop = UP_ST_SIGNAL;
+	memset(&stop, 0, sizeof(stop));
+	if (ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) < 0) {
+		memset(&t->info, 0, sizeof(t->info));
+		t->info.si_signo = sig;
+	}
+	stop.info = t->info;
+	stop.sig = sig;
+	if (sig == SIGTRAP && t->info.si_code == SI_KERNEL) {
+		if (was_queued && stale_breakpoint(t)) {
+			task_resume_raw(t, false);
+			return;
+		}
+		stop.kind = UP_STOP_BREAKPOINT;
+	} else if (sig == SIGTRAP && t->stepping &&
+		   (t->info.si_code == TRAP_TRACE || t->info.si_code == TRAP_BRKPT)) {
+		stop.kind = UP_STOP_STEP;
+	} else {
+		stop.kind = UP_STOP_SIGNAL;
+		t->sig = sig;
+	}
+	report_stop(t, &stop);
+}
+
+static void handle_status(struct up_engine *e, pid_t tid, int status)
+{
+	struct up_task *t = up__find_task(e, tid);
+
+	if (!t) {
+		if (!WIFSTOPPED(status))
+			return; /* a thread we dropped (exec), or not ours */
+		if ((status >> 16) == PTRACE_EVENT_STOP) {
+			/* a new thread's first stop before its creator's event */
+			up__defer(e, tid, status, true);
+			return;
+		}
+		/* a thread we no longer know: let it go on */
+		ptrace(PTRACE_CONT, tid, 0,
+		       (void *)(long)((status >> 16) ? 0 : WSTOPSIG(status)));
+		return;
+	}
+	if (WIFEXITED(status) || WIFSIGNALED(status)) {
+		t->queued = false;
+		task_reaped(t, status);
+		return;
+	}
+	if (WIFSTOPPED(status))
+		handle_stop(e, t, status);
+}
+
+/* Handles deferred statuses whose process is not quiesced; returns how many. */
+static int run_deferred(struct up_engine *e)
+{
+	int n = 0;
+	bool progress = true;
+
+	while (progress) {
+		progress = false;
+		for (size_t i = 0; i < e->ndq; i++) {
+			struct up_deferred d = e->dq[i];
+			struct up_task *t;
+
+			if (d.orphan)
+				continue;
+			t = up__find_task(e, d.tid);
+			if (t && t->proc->quiesce > 0)
+				continue;
+			memmove(&e->dq[i], &e->dq[i + 1], (e->ndq - i - 1) * sizeof(e->dq[0]));
+			e->ndq--;
+			handle_status(e, d.tid, d.status);
+			n++;
+			progress = true;
+			break;
+		}
+	}
+	return n;
+}
+
+/* ---- the engine ------------------------------------------------------------------ */
+
+int up_engine_new(const struct up_task_ops *ops, void *ctx, struct up_engine **out)
+{
+	static const struct up_task_ops none;
+	struct up_engine *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return -ENOMEM;
+	e->ops = ops ? ops : &none;
+	e->ctx = ctx;
+	*out = e;
+	return 0;
+}
+
+void up_engine_free(struct up_engine *e)
+{
+	if (!e)
+		return;
+	while (e->procs) {
+		struct up_proc *p = e->procs;
+
+		if (!p->gone)
+			up_proc_detach(p);
+		else {
+			p->refs = 0;
+			proc_try_free(p);
+		}
+	}
+	free(e->dq);
+	free(e);
+}
+
+int up_engine_fd(struct up_engine *e)
+{
+	int err = sigchld_install();
+
+	if (err < 0)
+		return err;
+	if (e->ndq)
+		up__wake_fd();
+	return sigchld_pipe[0];
+}
+
+int up_engine_dispatch(struct up_engine *e)
+{
+	int n = 0;
+
+	drain_pipe();
+	n += run_deferred(e);
+	for (;;) {
+		int st;
+		pid_t r = waitpid(-1, &st, __WALL | WNOHANG);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		handle_status(e, r, st);
+		n++;
+		n += run_deferred(e);
+	}
+	return n;
+}
+
+int up_engine_run(struct up_engine *e, volatile int *stop)
+{
+	e->brk = 0;
+	while (e->nprocs > 0) {
+		int st;
+		pid_t r;
+
+		if (e->brk || (stop && *stop))
+			return -EINTR;
+		if (run_deferred(e) > 0)
+			continue;
+		r = waitpid(-1, &st, __WALL);
+		if (r < 0) {
+			if (errno == EINTR) {
+				if (e->brk || (stop && *stop))
+					return -EINTR;
+				continue;
+			}
+			return -errno;
+		}
+		handle_status(e, r, st);
+	}
+	return 0;
+}
+
+void up_engine_break(struct up_engine *e)
+{
+	e->brk = 1;
+}
+
+unsigned up_engine_nprocs(const struct up_engine *e)
+{
+	return e->nprocs;
+}
+
+/* ---- attach ---------------------------------------------------------------------- */
+
+static long status_field(pid_t pid, const char *name)
+{
+	char path[64], line[256];
+	size_t n = strlen(name);
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, name, n) && line[n] == ':') {
+			v = strtol(line + n + 1, NULL, 10);
+			break;
+		}
+	}
+	fclose(f);
+	return v;
+}
+
+static int explain_attach_error(struct up_engine *e, pid_t pid, int err)
+{
+	char path[64];
+	long tracer, uid;
+	int scope = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	if (err == ESRCH || access(path, F_OK) < 0) {
+		up__log(e, "attach %d: no such process", pid);
+		return -ESRCH;
+	}
+	tracer = status_field(pid, "TracerPid");
+	if (tracer > 0) {
+		up__log(e, "attach %d: already traced by process %ld (TracerPid in /proc/%d/status)",
+			pid, tracer, pid);
+		return -EBUSY;
+	}
+	f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+	if (f) {
+		if (fscanf(f, "%d", &scope) != 1)
+			scope = -1;
+		fclose(f);
+	}
+	uid = status_field(pid, "Uid");
+	up__log(e,
+		"attach %d: %s: process uid %ld, ours %d; /proc/sys/kernel/yama/ptrace_scope is %d "
+		"(1 allows descendants only, 2 needs CAP_SYS_PTRACE, 3 forbids attaching)",
+		pid, strerror(err), uid, (int)geteuid(), scope);
+	return -err;
+}
+
+/* Seizes every thread of p not seized yet; repeats until /proc/PID/task is stable. */
+static int seize_threads(struct up_proc *p)
+{
+	char path[64];
+	bool changed = true;
+	int rounds = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", p->pid);
+	while (changed && rounds++ < 100) {
+		DIR *d = opendir(path);
+		struct dirent *de;
+
+		changed = false;
+		if (!d)
+			return -errno;
+		while ((de = readdir(d))) {
+			pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
+			bool known = false;
+
+			if (tid <= 0)
+				continue;
+			for (struct up_task *t = p->tasks; t; t = t->next)
+				if (t->tid == tid)
+					known = true;
+			if (known)
+				continue;
+			if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)UP_PTRACE_OPTIONS) < 0) {
+				int err = errno;
+
+				if (tid == p->pid) {
+					closedir(d);
+					return explain_attach_error(p->e, p->pid, err);
+				}
+				/* gone, or auto-attached through a seized thread's clone: that
+				   one reports through its creator's event */
+				continue;
+			}
+			if (!task_new(p, tid, UP_TS_RUNNING)) {
+				closedir(d);
+				return -ENOMEM;
+			}
+			changed = true;
+		}
+		closedir(d);
+	}
+	return 0;
+}
+
+int up_engine_attach(struct up_engine *e, pid_t pid, struct up_proc **out)
+{
+	struct up_proc *p;
+	char path[64];
+	int err;
+
+	if (pid <= 0)
+		return -ESRCH;
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	if (access(path, F_OK) < 0) {
+		up__log(e, "attach %d: no such process", pid);
+		return -ESRCH;
+	}
+	if (tgid_of(pid) != pid) {
+		up__log(e, "attach %d: a thread, not a process (its process is %d)", pid,
+			tgid_of(pid));
+		return -ESRCH;
+	}
+	if (find_proc(e, pid))
+		return -EBUSY;
+	p = proc_new(e, pid);
+	if (!p)
+		return -ENOMEM;
+	err = seize_threads(p);
+	if (err < 0) {
+		/* let go of the threads seized so far */
+		for (struct up_task *t = p->tasks; t; t = t->next)
+			ptrace(PTRACE_DETACH, t->tid, 0, 0);
+		proc_mark_gone(p);
+		proc_try_free(p);
+		return err;
+	}
+	*out = p;
+	return 0;
+}
+
+/* ---- spawn ----------------------------------------------------------------------- */
+
+int up_engine_spawn(struct up_engine *e, char *const argv[], struct up_proc **out)
+{
+	int pfd[2], st, err = 0;
+	pid_t pid;
+
+	if (!argv || !argv[0])
+		return -EINVAL;
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		err = -errno;
+		close(pfd[0]);
+		close(pfd[1]);
+		return err;
+	}
+	if (pid == 0) {
+		close(pfd[0]);
+		raise(SIGSTOP);
+		execvp(argv[0], argv);
+		err = errno;
+		if (write(pfd[1], &err, sizeof(err)) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(pfd[1]);
+
+	/* stopped by its own SIGSTOP, untraced yet */
+	while (waitpid(pid, &st, WUNTRACED) < 0) {
+		if (errno != EINTR) {
+			err = -errno;
+			goto fail_kill;
+		}
+	}
+	if (!WIFSTOPPED(st)) {
+		err = -ECHILD;
+		goto fail_reaped;
+	}
+	if (ptrace(PTRACE_SEIZE, pid, 0, (void *)(long)UP_PTRACE_OPTIONS) < 0) {
+		err = -errno;
+		up__log(e, "spawn %s: cannot trace the child: %s", argv[0], strerror(-err));
+		goto fail_kill;
+	}
+	/* end the group-stop as a SIGCONT would, and run to the exec */
+	kill(pid, SIGCONT);
+	for (;;) {
+		int ev, sig;
+
+		if (waitpid(pid, &st, __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			goto fail_kill;
+		}
+		if (WIFEXITED(st) || WIFSIGNALED(st)) {
+			int cerr = 0;
+
+			if (read(pfd[0], &cerr, sizeof(cerr)) == (ssize_t)sizeof(cerr) && cerr > 0)
+				err = -cerr;
+			else
+				err = -ECHILD;
+			up__log(e, "spawn %s: %s", argv[0], strerror(-err));
+			close(pfd[0]);
+			return err;
+		}
+		ev = st >> 16;
+		sig = WSTOPSIG(st);
+		if (ev == PTRACE_EVENT_EXEC)
+			break;
+		if (ev == 0 && sig != SIGCONT && sig != SIGSTOP)
+			ptrace(PTRACE_CONT, pid, 0, (void *)(long)sig);
+		else
+			ptrace(PTRACE_CONT, pid, 0, 0);
+	}
+	close(pfd[0]);
+
+	struct up_proc *p = proc_new(e, pid);
+	struct up_task *t = p ? task_new(p, pid, UP_TS_STOPPED) : NULL;
+
+	if (!t) {
+		if (p) {
+			proc_mark_gone(p);
+			proc_try_free(p);
+		}
+		kill(pid, SIGKILL);
+		ptrace(PTRACE_DETACH, pid, 0, 0);
+		waitpid(pid, &st, __WALL);
+		return -ENOMEM;
+	}
+	t->stop = UP_ST_IN_SYSCALL;
+	t->held = true;
+	/* out of execve to the user boundary: registers as the program will see them */
+	up__task_normalize(t);
+	*out = p;
+	return 0;
+
+fail_kill:
+	kill(pid, SIGKILL);
+	while (waitpid(pid, &st, __WALL) < 0 && errno == EINTR)
+		;
+fail_reaped:
+	close(pfd[0]);
+	return err;
+}
+
+/* ---- processes ------------------------------------------------------------------- */
+
+pid_t up_proc_pid(const struct up_proc *p)
+{
+	return p->pid;
+}
+
+void *up_proc_data(const struct up_proc *p)
+{
+	return p->data;
+}
+
+void up_proc_set_data(struct up_proc *p, void *data)
+{
+	p->data = data;
+}
+
+struct up_engine *up_proc_engine(const struct up_proc *p)
+{
+	return p->e;
+}
+
+/* Threads past their PTRACE_EVENT_EXIT run no more user code: not listed. */
+static struct up_task *skip_gone(struct up_task *t)
+{
+	while (t && (t->state == UP_TS_GONE || t->state == UP_TS_EXITING))
+		t = t->next;
+	return t;
+}
+
+struct up_task *up_proc_first_task(struct up_proc *p)
+{
+	return skip_gone(p->tasks);
+}
+
+struct up_task *up_proc_next_task(struct up_task *t)
+{
+	return skip_gone(t->next);
+}
+
+struct up_task *up_proc_find_task(struct up_proc *p, pid_t tid)
+{
+	for (struct up_task *t = p->tasks; t; t = t->next)
+		if (t->tid == tid && t->state != UP_TS_GONE)
+			return t;
+	return NULL;
+}
+
+unsigned up_proc_mode(struct up_proc *p)
+{
+	struct up_task *t = up__stopped_task(p);
+	char path[64];
+	unsigned char ident[5];
+	int fd;
+
+	if (p->mode)
+		return p->mode;
+	if (t && up__load_regs(t) == 0) {
+		p->mode = t->regs.cs == 0x23 ? 32 : 64;
+		return p->mode;
+	}
+	/* no thread stopped: the executable's ELF class */
+	snprintf(path, sizeof(path), "/proc/%d/exe", p->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, ident, sizeof(ident)) == (ssize_t)sizeof(ident) && ident[4] == 1) {
+			close(fd);
+			return 32;
+		}
+		close(fd);
+	}
+	return 64;
+}
+
+int up_proc_quiesce(struct up_proc *p)
+{
+	struct up_engine *e = p->e;
+	int err = 0;
+
+	if (p->gone)
+		return -ESRCH;
+	p->quiesce++;
+	for (struct up_task *t = p->tasks; t; t = t->next) {
+		if (t->state != UP_TS_RUNNING && t->state != UP_TS_LISTENING)
+			continue;
+		if (ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) < 0) {
+			/* it died meanwhile: its exit is due */
+			t->state = UP_TS_EXITING;
+			continue;
+		}
+		t->interrupt_sent = true;
+		t->qwait = true;
+	}
+	for (struct up_task *t = p->tasks; t; t = t->next) {
+		int st, ev;
+
+		if (!t->qwait)
+			continue;
+		t->qwait = false;
+		t->queued = false; /* a status up__wait_tid deferred is this one's */
+		err = up__wait_tid(e, t->tid, &st);
+		if (err < 0) {
+			t->state = UP_TS_EXITING;
+			continue;
+		}
+		if (!WIFSTOPPED(st)) {
+			/* gone: reported by a later dispatch */
+			t->state = UP_TS_EXITING;
+			t->queued = true;
+			up__defer(e, t->tid, st, false);
+			continue;
+		}
+		t->state = UP_TS_STOPPED;
+		t->regs_valid = false;
+		t->regs_dirty = false;
+		t->qstopped = true;
+		ev = st >> 16;
+		if (ev == PTRACE_EVENT_STOP) {
+			t->interrupt_sent = false;
+			t->stop = is_stop_signal(WSTOPSIG(st)) ? UP_ST_GROUP : UP_ST_EVENT;
+			continue;
+		}
+		/* another stop: keep it for after the unquiesce */
+		t->stop = ev == PTRACE_EVENT_EXIT ? UP_ST_EXIT : ev ? UP_ST_IN_SYSCALL : UP_ST_SIGNAL;
+		t->queued = true;
+		up__defer(e, t->tid, st, false);
+	}
+	if (p->gone || !up__live_task(p))
+		return -ESRCH;
+	return 0;
+}
+
+void up_proc_unquiesce(struct up_proc *p)
+{
+	bool queued = false;
+
+	if (p->quiesce <= 0)
+		return;
+	if (--p->quiesce > 0)
+		return;
+	for (struct up_task *t = p->tasks; t; t = t->next) {
+		if (t->queued)
+			queued = true;
+		if (!t->qstopped)
+			continue;
+		t->qstopped = false;
+		if (t->state == UP_TS_STOPPED && !t->held && !t->queued)
+			task_resume_raw(t, t->stepping);
+	}
+	if (queued)
+		up__wake_fd();
+}
+
+int up_proc_resume(struct up_proc *p)
+{
+	int err = 0;
+
+	for (struct up_task *t = p->tasks; t; t = t->next) {
+		if (t->state == UP_TS_STOPPED && t->held) {
+			int r = task_resume_raw(t, false);
+
+			if (r < 0 && !err)
+				err = r;
+		}
+	}
+	return err;
+}
+
+int up_proc_detach(struct up_proc *p)
+{
+	struct up_engine *e = p->e;
+	int err;
+
+	if (p->gone)
+		return -ESRCH;
+	err = up_proc_quiesce(p);
+	(void)err;
+	for (struct up_task *t = p->tasks; t; t = t->next) {
+		int sig = 0, st;
+
+		if (t->state == UP_TS_EXITING) {
+			if (t->tid != p->pid)
+				waitpid(t->tid, &st, __WALL | WNOHANG);
+			continue;
+		}
+		if (t->state != UP_TS_STOPPED)
+			continue;
+		if (t->queued && take_deferred(e, t->tid, &st)) {
+			t->queued = false;
+			if (!WIFSTOPPED(st))
+				continue;
+			if ((st >> 16) == 0) {
+				sig = WSTOPSIG(st);
+				if (sig == SIGTRAP &&
+				    ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) == 0) {
+					if (t->info.si_code == SI_KERNEL) {
+						/* ours if the client removed it; else the program's */
+						t->regs_valid = false;
+						sig = stale_breakpoint(t) ? 0 : SIGTRAP;
+					} else if (t->stepping && (t->info.si_code == TRAP_TRACE ||
+								   t->info.si_code == TRAP_BRKPT)) {
+						sig = 0;
+					}
+				}
+			} else if ((st >> 16) == PTRACE_EVENT_EXIT) {
+				sig = 0;
+			}
+		} else if (t->stop == UP_ST_SIGNAL) {
+			sig = t->sig;
+			if (sig && t->info_clobbered && t->info.si_signo == sig)
+				ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->info);
+		}
+		flush_regs(t);
+		if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)sig) < 0 && errno != ESRCH)
+			up__log(e, "thread %d: detach: %s", t->tid, strerror(errno));
+	}
+	/* statuses of threads that came and went meanwhile */
+	for (struct up_task *t = p->tasks; t; t = t->next)
+		if (t->queued)
+			drop_deferred(e, t->tid);
+	proc_mark_gone(p);
+	proc_try_free(p);
+	return 0;
+}
+
+/* ---- threads --------------------------------------------------------------------- */
+
+pid_t up_task_tid(const struct up_task *t)
+{
+	return t->tid;
+}
+
+struct up_proc *up_task_proc(const struct up_task *t)
+{
+	return t->proc;
+}
+
+void *up_task_data(const struct up_task *t)
+{
+	return t->data;
+}
+
+void up_task_set_data(struct up_task *t, void *data)
+{
+	t->data = data;
+}
+
+bool up_task_stopped(const struct up_task *t)
+{
+	return t->state == UP_TS_STOPPED;
+}
+
+int up_task_get_regs(struct up_task *t, struct user_regs_struct *regs)
+{
+	int err = up__load_regs(t);
+
+	if (err < 0)
+		return err;
+	*regs = t->regs;
+	return 0;
+}
+
+int up_task_set_regs(struct up_task *t, const struct user_regs_struct *regs)
+{
+	if (t->state != UP_TS_STOPPED)
+		return -ESRCH;
+	t->regs = *regs;
+	t->regs_valid = true;
+	t->regs_dirty = true;
+	return 0;
+}
+
+void up_task_set_signal(struct up_task *t, int sig)
+{
+	t->sig = sig;
+}
+
+void up_task_set_siginfo(struct up_task *t, const siginfo_t *info)
+{
+	/* written at resume: task_resume_raw sets a clobbered siginfo back */
+	t->sig = info->si_signo;
+	t->info = *info;
+	t->info_clobbered = true;
+}
+
+int up_task_resume(struct up_task *t, bool step)
+{
+	if (t->state != UP_TS_STOPPED)
+		return -ESRCH;
+	if (t->queued)
+		return -EBUSY; /* its stop is still to be reported */
+	return task_resume_raw(t, step);
+}

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to src/task/: the engine's objects and the helpers its files share.  Nothing
+ * outside src/task/ includes this; the contract is task.h.
+ */
+#ifndef UPROBE_TASK_INTERNAL_H
+#define UPROBE_TASK_INTERNAL_H
+
+#include "task/task.h"
+
+/* Where a thread is, as far as ptrace goes. */
+enum up_tstate {
+	UP_TS_RUNNING,	 /* resumed by us (PTRACE_CONT/SINGLESTEP) */
+	UP_TS_LISTENING, /* in a group-stop, PTRACE_LISTEN: not executing, not ptrace-stopped */
+	UP_TS_STOPPED,	 /* in a ptrace-stop */
+	UP_TS_EXITING,	 /* continued past PTRACE_EVENT_EXIT (or died): waiting to be reaped */
+	UP_TS_GONE,	 /* detached or reaped; the object lingers until freed */
+};
+
+/* Which kind of ptrace-stop a UP_TS_STOPPED thread is in (what a resume may do). */
+enum up_stype {
+	UP_ST_SIGNAL,	   /* signal-delivery-stop: a signal can be injected at resume */
+	UP_ST_EVENT,	   /* PTRACE_EVENT_STOP (interrupt, new thread): at the user boundary */
+	UP_ST_GROUP,	   /* PTRACE_EVENT_STOP of a group-stop: resumed with PTRACE_LISTEN */
+	UP_ST_IN_SYSCALL,  /* fork/vfork/clone/exec event: still inside the system call */
+	UP_ST_EXIT,	   /* PTRACE_EVENT_EXIT */
+};
+
+struct up_task {
+	struct up_task *next;
+	struct up_proc *proc;
+	pid_t tid;
+	enum up_tstate state;
+	enum up_stype stop;
+	bool held;	     /* the client (or spawn) holds it stopped */
+	bool qstopped;	     /* stopped by up_proc_quiesce: resumed at the outermost unquiesce */
+	bool queued;	     /* a stop of it waits in the engine's deferred queue */
+	bool qwait;	     /* interrupted by up_proc_quiesce, its stop not seen yet */
+	bool stepping;	     /* resumed with PTRACE_SINGLESTEP for the client */
+	bool interrupt_sent; /* a PTRACE_INTERRUPT whose stop has not been seen */
+	bool regs_valid, regs_dirty;
+	bool info_clobbered; /* a remote syscall replaced the signal-delivery-stop's siginfo */
+	int sig;	     /* passed on at resume (signal-delivery-stops only) */
+	siginfo_t info;	     /* of the current signal-delivery-stop */
+	struct user_regs_struct regs;
+	void *data;
+};
+
+struct up_proc {
+	struct up_proc *next;
+	struct up_engine *e;
+	pid_t pid;
+	struct up_task *tasks;
+	int quiesce;
+	int memfd; /* /proc/PID/mem, reopened after exec; -1 when not open */
+	unsigned mode; /* 0: unknown */
+	bool vdso_known;
+	uint64_t syscall_insn; /* address of a syscall / int $0x80 in the vDSO, 0: none */
+	bool vfork_child;
+	bool gone; /* detached or exited: freed when refs drops to 0 */
+	int refs;
+	void *data;
+};
+
+struct up_deferred {
+	pid_t tid;
+	int status;
+	bool orphan; /* the stop of a thread not known yet (its creator's event is due) */
+};
+
+struct up_engine {
+	const struct up_task_ops *ops;
+	void *ctx;
+	struct up_proc *procs;
+	unsigned nprocs;
+	struct up_deferred *dq;
+	size_t ndq, cap_dq;
+	volatile int brk;
+};
+
+#define UP_PTRACE_OPTIONS                                                                  \
+	(PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEEXEC | \
+	 PTRACE_O_TRACEEXIT)
+
+/* engine.c */
+void up__log(struct up_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+struct up_task *up__find_task(struct up_engine *e, pid_t tid);
+/* Waits for tid's next status; statuses of other threads seen meanwhile are deferred. */
+int up__wait_tid(struct up_engine *e, pid_t tid, int *status);
+int up__defer(struct up_engine *e, pid_t tid, int status, bool orphan);
+int up__load_regs(struct up_task *t);
+/* A ptrace-stopped thread the engine may run ptrace requests on, or NULL. */
+struct up_task *up__stopped_task(struct up_proc *p);
+/* A thread whose memory is readable (not exiting), or NULL. */
+struct up_task *up__live_task(struct up_proc *p);
+void up__wake_fd(void);
+
+/* mem.c */
+int up__proc_open_mem(struct up_proc *p);
+void up__proc_close_mem(struct up_proc *p);
+
+/* syscall.c */
+/* Brings a thread in an in-syscall event stop to a PTRACE_EVENT_STOP at the user
+   boundary, no user instruction executed. */
+int up__task_normalize(struct up_task *t);
+
+#endif

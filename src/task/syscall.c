@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * System calls run inside a traced process (CRIU compel's way, over a syscall already in
+ * the vDSO): from a stopped thread, save its registers and signal mask, block every
+ * signal, point rip at a `syscall` (64-bit) or `int $0x80` (32-bit) in the vDSO, load the
+ * number and arguments, single-step over it, read rax, put everything back.  orig_rax is
+ * -1 meanwhile, so the kernel's system-call restart logic leaves our registers alone.
+ * Without a vDSO the instruction is written at rip for the duration, which is only safe
+ * when no other thread can execute there: the caller must have quiesced the process.
+ */
+#include "task/internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef PTRACE_EVENT_STOP
+#define PTRACE_EVENT_STOP 128
+#endif
+
+struct vdso_arg {
+	uint64_t start, end;
+};
+
+static int vdso_fn(void *arg, const struct up_map *m)
+{
+	struct vdso_arg *a = arg;
+
+	if (strcmp(m->path, "[vdso]"))
+		return 0;
+	a->start = m->start;
+	a->end = m->end;
+	return 1;
+}
+
+/* Finds and caches the address of a system-call instruction in the vDSO. */
+static uint64_t vdso_syscall_insn(struct up_proc *p, unsigned mode)
+{
+	struct vdso_arg a = { 0, 0 };
+	uint8_t buf[4096];
+
+	if (p->vdso_known)
+		return p->syscall_insn;
+	p->vdso_known = true;
+	p->syscall_insn = 0;
+	if (up_proc_for_each_map(p, vdso_fn, &a) != 1)
+		return 0;
+	for (uint64_t at = a.start; at < a.end; at += sizeof(buf) - 1) {
+		size_t n = a.end - at < sizeof(buf) ? (size_t)(a.end - at) : sizeof(buf);
+
+		if (up_proc_read(p, at, buf, n) < 0)
+			return 0;
+		for (size_t i = 0; i + 1 < n; i++) {
+			if ((mode == 64 && buf[i] == 0x0f && buf[i + 1] == 0x05) ||
+			    (mode == 32 && buf[i] == 0xcd && buf[i + 1] == 0x80)) {
+				p->syscall_insn = at + i;
+				return p->syscall_insn;
+			}
+		}
+		if (n < sizeof(buf))
+			break;
+	}
+	return 0;
+}
+
+/* Resumes t with req and waits for its next ptrace-stop at the user boundary. */
+static int run_until(struct up_task *t, int req, int *status, int *pending_sig)
+{
+	struct up_engine *e = t->proc->e;
+
+	for (;;) {
+		int st, err;
+
+		if (ptrace(req, t->tid, 0, 0) < 0)
+			return -errno;
+		t->state = UP_TS_RUNNING;
+		err = up__wait_tid(e, t->tid, &st);
+		if (err < 0)
+			return err;
+		if (!WIFSTOPPED(st)) {
+			/* died: let dispatch report it */
+			t->state = UP_TS_EXITING;
+			t->queued = true;
+			up__defer(e, t->tid, st, false);
+			return -ESRCH;
+		}
+		t->state = UP_TS_STOPPED;
+		t->regs_valid = false;
+		if ((st >> 16) == PTRACE_EVENT_EXIT) {
+			t->stop = UP_ST_EXIT;
+			t->queued = true;
+			up__defer(e, t->tid, st, false);
+			return -ESRCH;
+		}
+		if ((st >> 16) == 0 && WSTOPSIG(st) != SIGTRAP) {
+			/* an unblockable signal (SIGSTOP) meanwhile: sent again afterwards */
+			*pending_sig = WSTOPSIG(st);
+			continue;
+		}
+		if ((st >> 16) == PTRACE_EVENT_STOP && req == PTRACE_SINGLESTEP)
+			continue; /* an interrupt or group-stop before the step: step again */
+		*status = st;
+		return 0;
+	}
+}
+
+int up__task_normalize(struct up_task *t)
+{
+	int st, sig = 0, err;
+
+	if (t->state != UP_TS_STOPPED)
+		return -ESRCH;
+	if (t->stop != UP_ST_IN_SYSCALL)
+		return 0;
+	if (t->regs_dirty) {
+		if (ptrace(PTRACE_SETREGS, t->tid, 0, &t->regs) < 0)
+			return -errno;
+		t->regs_dirty = false;
+	}
+	if (ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) < 0)
+		return -errno;
+	err = run_until(t, PTRACE_CONT, &st, &sig);
+	if (err < 0)
+		return err;
+	if ((st >> 16) != PTRACE_EVENT_STOP) {
+		up__log(t->proc->e, "thread %d: unexpected stop 0x%x leaving a system call",
+			t->tid, st);
+		return -EIO;
+	}
+	t->interrupt_sent = false;
+	t->stop = (WSTOPSIG(st) == SIGTRAP) ? UP_ST_EVENT : UP_ST_GROUP;
+	if (sig)
+		tgkill(t->proc->pid, t->tid, sig);
+	return 0;
+}
+
+int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t *ret)
+{
+	static const uint64_t zero[6];
+	struct up_proc *p = t->proc;
+	struct user_regs_struct saved, r;
+	uint64_t mask, all = ~0ULL, insn_at;
+	uint8_t saved_insn[2], insn[2];
+	bool wrote = false;
+	enum up_stype orig_stop;
+	int err, st, pending = 0;
+	unsigned mode;
+
+	if (!args)
+		args = zero;
+	if (t->state != UP_TS_STOPPED || t->stop == UP_ST_EXIT || t->queued)
+		return -ESRCH;
+	err = up__task_normalize(t);
+	if (err < 0)
+		return err;
+	err = up__load_regs(t);
+	if (err < 0)
+		return err;
+	saved = t->regs;
+	orig_stop = t->stop;
+	mode = saved.cs == 0x23 ? 32 : 64;
+	if (ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof(mask), &mask) < 0)
+		return -errno;
+	if (ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(all), &all) < 0)
+		return -errno;
+
+	insn_at = vdso_syscall_insn(p, mode);
+	if (!insn_at) {
+		insn_at = saved.rip;
+		insn[0] = mode == 64 ? 0x0f : 0xcd;
+		insn[1] = mode == 64 ? 0x05 : 0x80;
+		err = up_proc_read(p, insn_at, saved_insn, 2);
+		if (!err)
+			err = up_proc_write_text(p, insn_at, insn, 2);
+		if (err < 0)
+			goto restore_mask;
+		wrote = true;
+	}
+
+	r = saved;
+	r.rip = insn_at;
+	r.rax = (uint64_t)nr;
+	r.orig_rax = (uint64_t)-1;
+	if (mode == 64) {
+		r.rdi = args[0];
+		r.rsi = args[1];
+		r.rdx = args[2];
+		r.r10 = args[3];
+		r.r8 = args[4];
+		r.r9 = args[5];
+	} else {
+		r.rbx = (uint32_t)args[0];
+		r.rcx = (uint32_t)args[1];
+		r.rdx = (uint32_t)args[2];
+		r.rsi = (uint32_t)args[3];
+		r.rdi = (uint32_t)args[4];
+		r.rbp = (uint32_t)args[5];
+	}
+	r.eflags &= ~0x100ULL; /* TF: the step is ptrace's */
+	if (ptrace(PTRACE_SETREGS, t->tid, 0, &r) < 0) {
+		err = -errno;
+		goto restore_text;
+	}
+	t->regs_valid = false;
+	for (;;) {
+		err = run_until(t, PTRACE_SINGLESTEP, &st, &pending);
+		if (err < 0)
+			goto out_dead;
+		if (ptrace(PTRACE_GETREGS, t->tid, 0, &r) < 0) {
+			err = -errno;
+			goto restore_regs;
+		}
+		if (r.rip == insn_at + 2)
+			break;
+		if (r.rip != insn_at) {
+			up__log(p->e, "thread %d: remote syscall %ld: stopped at 0x%llx, not 0x%llx",
+				t->tid, nr, (unsigned long long)r.rip,
+				(unsigned long long)insn_at + 2);
+			err = -EIO;
+			goto restore_regs;
+		}
+	}
+	*ret = mode == 64 ? (int64_t)r.rax : (int64_t)(int32_t)r.rax;
+	err = 0;
+
+restore_regs:
+	if (ptrace(PTRACE_SETREGS, t->tid, 0, &saved) < 0 && !err)
+		err = -errno;
+	t->regs = saved;
+	t->regs_valid = true;
+	t->regs_dirty = false;
+	/* we are in the step's SIGTRAP signal-delivery-stop now */
+	if (orig_stop == UP_ST_SIGNAL)
+		t->info_clobbered = true;
+	t->stop = UP_ST_SIGNAL;
+	if (orig_stop == UP_ST_GROUP) {
+		/* back into a group-stop trap so the resume can PTRACE_LISTEN */
+		t->stop = UP_ST_IN_SYSCALL;
+		if (up__task_normalize(t) < 0)
+			t->stop = UP_ST_SIGNAL;
+	}
+restore_text:
+	if (wrote)
+		up_proc_write_text(p, insn_at, saved_insn, 2);
+restore_mask:
+	ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(mask), &mask);
+	if (pending)
+		tgkill(p->pid, t->tid, pending);
+	return err;
+
+out_dead:
+	if (wrote)
+		up_proc_write_text(p, insn_at, saved_insn, 2);
+	return err;
+}

@@ -1,0 +1,1235 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The uprobes arbiter (seeds 005, 006, 007): probepoints per process, their consumers
+ * in registration order, the handling of a hit on any thread, and the life of the
+ * probes across clone, fork, vfork, exec and exit.
+ *
+ * A probepoint (struct ppt, the seed's uprobe_kimg) is one int3 at one address of one
+ * address space; it owns the instruction's analysis and, when its plan needs one, a
+ * slot in the XOL area.  Threads that execute a probepoint's instruction out of line
+ * hold a reference on it, so that unregistering never pulls a slot from under a
+ * thread: a probepoint that loses its last consumer becomes a zombie until no thread
+ * uses its slot or has its rip inside it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <uprobe/uprobe.h>
+
+#include "arch/x86/insn.h"
+#include "task/task.h"
+#include "ubp.h"
+#include "xol.h"
+
+#define PPT_HASH 256
+#define MAX_DELAYED 8
+
+struct ppt {
+	struct ppt *next; /* hash chain, or the zombie list */
+	uint64_t vaddr;
+	struct uprobe **cons;
+	unsigned ncons, cap;
+	struct up_ubp bp;
+	struct up_reloc rel;
+	uint64_t slot; /* 0: none */
+	enum uprobe_plan plan;
+	unsigned users; /* threads executing it out of line */
+	bool dead;	/* unregistered, kept for its users */
+};
+
+struct uproc {
+	struct uproc *next;
+	struct uprobe_ctx *ctx;
+	struct up_proc *p;
+	pid_t pid;
+	struct uproc *mm_owner; /* a vfork child: the parent whose memory it shares */
+	bool handlers;		/* hits here run the consumers' handlers */
+	struct ppt *hash[PPT_HASH];
+	struct ppt *zombies;
+	struct up_xol xol;
+};
+
+enum ut_state {
+	UT_NONE,
+	UT_STEP,   /* single-stepping a probepoint's instruction in its slot */
+	UT_DRAIN,  /* stepping out of a slot to deliver a signal that arrived there */
+	UT_INLINE, /* single-stepping the original in place, the process quiesced */
+};
+
+struct utask {
+	enum ut_state state;
+	struct ppt *ppt;
+	struct up_reloc_step st;
+	siginfo_t delayed[MAX_DELAYED];
+	unsigned ndelayed;
+};
+
+struct pending_op {
+	struct uprobe *u;
+	int reg;
+};
+
+struct uprobe_ctx {
+	struct uprobe_ctx_opts opts;
+	struct up_engine *eng;
+	struct uproc *procs;
+	struct up_ubp_files files;
+	struct uprobe_stats stats;
+	bool in_handler;
+	pid_t cur_tid;
+	struct pending_op *queue;
+	unsigned nqueue, capqueue;
+};
+
+/* ---- small helpers ----------------------------------------------------------------- */
+
+static void logf_(struct uprobe_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void logf_(struct uprobe_ctx *ctx, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (!ctx->opts.log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	ctx->opts.log(ctx->opts.log_arg, msg);
+}
+
+static struct uproc *mm_of(struct uproc *up)
+{
+	return up->mm_owner ? up->mm_owner : up;
+}
+
+static unsigned hash_of(uint64_t vaddr)
+{
+	return (unsigned)((vaddr ^ (vaddr >> 8) ^ (vaddr >> 16)) % PPT_HASH);
+}
+
+static struct ppt *ppt_lookup(struct uproc *mm, uint64_t vaddr)
+{
+	for (struct ppt *q = mm->hash[hash_of(vaddr)]; q; q = q->next)
+		if (q->vaddr == vaddr)
+			return q;
+	return NULL;
+}
+
+static void ppt_unhash(struct uproc *mm, struct ppt *q)
+{
+	struct ppt **pp = &mm->hash[hash_of(q->vaddr)];
+
+	while (*pp && *pp != q)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = q->next;
+	q->next = NULL;
+}
+
+/* The probepoint (live or zombie) whose slot holds addr. */
+static struct ppt *ppt_by_slot(struct uproc *mm, uint64_t addr)
+{
+	if (!up_xol_contains(&mm->xol, addr))
+		return NULL;
+	for (unsigned i = 0; i < PPT_HASH; i++)
+		for (struct ppt *q = mm->hash[i]; q; q = q->next)
+			if (q->slot && addr >= q->slot && addr < q->slot + UP_SLOT_MAX)
+				return q;
+	for (struct ppt *q = mm->zombies; q; q = q->next)
+		if (q->slot && addr >= q->slot && addr < q->slot + UP_SLOT_MAX)
+			return q;
+	return NULL;
+}
+
+static void ppt_free(struct ppt *q)
+{
+	free(q->cons);
+	free(q);
+}
+
+static struct uproc *uproc_of_pid(struct uprobe_ctx *ctx, pid_t pid)
+{
+	for (struct uproc *up = ctx->procs; up; up = up->next)
+		if (up->pid == pid)
+			return up;
+	return NULL;
+}
+
+static struct utask *utask_of(struct up_task *t)
+{
+	struct utask *ut = up_task_data(t);
+
+	if (!ut) {
+		ut = calloc(1, sizeof(*ut));
+		if (ut)
+			up_task_set_data(t, ut);
+	}
+	return ut;
+}
+
+static int mem_fn(void *arg, uint64_t addr, void *buf, size_t len, bool write)
+{
+	struct up_proc *p = arg;
+
+	return write ? up_proc_write(p, addr, buf, len) : up_proc_read(p, addr, buf, len);
+}
+
+/* A stopped thread of the process that is not in the middle of our own step. */
+static struct up_task *idle_task(struct uproc *up)
+{
+	for (struct up_task *t = up_proc_first_task(up->p); t; t = up_proc_next_task(t)) {
+		struct utask *ut = up_task_data(t);
+
+		if (up_task_stopped(t) && (!ut || ut->state == UT_NONE))
+			return t;
+	}
+	return NULL;
+}
+
+/* ---- probepoints ------------------------------------------------------------------- */
+
+static int ensure_slot(struct uproc *mm, struct ppt *q, struct up_task *t)
+{
+	struct up_reloc rel;
+	uint64_t slot;
+	int rc;
+
+	if (q->slot)
+		return 0;
+	if (mm->ctx->opts.no_xol)
+		return -ENOTSUP;
+	if (!t)
+		t = idle_task(mm);
+	if (!t)
+		return -EAGAIN;
+	rc = up_xol_alloc(&mm->xol, t, q->vaddr, &slot);
+	if (rc)
+		return rc;
+	rc = up_reloc_build(&q->bp.insn, slot, &rel);
+	if (!rc)
+		rc = up_xol_write(mm->p, slot, rel.code, rel.len);
+	if (rc) {
+		up_xol_free(&mm->xol, slot);
+		return rc;
+	}
+	q->rel = rel;
+	q->slot = slot;
+	return 0;
+}
+
+static int ppt_add_consumer(struct ppt *q, struct uprobe *u)
+{
+	if (q->ncons == q->cap) {
+		unsigned cap = q->cap ? q->cap * 2 : 4;
+		struct uprobe **c = realloc(q->cons, cap * sizeof(*c));
+
+		if (!c)
+			return -ENOMEM;
+		q->cons = c;
+		q->cap = cap;
+	}
+	q->cons[q->ncons++] = u;
+	return 0;
+}
+
+static bool ppt_del_consumer(struct ppt *q, struct uprobe *u)
+{
+	for (unsigned i = 0; i < q->ncons; i++) {
+		if (q->cons[i] == u) {
+			memmove(q->cons + i, q->cons + i + 1, (q->ncons - i - 1) * sizeof(*q->cons));
+			q->ncons--;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Creates and arms the probepoint at vaddr (process quiesced). */
+static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
+{
+	struct uprobe_ctx *ctx = mm->ctx;
+	struct ppt *q = calloc(1, sizeof(*q));
+	char msg[256] = "";
+	int rc;
+
+	if (!q)
+		return -ENOMEM;
+	q->vaddr = vaddr;
+	rc = up_ubp_prepare(mm->p, &ctx->files, vaddr, &q->bp, msg, sizeof(msg));
+	if (rc) {
+		logf_(ctx, "process %d: %s", (int)mm->pid, msg[0] ? msg : strerror(-rc));
+		free(q);
+		return rc;
+	}
+	switch (q->bp.insn.plan) {
+	case UP_PLAN_EMULATE:
+		q->plan = UPROBE_PLAN_EMULATE; /* a slot only if emulation ever faults */
+		break;
+	case UP_PLAN_XOL:
+	case UP_PLAN_STEP:
+		rc = ensure_slot(mm, q, NULL);
+		if (rc) {
+			if (!ctx->opts.no_xol)
+				logf_(ctx, "process %d: no slot for 0x%" PRIx64 " (%s): single-stepping it in place",
+				      (int)mm->pid, vaddr, strerror(-rc));
+			q->plan = UPROBE_PLAN_INLINE;
+		} else {
+			q->plan = q->rel.step ? UPROBE_PLAN_STEP : UPROBE_PLAN_XOL;
+		}
+		break;
+	case UP_PLAN_REJECT:
+		free(q);
+		return -ENOTSUP;
+	}
+	rc = up_ubp_insert(mm->p, &q->bp);
+	if (rc) {
+		logf_(ctx, "process %d: cannot write the breakpoint at 0x%" PRIx64 ": %s",
+		      (int)mm->pid, vaddr, strerror(-rc));
+		if (q->slot)
+			up_xol_free(&mm->xol, q->slot);
+		free(q);
+		return rc;
+	}
+	q->next = mm->hash[hash_of(vaddr)];
+	mm->hash[hash_of(vaddr)] = q;
+	*out = q;
+	return 0;
+}
+
+/* Takes the int3 out; the probepoint waits as a zombie for its users and slot. */
+static void ppt_retire(struct uproc *mm, struct ppt *q)
+{
+	if (q->bp.inserted)
+		up_ubp_remove(mm->p, &q->bp);
+	ppt_unhash(mm, q);
+	q->dead = true;
+	q->next = mm->zombies;
+	mm->zombies = q;
+}
+
+static bool rip_in_slot(struct uproc *mm, const struct ppt *q)
+{
+	/* every thread sharing the memory: the owner's and its vfork children's */
+	for (struct uproc *up = mm->ctx->procs; up; up = up->next) {
+		if (mm_of(up) != mm)
+			continue;
+		for (struct up_task *t = up_proc_first_task(up->p); t; t = up_proc_next_task(t)) {
+			struct user_regs_struct r;
+
+			if (!up_task_stopped(t) || up_task_get_regs(t, &r))
+				return true; /* cannot tell: keep it */
+			if (r.rip >= q->slot && r.rip < q->slot + UP_SLOT_MAX)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* Frees the zombies nobody uses any more (process quiesced). */
+static void reap_zombies(struct uproc *mm)
+{
+	struct ppt **pp = &mm->zombies;
+
+	while (*pp) {
+		struct ppt *q = *pp;
+
+		if (q->users || (q->slot && rip_in_slot(mm, q))) {
+			pp = &q->next;
+			continue;
+		}
+		*pp = q->next;
+		if (q->slot)
+			up_xol_free(&mm->xol, q->slot);
+		ppt_free(q);
+	}
+}
+
+/* The address space is gone (exec, exit): forget every probepoint. */
+static void forget_all(struct uproc *mm)
+{
+	for (unsigned i = 0; i < PPT_HASH; i++) {
+		while (mm->hash[i]) {
+			struct ppt *q = mm->hash[i];
+
+			mm->hash[i] = q->next;
+			for (unsigned c = 0; c < q->ncons; c++)
+				q->cons[c]->kimg = NULL;
+			ppt_free(q);
+		}
+	}
+	while (mm->zombies) {
+		struct ppt *q = mm->zombies;
+
+		mm->zombies = q->next;
+		ppt_free(q);
+	}
+	up_xol_drop(&mm->xol);
+}
+
+/* ---- registration ------------------------------------------------------------------ */
+
+static int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u)
+{
+	struct ppt *q = ppt_lookup(mm, u->vaddr);
+	int rc;
+
+	if (!q) {
+		rc = ppt_create(mm, u->vaddr, &q);
+		if (rc)
+			return rc;
+	}
+	rc = ppt_add_consumer(q, u);
+	if (rc) {
+		if (!q->ncons)
+			ppt_retire(mm, q);
+		return rc;
+	}
+	u->kimg = (struct uprobe_kimg *)q;
+	(void)ctx;
+	return 0;
+}
+
+static void disarm(struct uprobe_ctx *ctx, struct uprobe *u)
+{
+	/* the process itself and any followed child that inherited the probe */
+	for (struct uproc *up = ctx->procs; up; up = up->next) {
+		struct ppt *q;
+
+		if (up->mm_owner)
+			continue;
+		q = ppt_lookup(up, u->vaddr);
+		if (q && ppt_del_consumer(q, u) && !q->ncons)
+			ppt_retire(up, q);
+	}
+	u->kimg = NULL;
+}
+
+static int queue_op(struct uprobe_ctx *ctx, struct uprobe *u, int reg)
+{
+	if (ctx->nqueue == ctx->capqueue) {
+		unsigned cap = ctx->capqueue ? ctx->capqueue * 2 : 8;
+		struct pending_op *q = realloc(ctx->queue, cap * sizeof(*q));
+
+		if (!q)
+			return -ENOMEM;
+		ctx->queue = q;
+		ctx->capqueue = cap;
+	}
+	ctx->queue[ctx->nqueue].u = u;
+	ctx->queue[ctx->nqueue].reg = reg;
+	ctx->nqueue++;
+	return -EINPROGRESS;
+}
+
+static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, int reg)
+{
+	int first = 0;
+	size_t i = 0;
+
+	while (i < n) {
+		struct uproc *up = uproc_of_pid(ctx, us[i]->pid);
+		size_t j = i;
+		int rc;
+
+		if (!up) {
+			if (reg) {
+				logf_(ctx, "process %d is not traced", (int)us[i]->pid);
+				first = first ? first : -ESRCH;
+			} else {
+				us[i]->kimg = NULL;
+			}
+			i++;
+			continue;
+		}
+		rc = up_proc_quiesce(up->p);
+		if (rc) {
+			/* the process is on its way out: its probes go with it */
+			if (!reg && us[i]->kimg)
+				disarm(ctx, us[i]);
+			else if (reg)
+				first = first ? first : rc;
+			i++;
+			continue;
+		}
+		/* every consecutive uprobe of this process under the one quiesce */
+		for (; j < n && us[j]->pid == up->pid; j++) {
+			if (reg) {
+				rc = us[j]->kimg ? -EBUSY : arm(ctx, mm_of(up), us[j]);
+				if (rc && !first)
+					first = rc;
+			} else if (us[j]->kimg) {
+				disarm(ctx, us[j]);
+			}
+		}
+		reap_zombies(mm_of(up));
+		up_proc_unquiesce(up->p);
+		i = j;
+	}
+	return first;
+}
+
+int register_uprobes(struct uprobe_ctx *ctx, struct uprobe **u, size_t n)
+{
+	if (ctx->in_handler) {
+		int rc = 0;
+
+		for (size_t i = 0; i < n; i++)
+			rc = queue_op(ctx, u[i], 1);
+		return rc;
+	}
+	return register_batch(ctx, u, n, 1);
+}
+
+int unregister_uprobes(struct uprobe_ctx *ctx, struct uprobe **u, size_t n)
+{
+	if (ctx->in_handler) {
+		int rc = 0;
+
+		for (size_t i = 0; i < n; i++)
+			rc = queue_op(ctx, u[i], 0);
+		return rc;
+	}
+	return register_batch(ctx, u, n, 0);
+}
+
+int register_uprobe(struct uprobe_ctx *ctx, struct uprobe *u)
+{
+	if (!u || !u->handler)
+		return -EINVAL;
+	return register_uprobes(ctx, &u, 1);
+}
+
+int unregister_uprobe(struct uprobe_ctx *ctx, struct uprobe *u)
+{
+	if (!u)
+		return -EINVAL;
+	if (!ctx->in_handler && !u->kimg)
+		return 0;
+	return unregister_uprobes(ctx, &u, 1);
+}
+
+/* (Un)registrations handlers asked for, now that no handler runs. */
+static void apply_queue(struct uprobe_ctx *ctx)
+{
+	while (ctx->nqueue) {
+		struct pending_op op = ctx->queue[0];
+		int rc;
+
+		memmove(ctx->queue, ctx->queue + 1, (--ctx->nqueue) * sizeof(*ctx->queue));
+		if (op.reg)
+			rc = register_batch(ctx, &op.u, 1, 1);
+		else
+			rc = op.u->kimg ? register_batch(ctx, &op.u, 1, 0) : 0;
+		if (op.u->registration_callback)
+			op.u->registration_callback(op.u, op.reg, rc);
+	}
+}
+
+int uprobe_plan(struct uprobe_ctx *ctx, const struct uprobe *u, enum uprobe_plan *plan)
+{
+	(void)ctx;
+	if (!u->kimg)
+		return -ENOENT;
+	*plan = ((struct ppt *)u->kimg)->plan;
+	return 0;
+}
+
+/* ---- a hit ------------------------------------------------------------------------- */
+
+/* Passes on the first delayed signal with its siginfo; re-raises the others. */
+static void deliver_delayed(struct up_task *t, struct utask *ut)
+{
+	if (!ut->ndelayed)
+		return;
+	up_task_set_siginfo(t, &ut->delayed[0]);
+	for (unsigned i = 1; i < ut->ndelayed; i++)
+		syscall(SYS_tgkill, up_proc_pid(up_task_proc(t)), up_task_tid(t),
+			ut->delayed[i].si_signo);
+	ut->ndelayed = 0;
+}
+
+static void delay_signal(struct uprobe_ctx *ctx, struct up_task *t, struct utask *ut,
+			 const struct up_stop *stop)
+{
+	if (ut->ndelayed < MAX_DELAYED)
+		ut->delayed[ut->ndelayed++] = stop->info;
+	ctx->stats.delayed_signals++;
+	up_task_set_signal(t, 0);
+}
+
+static void put_ppt(struct uproc *mm, struct ppt *q)
+{
+	if (q->users)
+		q->users--;
+	(void)mm;
+}
+
+/* The thread becomes doomed: its state cannot be made right. */
+static enum up_resume doom(struct uprobe_ctx *ctx, struct up_task *t, const char *why, int rc)
+{
+	logf_(ctx, "thread %d: %s (%s): killed rather than left corrupt", (int)up_task_tid(t), why,
+	      strerror(-rc));
+	ctx->stats.doomed++;
+	up_task_set_signal(t, SIGKILL);
+	return UP_RESUME_CONT;
+}
+
+static enum up_resume start_inline(struct uproc *up, struct up_task *t, struct utask *ut,
+				   struct ppt *q, struct user_regs_struct *regs)
+{
+	struct uproc *mm = mm_of(up);
+	int rc = up_proc_quiesce(up->p);
+
+	if (rc)
+		return doom(up->ctx, t, "cannot stop the other threads for an in-place step", rc);
+	rc = up_proc_write_text(mm->p, q->vaddr, &q->bp.orig, 1);
+	if (rc) {
+		up_proc_unquiesce(up->p);
+		return doom(up->ctx, t, "cannot restore the original instruction", rc);
+	}
+	regs->rip = q->vaddr;
+	up_task_set_regs(t, regs);
+	ut->state = UT_INLINE;
+	ut->ppt = q;
+	q->users++;
+	up->ctx->stats.inlined++;
+	return UP_RESUME_STEP;
+}
+
+static enum up_resume start_step(struct uproc *up, struct up_task *t, struct utask *ut,
+				 struct ppt *q, struct user_regs_struct *regs)
+{
+	up_reloc_step_begin(&q->bp.insn, &q->rel, q->slot, regs, &ut->st);
+	up_task_set_regs(t, regs);
+	ut->state = UT_STEP;
+	ut->ppt = q;
+	q->users++;
+	up->ctx->stats.stepped++;
+	return UP_RESUME_STEP;
+}
+
+static enum up_resume execute(struct uproc *up, struct up_task *t, struct utask *ut, struct ppt *q,
+			      struct user_regs_struct *regs)
+{
+	struct uprobe_ctx *ctx = up->ctx;
+	struct uproc *mm = mm_of(up);
+
+	switch (q->plan) {
+	case UPROBE_PLAN_EMULATE:
+		if (!up_insn_emulate(&q->bp.insn, regs, mem_fn, up->p)) {
+			up_task_set_regs(t, regs);
+			ctx->stats.emulated++;
+			return UP_RESUME_CONT;
+		}
+		/* a memory access failed: run it for real, so the program takes the fault */
+		if (!ensure_slot(mm, q, t))
+			return start_step(up, t, ut, q, regs);
+		return start_inline(up, t, ut, q, regs);
+	case UPROBE_PLAN_XOL:
+		regs->rip = q->slot;
+		up_task_set_regs(t, regs);
+		ctx->stats.xol++;
+		return UP_RESUME_CONT;
+	case UPROBE_PLAN_STEP:
+		return start_step(up, t, ut, q, regs);
+	case UPROBE_PLAN_INLINE:
+		return start_inline(up, t, ut, q, regs);
+	}
+	return UP_RESUME_CONT;
+}
+
+static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct utask *ut)
+{
+	struct uprobe_ctx *ctx = up->ctx;
+	struct uproc *mm = mm_of(up);
+	struct user_regs_struct regs;
+	struct ppt *q;
+	uint64_t bp;
+	uint8_t byte;
+
+	if (up_task_get_regs(t, &regs))
+		return UP_RESUME_CONT;
+	bp = regs.rip - 1;
+	q = ppt_lookup(mm, bp);
+	if (!q) {
+		/* ours once, removed since the thread trapped: run the original */
+		if (!up_proc_read(up->p, bp, &byte, 1) && byte != UP_BKPT_INSN) {
+			regs.rip = bp;
+			up_task_set_regs(t, &regs);
+			return UP_RESUME_CONT;
+		}
+		up_task_set_signal(t, SIGTRAP); /* the program's own int3 */
+		return UP_RESUME_CONT;
+	}
+	ctx->stats.hits++;
+	regs.rip = bp;
+	if (up->handlers) {
+		/* a copy: a handler may ask to unregister, which edits the list */
+		struct uprobe *cons[64];
+		unsigned n = q->ncons < 64 ? q->ncons : 64;
+
+		memcpy(cons, q->cons, n * sizeof(*cons));
+		ctx->in_handler = true;
+		ctx->cur_tid = up_task_tid(t);
+		for (unsigned i = 0; i < n; i++)
+			if (cons[i]->kimg && cons[i]->handler)
+				cons[i]->handler(cons[i], &regs);
+		ctx->in_handler = false;
+		ctx->cur_tid = 0;
+		if (ctx->nqueue)
+			apply_queue(ctx);
+		q = ppt_lookup(mm, bp);
+	}
+	if (regs.rip != bp || !q) {
+		/* sent elsewhere by a handler, or the probe is gone: the byte is back */
+		up_task_set_regs(t, &regs);
+		return UP_RESUME_CONT;
+	}
+	return execute(up, t, ut, q, &regs);
+}
+
+static enum up_resume finish(struct uproc *up, struct up_task *t, struct utask *ut)
+{
+	struct ppt *q = ut->ppt;
+
+	ut->state = UT_NONE;
+	ut->ppt = NULL;
+	if (q)
+		put_ppt(mm_of(up), q);
+	deliver_delayed(t, ut);
+	return UP_RESUME_CONT;
+}
+
+static enum up_resume on_step(struct uproc *up, struct up_task *t, struct utask *ut)
+{
+	struct uproc *mm = mm_of(up);
+	struct ppt *q = ut->ppt;
+	struct user_regs_struct regs;
+	uint64_t home;
+	int rc;
+
+	if (ut->state == UT_NONE || !q)
+		return UP_RESUME_CONT;
+	if (up_task_get_regs(t, &regs))
+		return finish(up, t, ut);
+	switch (ut->state) {
+	case UT_STEP:
+		/* a rep-prefixed string instruction steps one iteration at a time */
+		if (regs.rip == q->slot)
+			return UP_RESUME_STEP;
+		rc = up_reloc_step_finish(&q->bp.insn, &q->rel, q->slot, &regs, &ut->st, mem_fn,
+					  up->p);
+		if (rc) {
+			finish(up, t, ut);
+			return doom(up->ctx, t, "cannot fix up the stack after a step", rc);
+		}
+		up_task_set_regs(t, &regs);
+		return finish(up, t, ut);
+	case UT_DRAIN:
+		home = up_reloc_home_rip(&q->bp.insn, &q->rel, q->slot, regs.rip);
+		if (home == q->bp.insn.vaddr)
+			return UP_RESUME_STEP; /* not out of the instruction yet */
+		if (home) {
+			regs.rip = home;
+			up_task_set_regs(t, &regs);
+		}
+		return finish(up, t, ut);
+	case UT_INLINE:
+		if (regs.rip == q->vaddr)
+			return UP_RESUME_STEP;
+		if (!q->dead)
+			up_proc_write_text(mm->p, q->vaddr, (const uint8_t[]){ UP_BKPT_INSN }, 1);
+		up_proc_unquiesce(up->p);
+		return finish(up, t, ut);
+	case UT_NONE:
+		break;
+	}
+	return UP_RESUME_CONT;
+}
+
+static bool is_fault(const struct up_stop *stop)
+{
+	switch (stop->sig) {
+	case SIGSEGV:
+	case SIGBUS:
+	case SIGILL:
+	case SIGFPE:
+		return stop->info.si_code > 0; /* raised by the instruction, not sent */
+	default:
+		return false;
+	}
+}
+
+static enum up_resume on_signal(struct uproc *up, struct up_task *t, struct utask *ut,
+				const struct up_stop *stop)
+{
+	struct uproc *mm = mm_of(up);
+	struct user_regs_struct regs;
+	struct ppt *q;
+	uint64_t home;
+
+	if (ut->state != UT_NONE && ut->ppt) {
+		q = ut->ppt;
+		if (!is_fault(stop)) {
+			delay_signal(up->ctx, t, ut, stop);
+			return UP_RESUME_STEP;
+		}
+		/* the instruction faulted out of line: the program sees it fault at home */
+		if (up_task_get_regs(t, &regs))
+			return UP_RESUME_CONT;
+		if (ut->state == UT_STEP && (q->rel.fixups & UP_FIX_SCRATCH))
+			*up_regs_gpr(&regs, q->rel.scratch) = ut->st.saved_scratch;
+		if (ut->state == UT_INLINE) {
+			if (!q->dead)
+				up_proc_write_text(mm->p, q->vaddr, (const uint8_t[]){ UP_BKPT_INSN }, 1);
+			up_proc_unquiesce(up->p);
+		}
+		regs.rip = q->vaddr;
+		up_task_set_regs(t, &regs);
+		ut->state = UT_NONE;
+		ut->ppt = NULL;
+		put_ppt(mm, q);
+		return UP_RESUME_CONT;
+	}
+	if (up_task_get_regs(t, &regs))
+		return UP_RESUME_CONT;
+	q = ppt_by_slot(mm, regs.rip);
+	if (!q)
+		return UP_RESUME_CONT; /* nothing of ours: as it is */
+	home = up_reloc_home_rip(&q->bp.insn, &q->rel, q->slot, regs.rip);
+	if (is_fault(stop) || home != q->bp.insn.vaddr) {
+		/* faulted in the slot, or done and on its way back: deliver it at home */
+		if (home) {
+			regs.rip = home;
+			up_task_set_regs(t, &regs);
+		}
+		return UP_RESUME_CONT;
+	}
+	/* about to run the slot's instruction: run it first, then deliver */
+	delay_signal(up->ctx, t, ut, stop);
+	ut->state = UT_DRAIN;
+	ut->ppt = q;
+	q->users++;
+	return UP_RESUME_STEP;
+}
+
+/* ---- engine callbacks ---------------------------------------------------------------- */
+
+static enum up_resume cb_stop(void *arg, struct up_task *t, const struct up_stop *stop)
+{
+	struct uproc *up = up_proc_data(up_task_proc(t));
+	struct utask *ut = utask_of(t);
+
+	(void)arg;
+	if (!up || !ut)
+		return UP_RESUME_CONT;
+	switch (stop->kind) {
+	case UP_STOP_BREAKPOINT:
+		return on_breakpoint(up, t, ut);
+	case UP_STOP_STEP:
+		return on_step(up, t, ut);
+	case UP_STOP_SIGNAL:
+		return on_signal(up, t, ut, stop);
+	}
+	return UP_RESUME_CONT;
+}
+
+static void cb_thread_exit(void *arg, struct up_task *t)
+{
+	struct utask *ut = up_task_data(t);
+	struct uproc *up = up_proc_data(up_task_proc(t));
+
+	(void)arg;
+	if (ut) {
+		if (ut->ppt && up) {
+			if (ut->state == UT_INLINE) {
+				if (!ut->ppt->dead)
+					up_proc_write_text(mm_of(up)->p, ut->ppt->vaddr,
+							   (const uint8_t[]){ UP_BKPT_INSN }, 1);
+				up_proc_unquiesce(up->p);
+			}
+			put_ppt(mm_of(up), ut->ppt);
+		}
+		free(ut);
+		up_task_set_data(t, NULL);
+	}
+}
+
+static struct uproc *uproc_new(struct uprobe_ctx *ctx, struct up_proc *p)
+{
+	struct uproc *up = calloc(1, sizeof(*up));
+
+	if (!up)
+		return NULL;
+	up->ctx = ctx;
+	up->p = p;
+	up->pid = up_proc_pid(p);
+	up->handlers = true;
+	up->next = ctx->procs;
+	ctx->procs = up;
+	up_proc_set_data(p, up);
+	return up;
+}
+
+static void uproc_unlink(struct uprobe_ctx *ctx, struct uproc *up)
+{
+	struct uproc **pp = &ctx->procs;
+
+	while (*pp && *pp != up)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = up->next;
+	up_proc_set_data(up->p, NULL);
+}
+
+/* The child of a fork, stopped before it runs: move a thread that forked from a slot home. */
+static void child_home(struct uproc *parent_mm, struct up_task *parent_t, struct up_proc *child)
+{
+	struct utask *ut = up_task_data(parent_t);
+	struct up_task *ct = up_proc_first_task(child);
+	struct user_regs_struct r;
+	struct ppt *q;
+
+	if (!ct || up_task_get_regs(ct, &r))
+		return;
+	q = ut && ut->ppt ? ut->ppt : ppt_by_slot(parent_mm, r.rip);
+	if (!q || !q->slot || r.rip < q->slot || r.rip >= q->slot + UP_SLOT_MAX)
+		return;
+	if (ut && ut->state == UT_STEP && (q->rel.fixups & UP_FIX_SCRATCH))
+		*up_regs_gpr(&r, q->rel.scratch) = ut->st.saved_scratch;
+	if ((q->rel.fixups & UP_FIX_SYSCALL_RCX) && r.rip >= q->slot + q->rel.insn_len)
+		r.rcx = q->bp.insn.vaddr + q->bp.insn.length;
+	r.rip = up_reloc_home_rip(&q->bp.insn, &q->rel, q->slot, r.rip);
+	up_task_set_regs(ct, &r);
+}
+
+/* Follows a fork child: its own probepoints, copies of the parent's, with new slots. */
+static void follow_child(struct uproc *pm, struct uproc *cu)
+{
+	for (unsigned i = 0; i < PPT_HASH; i++) {
+		for (struct ppt *q = pm->hash[i]; q; q = q->next) {
+			struct ppt *c = calloc(1, sizeof(*c));
+
+			if (!c)
+				continue;
+			c->vaddr = q->vaddr;
+			c->bp = q->bp; /* the int3 came along in the copied memory */
+			c->plan = q->plan;
+			for (unsigned k = 0; k < q->ncons; k++)
+				ppt_add_consumer(c, q->cons[k]);
+			if (q->slot && ensure_slot(cu, c, NULL))
+				c->plan = UPROBE_PLAN_INLINE;
+			c->next = cu->hash[hash_of(c->vaddr)];
+			cu->hash[hash_of(c->vaddr)] = c;
+		}
+	}
+}
+
+static void cb_fork(void *arg, struct up_task *parent_t, struct up_proc *child, bool vfork)
+{
+	struct uprobe_ctx *ctx = arg;
+	struct uproc *pu = up_proc_data(up_task_proc(parent_t));
+	struct uproc *pm, *cu;
+
+	if (!pu) {
+		up_proc_detach(child);
+		return;
+	}
+	pm = mm_of(pu);
+	child_home(pm, parent_t, child);
+	if (vfork) {
+		/* it shares the parent's memory, int3s and slots: keep it until exec/exit */
+		cu = uproc_new(ctx, child);
+		if (!cu) {
+			up_proc_detach(child);
+			return;
+		}
+		cu->mm_owner = pm;
+		cu->handlers = ctx->opts.follow_fork;
+	} else if (ctx->opts.follow_fork) {
+		cu = uproc_new(ctx, child);
+		if (!cu) {
+			up_proc_detach(child);
+			return;
+		}
+		follow_child(pm, cu);
+	} else {
+		/* not ours to probe: take our int3s out of its copy of the text and let it go */
+		for (unsigned i = 0; i < PPT_HASH; i++)
+			for (struct ppt *q = pm->hash[i]; q; q = q->next)
+				if (q->bp.inserted)
+					up_proc_write_text(child, q->vaddr, &q->bp.orig, 1);
+		up_proc_detach(child);
+		return;
+	}
+	if (ctx->opts.follow_fork && ctx->opts.on_fork)
+		ctx->opts.on_fork(ctx->opts.arg, pu->pid, cu->pid);
+}
+
+static void cb_exec(void *arg, struct up_proc *p, struct up_task *t)
+{
+	struct uprobe_ctx *ctx = arg;
+	struct uproc *up = up_proc_data(p);
+
+	(void)t;
+	if (!up)
+		return;
+	for (struct up_task *x = up_proc_first_task(p); x; x = up_proc_next_task(x)) {
+		struct utask *ut = up_task_data(x);
+
+		if (ut) {
+			ut->state = UT_NONE;
+			ut->ppt = NULL;
+		}
+	}
+	if (up->mm_owner) {
+		/* a vfork child with a memory of its own now */
+		up->mm_owner = NULL;
+		if (!ctx->opts.follow_fork) {
+			uproc_unlink(ctx, up);
+			free(up);
+			up_proc_detach(p);
+			return;
+		}
+	} else {
+		forget_all(up);
+	}
+	if (ctx->opts.on_exec)
+		ctx->opts.on_exec(ctx->opts.arg, up->pid);
+}
+
+static void cb_proc_exit(void *arg, struct up_proc *p, int status)
+{
+	struct uprobe_ctx *ctx = arg;
+	struct uproc *up = up_proc_data(p);
+	pid_t pid;
+
+	if (!up)
+		return;
+	pid = up->pid;
+	uproc_unlink(ctx, up);
+	if (!up->mm_owner)
+		forget_all(up);
+	/* vfork children that shared this memory lose their owner */
+	for (struct uproc *c = ctx->procs; c; c = c->next)
+		if (c->mm_owner == up)
+			c->mm_owner = NULL;
+	free(up);
+	if (ctx->opts.on_exit)
+		ctx->opts.on_exit(ctx->opts.arg, pid, status);
+}
+
+static void cb_log(void *arg, const char *msg)
+{
+	struct uprobe_ctx *ctx = arg;
+
+	if (ctx->opts.log)
+		ctx->opts.log(ctx->opts.log_arg, msg);
+}
+
+static const struct up_task_ops ops = {
+	.on_stop = cb_stop,
+	.on_fork = cb_fork,
+	.on_exec = cb_exec,
+	.on_thread_exit = cb_thread_exit,
+	.on_proc_exit = cb_proc_exit,
+	.log = cb_log,
+};
+
+/* ---- the context --------------------------------------------------------------------- */
+
+int uprobe_ctx_new(const struct uprobe_ctx_opts *opts, struct uprobe_ctx **out)
+{
+	struct uprobe_ctx *ctx = calloc(1, sizeof(*ctx));
+	int rc;
+
+	if (!ctx)
+		return -ENOMEM;
+	if (opts)
+		ctx->opts = *opts;
+	rc = up_engine_new(&ops, ctx, &ctx->eng);
+	if (rc) {
+		free(ctx);
+		return rc;
+	}
+	*out = ctx;
+	return 0;
+}
+
+/* Everything of ours out of the process, threads moved home, then let go. */
+static int release(struct uprobe_ctx *ctx, struct uproc *up)
+{
+	struct uproc *mm = mm_of(up);
+	struct up_proc *p = up->p;
+	struct up_task *t;
+	int rc = up_proc_quiesce(p);
+
+	if (rc)
+		return rc;
+	for (t = up_proc_first_task(up->p); t; t = up_proc_next_task(t)) {
+		struct utask *ut = up_task_data(t);
+		struct user_regs_struct r;
+		struct ppt *q;
+
+		if (up_task_get_regs(t, &r))
+			continue;
+		q = ut && ut->ppt ? ut->ppt : ppt_by_slot(mm, r.rip);
+		if (q && ut && ut->state == UT_INLINE) {
+			if (!q->dead)
+				up_proc_write_text(mm->p, q->vaddr, (const uint8_t[]){ UP_BKPT_INSN }, 1);
+			up_proc_unquiesce(up->p);
+		}
+		if (q && q->slot && r.rip >= q->slot && r.rip < q->slot + UP_SLOT_MAX) {
+			if (ut && ut->state == UT_STEP && (q->rel.fixups & UP_FIX_SCRATCH))
+				*up_regs_gpr(&r, q->rel.scratch) = ut->st.saved_scratch;
+			if ((q->rel.fixups & UP_FIX_SYSCALL_RCX) && r.rip >= q->slot + q->rel.insn_len)
+				r.rcx = q->bp.insn.vaddr + q->bp.insn.length;
+			r.rip = up_reloc_home_rip(&q->bp.insn, &q->rel, q->slot, r.rip);
+			up_task_set_regs(t, &r);
+		}
+		if (ut) {
+			if (ut->ndelayed)
+				deliver_delayed(t, ut);
+			ut->state = UT_NONE;
+			ut->ppt = NULL;
+		}
+	}
+	if (!up->mm_owner) {
+		for (unsigned i = 0; i < PPT_HASH; i++) {
+			for (struct ppt *q = up->hash[i]; q; q = q->next) {
+				for (unsigned c = 0; c < q->ncons; c++)
+					q->cons[c]->kimg = NULL;
+				if (q->bp.inserted)
+					up_ubp_remove(up->p, &q->bp);
+			}
+		}
+		t = idle_task(up);
+		if (t)
+			up_xol_unmap(&up->xol, t);
+		forget_all(up);
+	}
+	uproc_unlink(ctx, up);
+	free(up);
+	up_proc_unquiesce(p);
+	return 0;
+}
+
+void uprobe_ctx_free(struct uprobe_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	while (ctx->procs)
+		if (uprobe_detach(ctx, ctx->procs->pid))
+			break;
+	up_engine_free(ctx->eng);
+	up_ubp_files_clear(&ctx->files);
+	free(ctx->queue);
+	free(ctx);
+}
+
+int uprobe_attach(struct uprobe_ctx *ctx, pid_t pid)
+{
+	struct up_proc *p;
+	int rc;
+
+	if (uproc_of_pid(ctx, pid))
+		return -EALREADY;
+	rc = up_engine_attach(ctx->eng, pid, &p);
+	if (rc)
+		return rc;
+	if (!uproc_new(ctx, p)) {
+		up_proc_detach(p);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int uprobe_spawn(struct uprobe_ctx *ctx, char *const argv[], pid_t *pid)
+{
+	struct up_proc *p;
+	int rc = up_engine_spawn(ctx->eng, argv, &p);
+
+	if (rc)
+		return rc;
+	if (!uproc_new(ctx, p)) {
+		up_proc_detach(p);
+		return -ENOMEM;
+	}
+	if (pid)
+		*pid = up_proc_pid(p);
+	return 0;
+}
+
+int uprobe_resume(struct uprobe_ctx *ctx, pid_t pid)
+{
+	struct uproc *up = uproc_of_pid(ctx, pid);
+
+	return up ? up_proc_resume(up->p) : -ESRCH;
+}
+
+int uprobe_detach(struct uprobe_ctx *ctx, pid_t pid)
+{
+	struct uproc *up = uproc_of_pid(ctx, pid);
+	struct up_proc *p;
+	int rc;
+
+	if (!up)
+		return -ESRCH;
+	p = up->p;
+	rc = release(ctx, up);
+	if (rc) {
+		/* it is gone already */
+		uproc_unlink(ctx, up);
+		if (!up->mm_owner)
+			forget_all(up);
+		free(up);
+	}
+	return up_proc_detach(p);
+}
+
+pid_t uprobe_current_tid(struct uprobe_ctx *ctx)
+{
+	return ctx->in_handler ? ctx->cur_tid : 0;
+}
+
+int uprobe_read(struct uprobe_ctx *ctx, pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct uproc *up = uproc_of_pid(ctx, pid);
+
+	return up ? up_proc_read(up->p, addr, buf, len) : -ESRCH;
+}
+
+int uprobe_write(struct uprobe_ctx *ctx, pid_t pid, uint64_t addr, const void *buf, size_t len)
+{
+	struct uproc *up = uproc_of_pid(ctx, pid);
+
+	return up ? up_proc_write(up->p, addr, buf, len) : -ESRCH;
+}
+
+int uprobe_ctx_fd(struct uprobe_ctx *ctx)
+{
+	return up_engine_fd(ctx->eng);
+}
+
+int uprobe_ctx_dispatch(struct uprobe_ctx *ctx)
+{
+	return up_engine_dispatch(ctx->eng);
+}
+
+int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop)
+{
+	return up_engine_run(ctx->eng, stop);
+}
+
+void uprobe_ctx_stats(struct uprobe_ctx *ctx, struct uprobe_stats *st)
+{
+	*st = ctx->stats;
+}

@@ -1,0 +1,103 @@
+# Tests of the probing core (src/uprobes.c, src/ubp.c, src/xol.c): exact hit counts
+# with threads, every instruction of real functions against a single-step oracle,
+# fork/vfork/exec/clone/exit, signals, handlers that change registers or (un)register
+# probes, and the API's errors.  Included by tests/CMakeLists.txt.
+
+set(UPROBE_CORE_TARGETS_DIR ${CMAKE_BINARY_DIR}/tests/targets)
+
+# ---- target programs: their own flags (not -Werror, no sanitizers), static addresses --
+function(uprobe_core_target name src)
+  cmake_parse_arguments(T "THREADS;M32" "" "" ${ARGN})
+  set(copts -O2 -g -fno-pie -Wall)
+  set(lopts -no-pie)
+  if(T_M32)
+    list(PREPEND copts -m32 -msse2)
+    list(PREPEND lopts -m32)
+  endif()
+  if(T_THREADS)
+    list(APPEND copts -pthread)
+    list(APPEND lopts -pthread)
+  endif()
+  add_executable(${name} ${CMAKE_CURRENT_LIST_DIR}/targets/${src})
+  set_target_properties(${name} PROPERTIES
+    RUNTIME_OUTPUT_DIRECTORY ${UPROBE_CORE_TARGETS_DIR}
+    COMPILE_OPTIONS "${copts}"
+    LINK_OPTIONS "${lopts}")
+endfunction()
+
+uprobe_core_target(core_threads core_threads.c THREADS)
+uprobe_core_target(core_insns core_insns.c)
+uprobe_core_target(core_fork core_fork.c THREADS)
+uprobe_core_target(core_signals core_signals.c)
+uprobe_core_target(core_calls core_calls.c)
+set(UPROBE_CORE_TARGET_LIST core_threads core_insns core_fork core_signals core_calls)
+if(UPROBE_HAVE_M32)
+  uprobe_core_target(core_insns32 core_insns.c M32)
+  list(APPEND UPROBE_CORE_TARGET_LIST core_insns32)
+endif()
+
+# ---- the oracle: raw ptrace single-stepping, independent of the library ----------------
+add_executable(sstep_count ${CMAKE_CURRENT_LIST_DIR}/tools/sstep_count.c)
+set_target_properties(sstep_count PROPERTIES
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/tools)
+target_compile_definitions(sstep_count PRIVATE _GNU_SOURCE)
+
+# ---- the tests (only once the probing core exists) -----------------------------------
+option(UPROBE_CORE_FORCE_TESTS "Configure the probing core tests even without src/uprobes.c" OFF)
+if(EXISTS ${CMAKE_SOURCE_DIR}/src/uprobes.c OR UPROBE_CORE_FORCE_TESTS)
+  function(uprobe_core_test name)
+    add_executable(${name} ${CMAKE_CURRENT_LIST_DIR}/unit/${name}.c
+      ${CMAKE_CURRENT_LIST_DIR}/unit/test_core_util.c)
+    set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+    target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_LIST_DIR}/unit)
+    target_compile_definitions(${name} PRIVATE _GNU_SOURCE
+      CORE_TARGETS="${UPROBE_CORE_TARGETS_DIR}"
+      CORE_UPROBE_CLI="$<TARGET_FILE:uprobe-cli>"
+      CORE_SSTEP_COUNT="$<TARGET_FILE:sstep_count>"
+      CORE_HAVE_M32=$<BOOL:${UPROBE_HAVE_M32}>)
+    target_link_libraries(${name} PRIVATE uprobe PkgConfig::CMOCKA)
+    add_dependencies(${name} uprobe-cli sstep_count ${UPROBE_CORE_TARGET_LIST})
+  endfunction()
+  # core_case(EXE CMOCKA_TEST CTEST_NAME): one ctest per cmocka test
+  function(core_case exe test ctest_name)
+    add_test(NAME ${ctest_name} COMMAND ${exe} ${test})
+    set_tests_properties(${ctest_name} PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
+  endfunction()
+
+  uprobe_core_test(test_core_threads)
+  foreach(n 1 2 8)
+    core_case(test_core_threads threads_${n} core.threads.${n})
+  endforeach()
+
+  uprobe_core_test(test_core_insns)
+  core_case(test_core_insns insns_all64 core.insns.all64)
+  core_case(test_core_insns insns_all32 core.insns.all32)
+  core_case(test_core_insns insns_noxol core.insns.noxol)
+  core_case(test_core_insns insns_segv_oracle core.insns.segv_oracle)
+
+  uprobe_core_test(test_core_fork)
+  foreach(t fork fork_follow vfork vfork_follow vfork_exec exec clone clone_vm
+            clone_vm_follow thread_exit leader_exit)
+    string(REPLACE "_" "-" tname ${t})
+    core_case(test_core_fork ${t} core.fork.${tname})
+  endforeach()
+
+  uprobe_core_test(test_core_signals)
+  foreach(t alarm_restart alarm_norestart segv stop trap)
+    string(REPLACE "_" "-" tname ${t})
+    core_case(test_core_signals ${t} core.signals.${tname})
+  endforeach()
+
+  uprobe_core_test(test_core_handlers)
+  foreach(t set_rdi set_rax skip_function unregister_self register_other order plan)
+    string(REPLACE "_" "-" tname ${t})
+    core_case(test_core_handlers ${t} core.handlers.${tname})
+  endforeach()
+
+  uprobe_core_test(test_core_errors)
+  foreach(t attach_nopid attach_busy register_midinsn register_nonexec register_int3
+            register_ud2 register_untraced unregister_unregistered)
+    string(REPLACE "_" "-" tname ${t})
+    core_case(test_core_errors ${t} core.errors.${tname})
+  endforeach()
+endif()
