@@ -360,8 +360,10 @@ static void forget_all(struct uproc *mm)
 			struct ppt *q = mm->hash[i];
 
 			mm->hash[i] = q->next;
+			/* a followed child's probepoints share the parent's uprobes */
 			for (unsigned c = 0; c < q->ncons; c++)
-				q->cons[c]->kimg = NULL;
+				if (q->cons[c]->pid == mm->pid)
+					q->cons[c]->kimg = NULL;
 			ppt_free(q);
 		}
 	}
@@ -768,6 +770,18 @@ static bool is_fault(const struct up_stop *stop)
 	}
 }
 
+/* A fault's siginfo names the slot (si_addr of SIGFPE, SIGILL...): name home instead. */
+static void fault_info_home(struct up_task *t, const struct up_stop *stop, const struct ppt *q)
+{
+	uint64_t a = (uint64_t)(uintptr_t)stop->info.si_addr;
+	siginfo_t info = stop->info;
+
+	if (!q->slot || a < q->slot || a >= q->slot + UP_SLOT_MAX)
+		return;
+	info.si_addr = (void *)(uintptr_t)up_reloc_home_rip(&q->bp.insn, &q->rel, q->slot, a);
+	up_task_set_siginfo(t, &info);
+}
+
 static enum up_resume on_signal(struct uproc *up, struct up_task *t, struct utask *ut,
 				const struct up_stop *stop)
 {
@@ -794,6 +808,7 @@ static enum up_resume on_signal(struct uproc *up, struct up_task *t, struct utas
 		}
 		regs.rip = q->vaddr;
 		up_task_set_regs(t, &regs);
+		fault_info_home(t, stop, q);
 		ut->state = UT_NONE;
 		ut->ppt = NULL;
 		put_ppt(mm, q);
@@ -811,6 +826,8 @@ static enum up_resume on_signal(struct uproc *up, struct up_task *t, struct utas
 			regs.rip = home;
 			up_task_set_regs(t, &regs);
 		}
+		if (is_fault(stop))
+			fault_info_home(t, stop, q);
 		return UP_RESUME_CONT;
 	}
 	/* about to run the slot's instruction: run it first, then deliver */
@@ -944,7 +961,11 @@ static void cb_fork(void *arg, struct up_task *parent_t, struct up_proc *child, 
 		return;
 	}
 	pm = mm_of(pu);
-	child_home(pm, parent_t, child);
+	/* clone(CLONE_VM) without CLONE_THREAD shares the memory as vfork does */
+	if (!vfork && syscall(SYS_kcmp, pu->pid, up_proc_pid(child), 1 /* KCMP_VM */, 0, 0) == 0)
+		vfork = true;
+	if (!vfork)
+		child_home(pm, parent_t, child);
 	if (vfork) {
 		/* it shares the parent's memory, int3s and slots: keep it until exec/exit */
 		cu = uproc_new(ctx, child);
@@ -1106,7 +1127,8 @@ static int release(struct uprobe_ctx *ctx, struct uproc *up)
 		for (unsigned i = 0; i < PPT_HASH; i++) {
 			for (struct ppt *q = up->hash[i]; q; q = q->next) {
 				for (unsigned c = 0; c < q->ncons; c++)
-					q->cons[c]->kimg = NULL;
+					if (q->cons[c]->pid == up->pid)
+						q->cons[c]->kimg = NULL;
 				if (q->bp.inserted)
 					up_ubp_remove(up->p, &q->bp);
 			}

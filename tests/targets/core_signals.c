@@ -85,7 +85,7 @@ static void on_alarm(int sig)
 static int mode_alarm(int n, int restart)
 {
 	struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = restart ? SA_RESTART : 0};
-	struct itimerval it = {.it_interval = {0, 100}, .it_value = {0, 100}};
+	struct itimerval it = {.it_interval = {0, 1000}, .it_value = {0, 1000}};
 	struct itimerval off = {0};
 	unsigned sum = 0;
 	int fds[2], bytes = 0, eintr = 0;

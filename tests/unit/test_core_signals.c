@@ -177,13 +177,17 @@ static void check_trap(const struct probe_set *ps, int n, const struct core_outp
 	(void)o;
 	/* probed_own_int3's int3 is refused (not probed); its ret follows it */
 	assert_func_hits(ps, "probed_own_int3", (uint64_t)n, 1);
-	assert_func_hits(ps, "on_trap", 2 * (uint64_t)n, 0);
 	assert_func_hits(ps, "probed_sig_work", (uint64_t)n, 1);
 }
 
+/*
+ * on_trap itself is not probed: an int3 hit while SIGTRAP is blocked (inside the
+ * program's own SIGTRAP handler) makes the kernel reset SIGTRAP to SIG_DFL
+ * (force_sig_info_to_task), a limitation of every int3-based tracer (docs/api.md).
+ */
 static void trap(void **state)
 {
-	static const char *const funcs[] = {"probed_own_int3", "on_trap", "probed_sig_work", NULL};
+	static const char *const funcs[] = {"probed_own_int3", "probed_sig_work", NULL};
 
 	(void)state;
 	run_signals("trap", 50, funcs, check_trap);
