@@ -54,6 +54,7 @@ struct uproc {
 	struct ppt *hash[PPT_HASH];
 	struct ppt *zombies;
 	struct up_xol xol;
+	uint64_t tramp; /* return probes: an int3 in the XOL area, 0: none yet */
 };
 
 enum ut_state {
@@ -63,12 +64,22 @@ enum ut_state {
 	UT_INLINE, /* single-stepping the original in place, the process quiesced */
 };
 
+/* A hijacked return: where it really goes, and where that address sits on the stack. */
+struct rinst {
+	uint64_t orig, sp;
+	struct uprobe *u; /* NULL once unregistered */
+};
+
+#define MAX_RINST 256 /* return instances per thread: deeper recursion is not followed */
+
 struct utask {
 	enum ut_state state;
 	struct ppt *ppt;
 	struct up_reloc_step st;
 	siginfo_t delayed[MAX_DELAYED];
 	unsigned ndelayed;
+	struct rinst *rs; /* the return stack, innermost last */
+	unsigned nrs, caprs;
 };
 
 struct pending_op {
@@ -374,6 +385,7 @@ static void forget_all(struct uproc *mm)
 		ppt_free(q);
 	}
 	up_xol_drop(&mm->xol);
+	mm->tramp = 0;
 }
 
 /* ---- registration ------------------------------------------------------------------ */
@@ -404,6 +416,15 @@ static void disarm(struct uprobe_ctx *ctx, struct uprobe *u)
 	/* the process itself and any followed child that inherited the probe */
 	for (struct uproc *up = ctx->procs; up; up = up->next) {
 		struct ppt *q;
+
+		/* pending returns still return, without calling u any more */
+		for (struct up_task *t = up_proc_first_task(up->p); t; t = up_proc_next_task(t)) {
+			struct utask *ut = up_task_data(t);
+
+			for (unsigned i = 0; ut && i < ut->nrs; i++)
+				if (ut->rs[i].u == u)
+					ut->rs[i].u = NULL;
+		}
 
 		if (up->mm_owner)
 			continue;
@@ -504,7 +525,7 @@ int unregister_uprobes(struct uprobe_ctx *ctx, struct uprobe **u, size_t n)
 
 int register_uprobe(struct uprobe_ctx *ctx, struct uprobe *u)
 {
-	if (!u || !u->handler)
+	if (!u || (!u->handler && !u->ret_handler))
 		return -EINVAL;
 	return register_uprobes(ctx, &u, 1);
 }
@@ -648,6 +669,150 @@ static enum up_resume execute(struct uproc *up, struct up_task *t, struct utask 
 	return UP_RESUME_CONT;
 }
 
+/* ---- return probes ------------------------------------------------------------------- */
+
+static unsigned word_size(struct uproc *up)
+{
+	return up_proc_mode(up->p) == 32 ? 4 : 8;
+}
+
+static int ensure_tramp(struct uproc *mm, struct up_task *t, uint64_t near)
+{
+	uint64_t slot;
+	int rc;
+
+	if (mm->tramp)
+		return 0;
+	if (mm->ctx->opts.no_xol)
+		return -ENOTSUP;
+	rc = up_xol_alloc(&mm->xol, t, near, &slot);
+	if (rc)
+		return rc;
+	rc = up_xol_write(mm->p, slot, (const uint8_t[]){ UP_BKPT_INSN }, 1);
+	if (rc) {
+		up_xol_free(&mm->xol, slot);
+		return rc;
+	}
+	mm->tramp = slot;
+	return 0;
+}
+
+static int push_rinst(struct utask *ut, uint64_t orig, uint64_t sp, struct uprobe *u)
+{
+	if (ut->nrs == ut->caprs) {
+		unsigned cap = ut->caprs ? ut->caprs * 2 : 8;
+		struct rinst *r;
+
+		if (cap > MAX_RINST)
+			return -E2BIG;
+		r = realloc(ut->rs, cap * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		ut->rs = r;
+		ut->caprs = cap;
+	}
+	ut->rs[ut->nrs].orig = orig;
+	ut->rs[ut->nrs].sp = sp;
+	ut->rs[ut->nrs].u = u;
+	ut->nrs++;
+	return 0;
+}
+
+/* At a function's entry: the return address becomes the trampoline. */
+static void hijack_return(struct uproc *up, struct up_task *t, struct utask *ut, struct ppt *q,
+			  const struct user_regs_struct *regs)
+{
+	struct uproc *mm = mm_of(up);
+	const unsigned w = word_size(up);
+	const uint64_t sp = regs->rsp & (w == 4 ? 0xffffffffULL : ~0ULL);
+	uint64_t ret = 0, orig;
+	unsigned want = 0;
+
+	for (unsigned i = 0; i < q->ncons; i++)
+		if (q->cons[i]->ret_handler && q->cons[i]->kimg)
+			want++;
+	if (!want)
+		return;
+	if (ensure_tramp(mm, t, q->vaddr) || up_proc_read(up->p, sp, &ret, w)) {
+		up->ctx->stats.returns_dropped += want;
+		return;
+	}
+	if (ret == mm->tramp) {
+		/* a tail call into a probed function: the same return, already ours */
+		if (!ut->nrs)
+			return;
+		orig = ut->rs[ut->nrs - 1].orig;
+	} else {
+		orig = ret;
+		if (ut->nrs + want > MAX_RINST ||
+		    up_proc_write(up->p, sp, &mm->tramp, w)) {
+			up->ctx->stats.returns_dropped += want;
+			return;
+		}
+	}
+	for (unsigned i = 0; i < q->ncons; i++)
+		if (q->cons[i]->ret_handler && q->cons[i]->kimg &&
+		    push_rinst(ut, orig, sp, q->cons[i]))
+			up->ctx->stats.returns_dropped++;
+}
+
+/* The trampoline's int3: the function returned.  Returns false when it cannot know where to. */
+static enum up_resume on_return(struct uproc *up, struct up_task *t, struct utask *ut,
+				struct user_regs_struct *regs)
+{
+	struct uprobe_ctx *ctx = up->ctx;
+	const unsigned w = word_size(up);
+	const uint64_t slot = ((regs->rsp & (w == 4 ? 0xffffffffULL : ~0ULL)) - w) &
+			      (w == 4 ? 0xffffffffULL : ~0ULL);
+	uint64_t orig = 0;
+	unsigned first;
+	bool found = false;
+
+	/* frames below this one are gone (longjmp, unwinding, a thread switch of stacks) */
+	while (ut->nrs && ut->rs[ut->nrs - 1].sp < slot) {
+		ut->nrs--;
+		ctx->stats.returns_dropped++;
+	}
+	first = ut->nrs;
+	while (first && ut->rs[first - 1].sp == slot)
+		first--;
+	if (first == ut->nrs)
+		return doom(ctx, t, "returned through the return-probe trampoline with no frame of ours",
+			    -EFAULT);
+	orig = ut->rs[ut->nrs - 1].orig;
+	regs->rip = orig;
+	ctx->in_handler = true;
+	ctx->cur_tid = up_task_tid(t);
+	for (unsigned i = ut->nrs; i-- > first;) {
+		struct uprobe *u = ut->rs[i].u;
+
+		if (u && u->kimg && u->ret_handler) {
+			u->ret_handler(u, regs);
+			found = true;
+		}
+		ctx->stats.returns++;
+	}
+	ctx->in_handler = false;
+	ctx->cur_tid = 0;
+	ut->nrs = first;
+	(void)found;
+	up_task_set_regs(t, regs);
+	if (ctx->nqueue)
+		apply_queue(ctx);
+	return UP_RESUME_CONT;
+}
+
+/* Puts the real return addresses back on a thread's stack (detach, a fork child). */
+static void unhijack(struct up_proc *p, uint64_t tramp, unsigned w, struct utask *ut)
+{
+	for (unsigned i = 0; ut && i < ut->nrs; i++) {
+		uint64_t cur = 0;
+
+		if (!up_proc_read(p, ut->rs[i].sp, &cur, w) && cur == tramp)
+			up_proc_write(p, ut->rs[i].sp, &ut->rs[i].orig, w);
+	}
+}
+
 static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct utask *ut)
 {
 	struct uprobe_ctx *ctx = up->ctx;
@@ -660,6 +825,8 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 	if (up_task_get_regs(t, &regs))
 		return UP_RESUME_CONT;
 	bp = regs.rip - 1;
+	if (mm->tramp && bp == mm->tramp)
+		return on_return(up, t, ut, &regs);
 	q = ppt_lookup(mm, bp);
 	if (!q) {
 		/* ours once, removed since the thread trapped: run the original */
@@ -686,6 +853,8 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 				cons[i]->handler(cons[i], &regs);
 		ctx->in_handler = false;
 		ctx->cur_tid = 0;
+		if (regs.rip == bp)
+			hijack_return(up, t, ut, q, &regs);
 		if (ctx->nqueue)
 			apply_queue(ctx);
 		q = ppt_lookup(mm, bp);
@@ -875,6 +1044,7 @@ static void cb_thread_exit(void *arg, struct up_task *t)
 			}
 			put_ppt(mm_of(up), ut->ppt);
 		}
+		free(ut->rs);
 		free(ut);
 		up_task_set_data(t, NULL);
 	}
@@ -964,8 +1134,12 @@ static void cb_fork(void *arg, struct up_task *parent_t, struct up_proc *child, 
 	/* clone(CLONE_VM) without CLONE_THREAD shares the memory as vfork does */
 	if (!vfork && syscall(SYS_kcmp, pu->pid, up_proc_pid(child), 1 /* KCMP_VM */, 0, 0) == 0)
 		vfork = true;
-	if (!vfork)
+	if (!vfork) {
 		child_home(pm, parent_t, child);
+		/* its copy of the stack has our trampoline in it: the child has no XOL area */
+		if (pm->tramp)
+			unhijack(child, pm->tramp, word_size(pu), up_task_data(parent_t));
+	}
 	if (vfork) {
 		/* it shares the parent's memory, int3s and slots: keep it until exec/exit */
 		cu = uproc_new(ctx, child);
@@ -1009,6 +1183,7 @@ static void cb_exec(void *arg, struct up_proc *p, struct up_task *t)
 		if (ut) {
 			ut->state = UT_NONE;
 			ut->ppt = NULL;
+			ut->nrs = 0;
 		}
 	}
 	if (up->mm_owner) {
@@ -1119,6 +1294,14 @@ static int release(struct uprobe_ctx *ctx, struct uproc *up)
 		if (ut) {
 			if (ut->ndelayed)
 				deliver_delayed(t, ut);
+			if (mm->tramp)
+				unhijack(p, mm->tramp, word_size(up), ut);
+			if (mm->tramp && (r.rip == mm->tramp || r.rip == mm->tramp + 1) && ut->nrs) {
+				/* about to return through the trampoline, or just did */
+				r.rip = ut->rs[ut->nrs - 1].orig;
+				up_task_set_regs(t, &r);
+			}
+			ut->nrs = 0;
 			ut->state = UT_NONE;
 			ut->ppt = NULL;
 		}

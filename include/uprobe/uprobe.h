@@ -49,6 +49,14 @@ struct uprobe {
 	 * what the call would have returned.  May be NULL.
 	 */
 	void (*registration_callback)(struct uprobe *u, int reg, int result);
+	/*
+	 * A return probe: when set (vaddr must then be a function's entry), each hit
+	 * hijacks the return address, and ret_handler is called when the function
+	 * returns, with the registers at the return (rax the return value, rip where it
+	 * returns to).  handler may be NULL then.  Frames skipped by longjmp or unwinding
+	 * are dropped without a call.
+	 */
+	void (*ret_handler)(struct uprobe *u, uprobe_regs_t *regs);
 	void *data; /* the caller's */
 
 	/* private to the library */
@@ -135,6 +143,7 @@ UPROBE_API int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop);
 /* Counters, for tools and benchmarks. */
 struct uprobe_stats {
 	uint64_t hits, emulated, xol, stepped, inlined, delayed_signals, doomed;
+	uint64_t returns, returns_dropped; /* return probes: handled, frames gone */
 };
 UPROBE_API void uprobe_ctx_stats(struct uprobe_ctx *ctx, struct uprobe_stats *st);
 
