@@ -52,7 +52,12 @@ static int elf_open_raw(const char *path, int *fdp, Elf **elfp)
 		return -EISDIR;
 	}
 
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/*
+	 * Read, not mmap: the kernel puts its uprobes' int3s into every private mapping
+	 * of a probed file (any VM_MAYEXEC one), so a mapping of libc while perf or
+	 * bpftrace probes it shows their breakpoints, not the file.
+	 */
+	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf || elf_kind(elf) != ELF_K_ELF) {
 		elf_end(elf);
 		close(fd);

@@ -46,9 +46,7 @@ static void write_all(int fd, const char *buf, size_t len)
 /* The unprivileged child: reports "uid euid rc\nlog..." on fd; exits 0 when it could try. */
 static void unprivileged_attach(pid_t victim, int fd)
 {
-	struct uprobe_opts_holder {
-		struct uprobe_ctx_opts opts;
-	} h = {.opts = {.log = child_log}};
+	struct uprobe_ctx_opts opts = {.log = child_log};
 	struct uprobe_ctx *ctx = NULL;
 	char head[128];
 	int rc;
@@ -65,7 +63,7 @@ static void unprivileged_attach(pid_t victim, int fd)
 	prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
 	if (getuid() != NOBODY || geteuid() != NOBODY)
 		_exit(122);
-	rc = uprobe_ctx_new(&h.opts, &ctx);
+	rc = uprobe_ctx_new(&opts, &ctx);
 	if (rc == 0) {
 		rc = uprobe_attach(ctx, victim);
 		uprobe_ctx_free(ctx);
