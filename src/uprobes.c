@@ -94,7 +94,7 @@ struct uprobe_ctx {
 	struct up_ubp_files files;
 	struct uprobe_stats stats;
 	bool in_handler;
-	pid_t cur_tid;
+	pid_t cur_tid, cur_pid;
 	struct pending_op *queue;
 	unsigned nqueue, capqueue;
 };
@@ -783,6 +783,7 @@ static enum up_resume on_return(struct uproc *up, struct up_task *t, struct utas
 	regs->rip = orig;
 	ctx->in_handler = true;
 	ctx->cur_tid = up_task_tid(t);
+	ctx->cur_pid = up->pid;
 	for (unsigned i = ut->nrs; i-- > first;) {
 		struct uprobe *u = ut->rs[i].u;
 
@@ -848,6 +849,7 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 		memcpy(cons, q->cons, n * sizeof(*cons));
 		ctx->in_handler = true;
 		ctx->cur_tid = up_task_tid(t);
+		ctx->cur_pid = up->pid;
 		for (unsigned i = 0; i < n; i++)
 			if (cons[i]->kimg && cons[i]->handler)
 				cons[i]->handler(cons[i], &regs);
@@ -1403,6 +1405,11 @@ int uprobe_detach(struct uprobe_ctx *ctx, pid_t pid)
 pid_t uprobe_current_tid(struct uprobe_ctx *ctx)
 {
 	return ctx->in_handler ? ctx->cur_tid : 0;
+}
+
+pid_t uprobe_current_pid(struct uprobe_ctx *ctx)
+{
+	return ctx->in_handler ? ctx->cur_pid : 0;
 }
 
 int uprobe_read(struct uprobe_ctx *ctx, pid_t pid, uint64_t addr, void *buf, size_t len)

@@ -129,6 +129,8 @@ UPROBE_API int uprobe_plan(struct uprobe_ctx *ctx, const struct uprobe *u,
  * Outside a handler uprobe_current_tid() is 0; the memory calls take the pid.
  */
 UPROBE_API pid_t uprobe_current_tid(struct uprobe_ctx *ctx);
+/* The process of that thread (for a followed child, not u->pid). */
+UPROBE_API pid_t uprobe_current_pid(struct uprobe_ctx *ctx);
 UPROBE_API int uprobe_read(struct uprobe_ctx *ctx, pid_t pid, uint64_t addr, void *buf,
 			   size_t len);
 UPROBE_API int uprobe_write(struct uprobe_ctx *ctx, pid_t pid, uint64_t addr, const void *buf,

@@ -927,10 +927,25 @@ static int explain_attach_error(struct up_engine *e, pid_t pid, int err)
 		fclose(f);
 	}
 	uid = status_field(pid, "Uid");
-	up__log(e,
-		"attach %d: %s: process uid %ld, ours %d; /proc/sys/kernel/yama/ptrace_scope is %d "
-		"(1 allows descendants only, 2 needs CAP_SYS_PTRACE, 3 forbids attaching)",
-		pid, strerror(err), uid, (int)geteuid(), scope);
+	if (uid >= 0 && uid != (long)geteuid() && geteuid() != 0)
+		up__log(e,
+			"attach %d: %s: the process belongs to uid %ld, we run as uid %d: run as "
+			"that user, or as root (CAP_SYS_PTRACE)",
+			pid, strerror(err), uid, (int)geteuid());
+	else if (scope > 0)
+		up__log(e,
+			"attach %d: %s: /proc/sys/kernel/yama/ptrace_scope is %d (%s); "
+			"'sysctl kernel.yama.ptrace_scope=0' allows it, or run as root",
+			pid, strerror(err), scope,
+			scope == 1 ? "only descendants may be traced"
+			: scope == 2 ? "only CAP_SYS_PTRACE may trace"
+				     : "no process may be traced");
+	else
+		up__log(e,
+			"attach %d: %s: not allowed (uid %ld, ours %d; no Yama restriction): the "
+			"process may be non-dumpable (setuid, prctl PR_SET_DUMPABLE) or protected by "
+			"an LSM; run as root (CAP_SYS_PTRACE)",
+			pid, strerror(err), uid, (int)geteuid());
 	return -err;
 }
 

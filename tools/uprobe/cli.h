@@ -28,6 +28,7 @@ struct cli_cmd {
 
 extern const struct cli_cmd cli_cmd_decode;
 extern const struct cli_cmd cli_cmd_list;
+extern const struct cli_cmd cli_cmd_trace;
 
 /* "uprobe CMD: message\n" on stderr. */
 void cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,0 +1,851 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The tracing session: specs -> uprobes per process -> lines.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <uprobe/uprobe.h>
+
+#include "sym/sym.h"
+#include "trace/fetch.h"
+#include "trace/format.h"
+#include "trace/session.h"
+#include "trace/spec.h"
+
+struct tspec {
+	struct up_spec spec;
+	char *text;
+	char label[192]; /* for the counts: the event or the seed line */
+	uint64_t hits;
+	/* file targets */
+	bool is_file;
+	dev_t dev;
+	ino_t ino;
+	uint64_t file_off; /* the probed instruction's offset in the file */
+	bool fatal;	   /* cannot ever be armed: reported once */
+};
+
+struct tproc;
+
+struct tprobe {
+	struct uprobe u;
+	struct up_trace *tr;
+	struct tspec *ts;
+	struct tproc *tp;
+	uint64_t file_bias;
+	struct tprobe *next;
+};
+
+struct tproc {
+	struct tproc *next;
+	pid_t pid;
+	bool is32, gone, rescan;
+	bool *armed; /* per spec */
+	struct tprobe *probes;
+	struct uprobe ldso; /* the dynamic linker's _dl_debug_state */
+	struct up_trace *tr;
+};
+
+struct comm_entry {
+	pid_t tid;
+	int stat_fd;
+	char comm[17];
+};
+
+#define COMM_CACHE 64
+
+struct up_trace {
+	struct up_trace_opts opts;
+	struct uprobe_ctx *ctx;
+	struct tspec *specs;
+	unsigned nspecs;
+	struct tproc *procs;
+	pid_t launched;
+	int status;
+	bool header_done, rescan;
+	struct comm_entry comms[COMM_CACHE];
+	char *line;
+	size_t linecap;
+};
+
+/* ---- small things --------------------------------------------------------------------- */
+
+static void tlog(struct up_trace *tr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void tlog(struct up_trace *tr, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+
+	if (!tr->opts.log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	tr->opts.log(tr->opts.log_arg, msg);
+}
+
+static void lib_log(void *arg, const char *msg)
+{
+	struct up_trace *tr = arg;
+
+	if (tr->opts.log)
+		tr->opts.log(tr->opts.log_arg, msg);
+}
+
+static struct tproc *proc_of(struct up_trace *tr, pid_t pid)
+{
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next)
+		if (tp->pid == pid && !tp->gone)
+			return tp;
+	return NULL;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* comm and cpu of a thread, from /proc/PID/task/TID/stat (kept open: pread rereads it). */
+static struct comm_entry *thread_info(struct up_trace *tr, pid_t pid, pid_t tid, int *cpu)
+{
+	struct comm_entry *c = &tr->comms[(unsigned)tid % COMM_CACHE];
+	char buf[1024], *open_paren, *close_paren, *p;
+	ssize_t n;
+	int field;
+
+	if (c->tid != tid) {
+		char path[64];
+
+		if (c->stat_fd > 0)
+			close(c->stat_fd);
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+		c->tid = tid;
+		c->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+		c->comm[0] = '\0';
+	}
+	*cpu = 0;
+	if (c->stat_fd <= 0)
+		return c;
+	n = pread(c->stat_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return c;
+	buf[n] = '\0';
+	open_paren = strchr(buf, '(');
+	close_paren = strrchr(buf, ')');
+	if (!open_paren || !close_paren || close_paren < open_paren)
+		return c;
+	snprintf(c->comm, sizeof(c->comm), "%.*s", (int)(close_paren - open_paren - 1),
+		 open_paren + 1);
+	/* field 39 is the cpu it last ran on; field 3 follows the ')' */
+	p = close_paren + 2;
+	for (field = 3; field < 39 && p; field++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (p)
+		*cpu = atoi(p);
+	return c;
+}
+
+static void forget_threads(struct up_trace *tr)
+{
+	for (unsigned i = 0; i < COMM_CACHE; i++) {
+		if (tr->comms[i].stat_fd > 0)
+			close(tr->comms[i].stat_fd);
+		memset(&tr->comms[i], 0, sizeof(tr->comms[i]));
+	}
+}
+
+static void emit(struct up_trace *tr, const char *buf, int len)
+{
+	if (len <= 0)
+		return;
+	if (!tr->header_done && tr->opts.header && !tr->opts.json) {
+		char h[512];
+		bool seed = tr->nspecs && tr->specs[0].spec.kind == UP_SPEC_SEED;
+		int hl = seed ? up_fmt_seed_header(h, sizeof(h)) : up_fmt_event_header(h, sizeof(h));
+
+		if (hl > 0)
+			fwrite(h, 1, (size_t)hl < sizeof(h) ? (size_t)hl : sizeof(h) - 1, tr->opts.out);
+	}
+	tr->header_done = true;
+	fwrite(buf, 1, (size_t)len, tr->opts.out);
+}
+
+/* Formats with a growing buffer; fn is one of the up_fmt_* that take (buf, size, ...). */
+#define FORMAT(tr, call_with_buf_size)                                                  \
+	do {                                                                            \
+		int len_;                                                               \
+		for (;;) {                                                              \
+			char *buf = (tr)->line;                                         \
+			size_t size = (tr)->linecap;                                    \
+			len_ = (call_with_buf_size);                                    \
+			if (len_ < 0 || (size_t)len_ < (tr)->linecap)                   \
+				break;                                                  \
+			free((tr)->line);                                               \
+			(tr)->linecap = (size_t)len_ + 256;                             \
+			(tr)->line = malloc((tr)->linecap);                             \
+			if (!(tr)->line) {                                              \
+				(tr)->linecap = 0;                                      \
+				len_ = -ENOMEM;                                         \
+				break;                                                  \
+			}                                                               \
+		}                                                                       \
+		if (len_ > 0)                                                           \
+			emit((tr), (tr)->line, len_);                                   \
+	} while (0)
+
+/* ---- hits ------------------------------------------------------------------------------ */
+
+struct read_ctx {
+	struct up_trace *tr;
+	pid_t pid;
+};
+
+static int read_mem(void *arg, uint64_t addr, void *buf, size_t len)
+{
+	struct read_ctx *rc = arg;
+
+	return uprobe_read(rc->tr->ctx, rc->pid, addr, buf, len);
+}
+
+static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
+{
+	struct up_trace *tr = p->tr;
+	struct tspec *ts = p->ts;
+	pid_t pid = uprobe_current_pid(tr->ctx), tid = uprobe_current_tid(tr->ctx);
+	struct read_ctx rc = { .tr = tr, .pid = pid };
+	struct tproc *tp = proc_of(tr, pid);
+	struct comm_entry *c;
+	struct up_fmt_ctx fc;
+	struct up_fetch_env env = {
+		.regs = regs,
+		.is32 = tp ? tp->is32 : false,
+		.read = read_mem,
+		.ctx = &rc,
+		.retval = regs->rax,
+		.has_retval = is_return,
+		.file_bias = p->file_bias,
+	};
+	int cpu;
+
+	ts->hits++;
+	if (!tr->opts.out)
+		return;
+	c = thread_info(tr, pid, tid, &cpu);
+	env.comm = c->comm;
+	fc.comm = c->comm[0] ? c->comm : NULL;
+	fc.pid = pid;
+	fc.tid = tid;
+	fc.cpu = cpu;
+	fc.time_ns = now_ns();
+	if (ts->spec.kind == UP_SPEC_SEED) {
+		if (tr->opts.json)
+			FORMAT(tr, up_fmt_seed_hit_json(buf, size, &fc, &ts->spec, &env));
+		else
+			FORMAT(tr, up_fmt_seed_hit(buf, size, &fc, &ts->spec, &env));
+		return;
+	}
+	{
+		struct up_fetch_value vals[ts->spec.nargs ? ts->spec.nargs : 1];
+		static char arena[64 * 1024];
+		struct up_fmt_event ev = {
+			.addr = p->u.vaddr,
+			.ret_addr = is_return ? regs->rip : 0,
+			.vals = vals,
+		};
+
+		up_fetch_eval_all(&ts->spec, &env, vals, arena, sizeof(arena));
+		if (tr->opts.json)
+			FORMAT(tr, up_fmt_event_json(buf, size, &fc, &ts->spec, &ev));
+		else
+			FORMAT(tr, up_fmt_event_text(buf, size, &fc, &ts->spec, &ev));
+	}
+}
+
+static void on_hit(struct uprobe *u, uprobe_regs_t *regs)
+{
+	report(u->data, regs, false);
+}
+
+static void on_ret(struct uprobe *u, uprobe_regs_t *regs)
+{
+	report(u->data, regs, true);
+}
+
+static void on_ldso(struct uprobe *u, uprobe_regs_t *regs)
+{
+	struct tproc *tp = u->data;
+	struct tproc *cur = proc_of(tp->tr, uprobe_current_pid(tp->tr->ctx));
+
+	(void)regs;
+	/* the link map changed: look for the files not mapped before (after this hit) */
+	if (cur)
+		cur->rescan = true;
+	tp->tr->rescan = true;
+}
+
+static void on_registered(struct uprobe *u, int reg, int result)
+{
+	struct tprobe *p = u->data;
+
+	if (reg && result)
+		tlog(p->tr, "'%s': cannot probe 0x%" PRIx64 " in process %d: %s", p->ts->text,
+		     u->vaddr, (int)u->pid, strerror(-result));
+}
+
+/* ---- arming ------------------------------------------------------------------------------ */
+
+struct maps_line {
+	uint64_t start, end, offset;
+	bool x;
+	dev_t dev;
+	ino_t ino;
+	char path[PATH_MAX];
+};
+
+/* Calls fn for each line of /proc/PID/maps until it returns nonzero. */
+static int for_each_map(pid_t pid, int (*fn)(void *arg, const struct maps_line *m), void *arg)
+{
+	char path[64], line[PATH_MAX + 128];
+	FILE *f;
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (!rc && fgets(line, sizeof(line), f)) {
+		struct maps_line m = { 0 };
+		unsigned maj, min;
+		unsigned long long ino;
+		char perms[8];
+		int pos = 0;
+
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %llu %n", &m.start,
+			   &m.end, perms, &m.offset, &maj, &min, &ino, &pos) < 7)
+			continue;
+		m.x = perms[2] == 'x';
+		m.dev = makedev(maj, min);
+		m.ino = (ino_t)ino;
+		if (pos) {
+			size_t l;
+
+			snprintf(m.path, sizeof(m.path), "%s", line + pos);
+			l = strlen(m.path);
+			if (l && m.path[l - 1] == '\n')
+				m.path[l - 1] = '\0';
+		}
+		rc = fn(arg, &m);
+	}
+	fclose(f);
+	return rc;
+}
+
+struct file_find {
+	dev_t dev;
+	ino_t ino;
+	uint64_t off;
+	uint64_t vaddr;
+	char path[PATH_MAX];
+};
+
+static int find_file_fn(void *arg, const struct maps_line *m)
+{
+	struct file_find *ff = arg;
+
+	if (!m->x || m->dev != ff->dev || m->ino != ff->ino)
+		return 0;
+	if (ff->off < m->offset || ff->off - m->offset >= m->end - m->start)
+		return 0;
+	ff->vaddr = m->start + (ff->off - m->offset);
+	return 1;
+}
+
+static int find_ldso_fn(void *arg, const struct maps_line *m)
+{
+	struct file_find *ff = arg;
+	const char *base = strrchr(m->path, '/');
+
+	if (!m->x || !base || strncmp(base + 1, "ld-", 3))
+		return 0;
+	snprintf(ff->path, sizeof(ff->path), "%s", m->path);
+	ff->dev = m->dev;
+	ff->ino = m->ino;
+	return 1;
+}
+
+/* The address of file offset off of (dev, ino) in process pid, or 0 when not mapped. */
+static uint64_t vaddr_of(pid_t pid, dev_t dev, ino_t ino, uint64_t off)
+{
+	struct file_find ff = { .dev = dev, .ino = ino, .off = off };
+
+	return for_each_map(pid, find_file_fn, &ff) == 1 ? ff.vaddr : 0;
+}
+
+static bool proc_is32(pid_t pid)
+{
+	char path[64];
+	int cls = 64;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (up_sym_elf_identify(path, &cls, NULL))
+		return false;
+	return cls == 32;
+}
+
+/* Probes the dynamic linker's rendezvous so files mapped later are found. */
+static void hook_ldso(struct up_trace *tr, struct tproc *tp)
+{
+	struct file_find ff = { 0 };
+	struct up_sym_elf *elf;
+	struct up_sym sym;
+	uint64_t off, vaddr;
+	int rc;
+
+	if (tp->ldso.kimg || for_each_map(tp->pid, find_ldso_fn, &ff) != 1)
+		return;
+	if (up_sym_elf_open(ff.path, &elf))
+		return;
+	rc = up_sym_elf_lookup(elf, "_dl_debug_state", &sym);
+	if (!rc)
+		rc = up_sym_elf_vaddr_to_offset(elf, sym.value, &off);
+	up_sym_elf_close(elf);
+	if (rc)
+		return;
+	vaddr = vaddr_of(tp->pid, ff.dev, ff.ino, off);
+	if (!vaddr)
+		return;
+	memset(&tp->ldso, 0, sizeof(tp->ldso));
+	tp->ldso.pid = tp->pid;
+	tp->ldso.vaddr = vaddr;
+	tp->ldso.handler = on_ldso;
+	tp->ldso.data = tp;
+	rc = register_uprobe(tr->ctx, &tp->ldso);
+	if (rc && rc != -EINPROGRESS)
+		tlog(tr, "process %d: cannot follow the dynamic linker (%s): libraries loaded later "
+			 "are not probed", (int)tp->pid, strerror(-rc));
+}
+
+static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
+{
+	struct tspec *ts = &tr->specs[i];
+	struct tprobe *p;
+	uint64_t vaddr, bias = 0;
+	int rc;
+
+	if (tp->armed[i] || ts->fatal)
+		return 0;
+	if (ts->spec.kind == UP_SPEC_SEED) {
+		pid_t want = ts->spec.pid ? ts->spec.pid : tr->launched;
+
+		if (want != tp->pid)
+			return 0;
+		vaddr = ts->spec.addr;
+	} else if (!ts->is_file) {
+		vaddr = ts->spec.vaddr;
+	} else {
+		vaddr = vaddr_of(tp->pid, ts->dev, ts->ino, ts->file_off);
+		if (!vaddr)
+			return 0; /* not mapped (yet) */
+		bias = vaddr - ts->file_off;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->tr = tr;
+	p->ts = ts;
+	p->tp = tp;
+	p->file_bias = bias;
+	p->u.pid = tp->pid;
+	p->u.vaddr = vaddr;
+	p->u.data = p;
+	p->u.registration_callback = on_registered;
+	if (ts->spec.kind == UP_SPEC_EVENT && ts->spec.is_return)
+		p->u.ret_handler = on_ret;
+	else
+		p->u.handler = on_hit;
+	rc = register_uprobe(tr->ctx, &p->u);
+	if (rc && rc != -EINPROGRESS) {
+		tlog(tr, "'%s': cannot probe 0x%" PRIx64 " in process %d: %s", ts->text, vaddr,
+		     (int)tp->pid, strerror(-rc));
+		free(p);
+		tp->armed[i] = true; /* do not try again in this image */
+		return rc;
+	}
+	p->next = tp->probes;
+	tp->probes = p;
+	tp->armed[i] = true;
+	if (tr->opts.verbose > 0)
+		tlog(tr, "'%s': armed at 0x%" PRIx64 " in process %d", ts->text, vaddr, (int)tp->pid);
+	return 0;
+}
+
+static int arm_proc(struct up_trace *tr, struct tproc *tp)
+{
+	bool pending = false;
+	int first = 0;
+
+	for (unsigned i = 0; i < tr->nspecs; i++) {
+		int rc = arm_one(tr, tp, i);
+
+		if (rc && !first)
+			first = rc;
+		if (!tp->armed[i] && tr->specs[i].is_file)
+			pending = true;
+	}
+	if (pending)
+		hook_ldso(tr, tp);
+	tp->rescan = false;
+	return first;
+}
+
+static void drop_probes(struct tproc *tp)
+{
+	while (tp->probes) {
+		struct tprobe *p = tp->probes;
+
+		tp->probes = p->next;
+		free(p);
+	}
+	memset(tp->armed, 0, tp->tr->nspecs * sizeof(*tp->armed));
+	memset(&tp->ldso, 0, sizeof(tp->ldso));
+}
+
+static struct tproc *proc_add(struct up_trace *tr, pid_t pid)
+{
+	struct tproc *tp = calloc(1, sizeof(*tp));
+
+	if (!tp)
+		return NULL;
+	tp->armed = calloc(tr->nspecs ? tr->nspecs : 1, sizeof(*tp->armed));
+	if (!tp->armed) {
+		free(tp);
+		return NULL;
+	}
+	tp->pid = pid;
+	tp->tr = tr;
+	tp->is32 = proc_is32(pid);
+	tp->next = tr->procs;
+	tr->procs = tp;
+	return tp;
+}
+
+/* ---- library callbacks --------------------------------------------------------------------- */
+
+static void cb_exit(void *arg, pid_t pid, int status)
+{
+	struct up_trace *tr = arg;
+	struct tproc *tp = proc_of(tr, pid);
+
+	if (pid == tr->launched)
+		tr->status = status;
+	if (tp) {
+		tp->gone = true;
+		drop_probes(tp);
+	}
+}
+
+static void cb_exec(void *arg, pid_t pid)
+{
+	struct up_trace *tr = arg;
+	struct tproc *tp = proc_of(tr, pid);
+
+	/* every probe of the old image is gone: arm the new one from the main loop */
+	if (tp) {
+		drop_probes(tp);
+		tp->is32 = proc_is32(pid);
+		tp->rescan = true;
+		tr->rescan = true;
+	}
+	forget_threads(tr);
+}
+
+static void cb_fork(void *arg, pid_t parent, pid_t child)
+{
+	struct up_trace *tr = arg;
+	struct tproc *pp = proc_of(tr, parent), *cp = proc_add(tr, child);
+
+	/* the child runs the parent's probes (the library copied them) */
+	if (pp && cp)
+		memcpy(cp->armed, pp->armed, tr->nspecs * sizeof(*cp->armed));
+}
+
+/* ---- the session ---------------------------------------------------------------------------- */
+
+int up_trace_new(const struct up_trace_opts *opts, struct up_trace **out)
+{
+	struct up_trace *tr = calloc(1, sizeof(*tr));
+	struct uprobe_ctx_opts co = { 0 };
+	int rc;
+
+	if (!tr)
+		return -ENOMEM;
+	tr->opts = *opts;
+	tr->status = -1;
+	co.follow_fork = opts->follow;
+	co.log = lib_log;
+	co.log_arg = tr;
+	co.on_exit = cb_exit;
+	co.on_exec = cb_exec;
+	co.on_fork = cb_fork;
+	co.arg = tr;
+	rc = uprobe_ctx_new(&co, &tr->ctx);
+	if (rc) {
+		free(tr);
+		return rc;
+	}
+	*out = tr;
+	return 0;
+}
+
+void up_trace_free(struct up_trace *tr)
+{
+	if (!tr)
+		return;
+	/* detaches from everything: the processes run on unprobed */
+	uprobe_ctx_free(tr->ctx);
+	while (tr->procs) {
+		struct tproc *tp = tr->procs;
+
+		tr->procs = tp->next;
+		drop_probes(tp);
+		free(tp->armed);
+		free(tp);
+	}
+	for (unsigned i = 0; i < tr->nspecs; i++) {
+		up_spec_free(&tr->specs[i].spec);
+		free(tr->specs[i].text);
+	}
+	free(tr->specs);
+	forget_threads(tr);
+	free(tr->line);
+	free(tr);
+}
+
+/* A file target: the file's identity and the probed instruction's file offset. */
+static int resolve_file(struct tspec *ts, char *err, size_t errlen)
+{
+	struct up_sym_elf *elf;
+	struct up_sym sym;
+	struct stat st;
+	uint64_t off;
+	int rc;
+
+	if (stat(ts->spec.path, &st) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "'%s': %s: %s", ts->text, ts->spec.path, strerror(-rc));
+		return rc;
+	}
+	ts->dev = st.st_dev;
+	ts->ino = st.st_ino;
+	ts->is_file = true;
+	if (ts->spec.target == UP_TARGET_OFFSET) {
+		ts->file_off = ts->spec.offset;
+		return 0;
+	}
+	rc = up_sym_elf_open(ts->spec.path, &elf);
+	if (rc) {
+		snprintf(err, errlen, "'%s': %s: %s", ts->text, ts->spec.path,
+			 rc == -ENOEXEC ? "not an x86 ELF file" : strerror(-rc));
+		return rc;
+	}
+	rc = up_sym_elf_lookup(elf, ts->spec.symbol, &sym);
+	if (rc) {
+		snprintf(err, errlen, "'%s': no function '%s' in %s (try: uprobe list %s)",
+			 ts->text, ts->spec.symbol, ts->spec.path, ts->spec.path);
+	} else {
+		if (sym.ifunc)
+			snprintf(err, errlen, "'%s': note: %s is an IFUNC resolver, probed as such",
+				 ts->text, ts->spec.symbol);
+		rc = up_sym_elf_vaddr_to_offset(elf, sym.value + ts->spec.offset, &off);
+		if (rc)
+			snprintf(err, errlen, "'%s': %s+0x%" PRIx64 " is not in the file's loaded code",
+				 ts->text, ts->spec.symbol, ts->spec.offset);
+		else
+			ts->file_off = off;
+	}
+	up_sym_elf_close(elf);
+	return rc;
+}
+
+int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen)
+{
+	struct tspec ts = { 0 };
+	struct up_spec_err se;
+	struct tspec *v;
+	int rc;
+
+	err[0] = '\0';
+	rc = up_spec_parse(text, &ts.spec, &se);
+	if (rc) {
+		if (rc == -EINVAL)
+			up_spec_err_format(text, &se, err, errlen);
+		else
+			snprintf(err, errlen, "'%s': %s", text, strerror(-rc));
+		return rc;
+	}
+	ts.text = strdup(text);
+	if (!ts.text) {
+		up_spec_free(&ts.spec);
+		return -ENOMEM;
+	}
+	if (ts.spec.kind == UP_SPEC_EVENT && ts.spec.target != UP_TARGET_VADDR) {
+		rc = resolve_file(&ts, err, errlen);
+		if (rc) {
+			up_spec_free(&ts.spec);
+			free(ts.text);
+			return rc;
+		}
+		err[0] = '\0';
+	}
+	if (ts.spec.kind == UP_SPEC_SEED)
+		up_spec_format(&ts.spec, ts.label, sizeof(ts.label));
+	else
+		snprintf(ts.label, sizeof(ts.label), "%s/%s", ts.spec.group, ts.spec.event);
+	v = realloc(tr->specs, (tr->nspecs + 1) * sizeof(*v));
+	if (!v) {
+		up_spec_free(&ts.spec);
+		free(ts.text);
+		return -ENOMEM;
+	}
+	tr->specs = v;
+	tr->specs[tr->nspecs++] = ts;
+	return 0;
+}
+
+unsigned up_trace_nspecs(const struct up_trace *tr)
+{
+	return tr->nspecs;
+}
+
+int up_trace_attach(struct up_trace *tr, pid_t pid)
+{
+	int rc = uprobe_attach(tr->ctx, pid);
+
+	if (rc)
+		return rc;
+	return proc_add(tr, pid) ? 0 : -ENOMEM;
+}
+
+int up_trace_spawn(struct up_trace *tr, char *const argv[], pid_t *pid)
+{
+	pid_t p;
+	int rc = uprobe_spawn(tr->ctx, argv, &p);
+
+	if (rc)
+		return rc;
+	if (!proc_add(tr, p))
+		return -ENOMEM;
+	tr->launched = p;
+	if (pid)
+		*pid = p;
+	return 0;
+}
+
+int up_trace_start(struct up_trace *tr)
+{
+	int first = 0;
+
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
+		int rc = arm_proc(tr, tp);
+
+		if (rc && !first)
+			first = rc;
+	}
+	/* a seed spec for a pid that is not traced can never fire */
+	for (unsigned i = 0; i < tr->nspecs; i++) {
+		struct tspec *ts = &tr->specs[i];
+		pid_t want;
+
+		if (ts->spec.kind != UP_SPEC_SEED)
+			continue;
+		want = ts->spec.pid ? ts->spec.pid : tr->launched;
+		if (!proc_of(tr, want)) {
+			tlog(tr, "'%s': process %d is not traced (%s)", ts->text, (int)want,
+			     ts->spec.pid ? "add -p PID" : "PID 0 needs a command after --");
+			ts->fatal = true;
+			if (!first)
+				first = -ESRCH;
+		}
+	}
+	if (first)
+		return first;
+	if (tr->launched)
+		return uprobe_resume(tr->ctx, tr->launched);
+	return 0;
+}
+
+static bool any_alive(struct up_trace *tr)
+{
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next)
+		if (!tp->gone)
+			return true;
+	return false;
+}
+
+int up_trace_run(struct up_trace *tr, volatile int *stop)
+{
+	struct pollfd pfd = { .fd = uprobe_ctx_fd(tr->ctx), .events = POLLIN };
+
+	if (pfd.fd < 0)
+		return pfd.fd;
+	while (any_alive(tr)) {
+		int rc;
+
+		if (stop && *stop)
+			return -EINTR;
+		rc = uprobe_ctx_dispatch(tr->ctx);
+		if (rc < 0 && rc != -ECHILD)
+			return rc;
+		if (tr->rescan) {
+			tr->rescan = false;
+			for (struct tproc *tp = tr->procs; tp; tp = tp->next)
+				if (tp->rescan && !tp->gone)
+					arm_proc(tr, tp);
+		}
+		if (rc == 0 && poll(&pfd, 1, 200) < 0 && errno != EINTR)
+			return -errno;
+		if (tr->opts.out)
+			fflush(tr->opts.out);
+	}
+	return 0;
+}
+
+int up_trace_status(const struct up_trace *tr)
+{
+	return tr->status;
+}
+
+void up_trace_print_counts(struct up_trace *tr, FILE *out)
+{
+	for (unsigned i = 0; i < tr->nspecs; i++) {
+		const struct tspec *ts = &tr->specs[i];
+		char where[64];
+
+		if (ts->spec.kind == UP_SPEC_SEED)
+			snprintf(where, sizeof(where), "%d", (int)(ts->spec.pid ? ts->spec.pid : tr->launched));
+		fprintf(out, "  %-40s %-40s %15" PRIu64 "\n",
+			ts->spec.kind == UP_SPEC_SEED ? where
+			: ts->is_file		       ? ts->spec.path
+						       : "(any)",
+			ts->label, ts->hits);
+	}
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A tracing session: probe specs (the seed's `up PID ADDR D|S|A ...` and the kernel's
+ * `p:`/`r:` event form) turned into uprobes in the processes traced, and every hit
+ * turned into output lines (text as the kernels print them, or JSON).
+ *
+ * File-based specs (PATH:OFFSET, PATH:SYMBOL[+OFFSET]) act on every executable
+ * mapping of that file (matched by device and inode) in every traced process: those
+ * mapped at start, those the dynamic linker maps later (a probe on its rendezvous
+ * function, _dl_debug_state, as debuggers do), and those of later execs and of
+ * children (followed).  Prefix: up_trace_.
+ */
+#ifndef UPROBE_TRACE_SESSION_H
+#define UPROBE_TRACE_SESSION_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+struct up_trace;
+
+struct up_trace_opts {
+	FILE *out;	/* trace lines */
+	bool json;	/* one JSON object a line instead of text */
+	bool follow;	/* trace children (fork, vfork, clone) too */
+	bool header;	/* the trace file's comment header before the first line (text) */
+	int verbose;	/* > 0: log where each spec was armed */
+	void (*log)(void *arg, const char *msg);
+	void *log_arg;
+};
+
+int up_trace_new(const struct up_trace_opts *opts, struct up_trace **out);
+void up_trace_free(struct up_trace *tr);
+
+/*
+ * Parses one spec.  On a malformed one returns -EINVAL and writes into err a message
+ * that repeats the spec with a caret under the offending token.
+ */
+int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen);
+unsigned up_trace_nspecs(const struct up_trace *tr);
+
+/* Processes: a running one (every thread), or a command launched stopped. */
+int up_trace_attach(struct up_trace *tr, pid_t pid);
+int up_trace_spawn(struct up_trace *tr, char *const argv[], pid_t *pid);
+
+/*
+ * Arms every spec in every process where it resolves now (the rest wait for their
+ * file to be mapped), then lets launched processes run.  Returns 0, or the first
+ * error of a spec that can never be armed (logged with the spec).
+ */
+int up_trace_start(struct up_trace *tr);
+
+/* Runs until every traced process has gone (0) or *stop became nonzero (-EINTR). */
+int up_trace_run(struct up_trace *tr, volatile int *stop);
+
+/* The launched command's wait status, -1 while unknown. */
+int up_trace_status(const struct up_trace *tr);
+
+/* Hits per spec, like the kernel's uprobe_profile: "  FILE-OR-PID EVENT HITS". */
+void up_trace_print_counts(struct up_trace *tr, FILE *out);
+
+#endif

@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: MIT
+/*
+ * uprobe trace: probe specs in, trace lines out (src/trace/session.c does the work).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "trace/session.h"
+
+static volatile int stop_sig;
+
+static void on_stop_signal(int sig)
+{
+	stop_sig = sig;
+}
+
+static void trace_usage(FILE *out)
+{
+	fputs("usage: uprobe trace [-e SPEC]... [-f FILE] [-o FILE] [--format text|json] [-c] [-v]\n"
+	      "                    [--no-follow] (-p PID... | -- COMMAND [ARGS...])\n"
+	      "\n"
+	      "Probes the instructions SPEC names in a running process (-p, every thread) or in\n"
+	      "COMMAND, launched and stopped before its first instruction so nothing is missed,\n"
+	      "and prints a line per hit.  With a COMMAND, uprobe exits with its exit status.\n"
+	      "Ctrl-C or SIGTERM ends tracing: the probes are taken out and the process runs on.\n"
+	      "\n"
+	      "SPEC, the seed's form (Linux uprobes RFC, 2010):\n"
+	      "  up PID ADDR D DADDR SIZE   dump SIZE bytes at DADDR\n"
+	      "  up PID ADDR S SIZE         dump SIZE bytes at the top of the stack\n"
+	      "  up PID ADDR A NARGS        print the first NARGS (<= 6) arguments\n"
+	      "      addresses in hex, 0x optional; PID 0 is the COMMAND\n"
+	      "SPEC, the kernel's uprobe_events form:\n"
+	      "  p[:[GRP/]EVENT] TARGET [FETCHARG...]   a probe\n"
+	      "  r[:[GRP/]EVENT] TARGET [FETCHARG...]   a return probe (TARGET: a function)\n"
+	      "  TARGET   PATH:0xOFFSET (file offset) | PATH:SYMBOL[+OFFSET] | 0xVADDR\n"
+	      "      a PATH probe acts on every mapping of that file, libraries loaded later\n"
+	      "      (dlopen) and the images of later execs included\n"
+	      "  FETCHARG [NAME=]FETCH[:TYPE]\n"
+	      "      FETCH  %REG  @ADDR  @+OFFSET  $stackN  $stack  $argN  $retval  $comm\n"
+	      "             +|-OFFS(FETCH)  (a dereference)\n"
+	      "      TYPE   u8..u64 s8..s64 x8..x64 string ustring b<WIDTH>@<OFFSET>/<SIZE>\n"
+	      "\n"
+	      "options:\n"
+	      "  -e, --event SPEC    a probe (repeatable)\n"
+	      "  -f, --file FILE     specs from FILE, one a line; '#' starts a comment\n"
+	      "  -p, --pid PID       trace a running process (repeatable)\n"
+	      "  -o, --output FILE   write the trace to FILE instead of stdout\n"
+	      "      --format F      text (default: as the kernel's trace file) or json (a line\n"
+	      "                      per hit; schema in uprobe(1))\n"
+	      "  -c, --count         print only the hits per probe at the end\n"
+	      "      --no-follow     do not trace children (by default fork/vfork children are\n"
+	      "                      traced with the same probes)\n"
+	      "  -v, --verbose       say where each probe was armed\n"
+	      "\n"
+	      "examples:\n"
+	      "  uprobe trace -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' -- ls\n"
+	      "  uprobe trace -e 'r:libc/strlen /lib/x86_64-linux-gnu/libc.so.6:strlen len=$retval:u64' -p 1234\n"
+	      "  uprobe trace -e 'up 0 0x401126 A 5' -- ./sample\n",
+	      out);
+}
+
+struct spec_list {
+	char **v;
+	unsigned n;
+};
+
+static int add_text(struct spec_list *l, const char *s)
+{
+	char **v = realloc(l->v, (l->n + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	l->v = v;
+	l->v[l->n] = strdup(s);
+	return l->v[l->n++] ? 0 : -ENOMEM;
+}
+
+static int add_file(struct spec_list *l, const char *path)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "re") : stdin;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+
+	if (!f) {
+		cli_err("trace", "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	while ((n = getline(&line, &cap, f)) >= 0) {
+		char *s = line, *hash = strchr(line, '#'), *e;
+
+		if (hash)
+			*hash = '\0';
+		while (*s == ' ' || *s == '\t')
+			s++;
+		e = s + strlen(s);
+		while (e > s && (e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+			*--e = '\0';
+		if (*s)
+			add_text(l, s);
+	}
+	free(line);
+	if (f != stdin)
+		fclose(f);
+	return 0;
+}
+
+static void log_msg(void *arg, const char *msg)
+{
+	(void)arg;
+	fprintf(stderr, "uprobe trace: %s\n", msg);
+}
+
+static int run_trace(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "event", required_argument, NULL, 'e' },  { "file", required_argument, NULL, 'f' },
+		{ "pid", required_argument, NULL, 'p' },    { "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, 'F' }, { "count", no_argument, NULL, 'c' },
+		{ "verbose", no_argument, NULL, 'v' },	    { "no-follow", no_argument, NULL, 'N' },
+		{ "help", no_argument, NULL, 'h' },	    { NULL, 0, NULL, 0 },
+	};
+	struct up_trace_opts opts = { .out = stdout, .follow = true, .header = false,
+				      .log = log_msg };
+	struct spec_list specs = { 0 };
+	pid_t pids[64];
+	unsigned npids = 0;
+	const char *outpath = NULL;
+	bool count = false;
+	struct up_trace *tr = NULL;
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+	int c, rc, status = CLI_OK;
+	pid_t child = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+e:f:p:o:cvh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'e':
+			add_text(&specs, optarg);
+			break;
+		case 'f':
+			if (add_file(&specs, optarg))
+				return CLI_USAGE;
+			break;
+		case 'p': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (*end || v <= 0)
+				return cli_usage_error(&cli_cmd_trace, "'%s' is not a process id", optarg);
+			if (npids == sizeof(pids) / sizeof(pids[0]))
+				return cli_usage_error(&cli_cmd_trace, "too many -p");
+			pids[npids++] = (pid_t)v;
+			break;
+		}
+		case 'o':
+			outpath = optarg;
+			break;
+		case 'F':
+			if (!strcmp(optarg, "json"))
+				opts.json = true;
+			else if (strcmp(optarg, "text"))
+				return cli_usage_error(&cli_cmd_trace,
+						       "--format '%s': expected text or json", optarg);
+			break;
+		case 'c':
+			count = true;
+			break;
+		case 'v':
+			opts.verbose++;
+			break;
+		case 'N':
+			opts.follow = false;
+			break;
+		case 'h':
+			trace_usage(stdout);
+			return CLI_OK;
+		default:
+			return cli_usage_error(&cli_cmd_trace, "unknown option");
+		}
+	}
+	if (!specs.n)
+		return cli_usage_error(&cli_cmd_trace, "no probe: give -e SPEC or -f FILE");
+	if (!npids && optind >= argc)
+		return cli_usage_error(&cli_cmd_trace, "nothing to trace: give -p PID or -- COMMAND");
+	if (npids && optind < argc)
+		return cli_usage_error(&cli_cmd_trace, "-p and a COMMAND exclude each other");
+
+	if (count)
+		opts.out = NULL;
+	else if (outpath) {
+		opts.out = fopen(outpath, "we");
+		if (!opts.out) {
+			cli_err("trace", "%s: %s", outpath, strerror(errno));
+			return CLI_USAGE;
+		}
+	}
+	rc = up_trace_new(&opts, &tr);
+	if (rc) {
+		cli_err("trace", "%s", strerror(-rc));
+		return CLI_FAIL;
+	}
+	/* every spec is checked before anything is attached */
+	for (unsigned i = 0; i < specs.n; i++) {
+		char err[1024];
+
+		rc = up_trace_add(tr, specs.v[i], err, sizeof(err));
+		if (rc) {
+			fprintf(stderr, "uprobe trace: bad probe spec:\n%s%s", err,
+				err[0] && err[strlen(err) - 1] == '\n' ? "" : "\n");
+			status = CLI_USAGE;
+		}
+	}
+	if (status)
+		goto out;
+
+	for (unsigned i = 0; i < npids; i++) {
+		rc = up_trace_attach(tr, pids[i]);
+		if (rc) {
+			cli_err("trace", "cannot trace process %d: %s%s", (int)pids[i], strerror(-rc),
+				rc == -EBUSY ? " (another tracer, a debugger, is attached)" : "");
+			status = CLI_FAIL;
+			goto out;
+		}
+	}
+	if (optind < argc) {
+		rc = up_trace_spawn(tr, argv + optind, &child);
+		if (rc) {
+			cli_err("trace", "cannot run %s: %s", argv[optind], strerror(-rc));
+			status = rc == -ENOENT ? 127 : 126;
+			goto out;
+		}
+	}
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	rc = up_trace_start(tr);
+	if (rc) {
+		cli_err("trace", "not all probes could be armed; nothing traced");
+		status = CLI_FAIL;
+		if (child)
+			kill(child, SIGKILL);
+		goto out;
+	}
+	rc = up_trace_run(tr, &stop_sig);
+	if (rc && rc != -EINTR)
+		cli_err("trace", "tracing stopped: %s", strerror(-rc));
+out:
+	if (count && tr && !status)
+		up_trace_print_counts(tr, stdout);
+	if (tr && child) {
+		int st = up_trace_status(tr);
+
+		up_trace_free(tr); /* detaches: the command runs on unprobed */
+		tr = NULL;
+		if (st < 0 && !status && stop_sig != SIGTERM) {
+			/* Ctrl-C reached the command too: wait for what it does with it */
+			while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+				;
+		}
+		if (!status && st >= 0)
+			status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		else if (!status && stop_sig)
+			status = 128 + stop_sig;
+	}
+	up_trace_free(tr);
+	if (opts.out && opts.out != stdout)
+		fclose(opts.out);
+	else if (opts.out)
+		fflush(stdout);
+	for (unsigned i = 0; i < specs.n; i++)
+		free(specs.v[i]);
+	free(specs.v);
+	return status;
+}
+
+const struct cli_cmd cli_cmd_trace = {
+	.name = "trace",
+	.run = run_trace,
+	.synopsis = "trace [-e SPEC]... [-f FILE] [-o FILE] [--format text|json] [-c] [-v] "
+		    "(-p PID | -- COMMAND [ARGS...])",
+	.summary = "probe instructions of a process or command and print each hit",
+	.usage = trace_usage,
+};
