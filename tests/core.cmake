@@ -108,3 +108,21 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/src/uprobes.c OR UPROBE_CORE_FORCE_TESTS)
     core_case(test_core_errors ${t} core.errors.${tname})
   endforeach()
 endif()
+
+# ---- extra core tests: attach refused by uid, probes on libc's fork/vfork syscall,
+#      the kernel's uprobes as an oracle (skips, 77, without tracefs) ------------------
+if(EXISTS ${CMAKE_SOURCE_DIR}/src/uprobes.c OR UPROBE_CORE_FORCE_TESTS)
+  uprobe_core_test(test_core_extra_eperm)
+  core_case(test_core_extra_eperm attach_eperm core.errors.attach-eperm)
+  set_tests_properties(core.errors.attach-eperm PROPERTIES SKIP_RETURN_CODE 77)
+
+  uprobe_core_test(test_core_extra_forksys)
+  foreach(t fork vfork fork_follow vfork_follow)
+    string(REPLACE "_" "-" tname ${t})
+    core_case(test_core_extra_forksys ${t} core.fork.syscall-probe-${tname})
+  endforeach()
+
+  uprobe_core_test(test_core_extra_kernel)
+  core_case(test_core_extra_kernel kernel_oracle core.kernel.oracle)
+  set_tests_properties(core.kernel.oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
+endif()

@@ -673,8 +673,10 @@ static int resolve_file(struct tspec *ts, char *err, size_t errlen)
 			 ts->text, ts->spec.symbol, ts->spec.path, ts->spec.path);
 	} else {
 		if (sym.ifunc)
-			snprintf(err, errlen, "'%s': note: %s is an IFUNC resolver, probed as such",
-				 ts->text, ts->spec.symbol);
+			snprintf(err, errlen,
+				 "'%s': note: %s is an IFUNC: this probes its resolver, which runs "
+				 "once; probe the implementation it picks (uprobe list %s '*%s*')",
+				 ts->text, ts->spec.symbol, ts->spec.path, ts->spec.symbol);
 		rc = up_sym_elf_vaddr_to_offset(elf, sym.value + ts->spec.offset, &off);
 		if (rc)
 			snprintf(err, errlen, "'%s': %s+0x%" PRIx64 " is not in the file's loaded code",
@@ -714,6 +716,8 @@ int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen
 			free(ts.text);
 			return rc;
 		}
+		if (err[0])
+			tlog(tr, "%s", err); /* a note, not an error */
 		err[0] = '\0';
 	}
 	if (ts.spec.kind == UP_SPEC_SEED)
