@@ -75,6 +75,7 @@ struct up_trace {
 	pid_t launched;
 	int status;
 	bool header_done, rescan;
+	int out_failed; /* errno of a failed write of the trace */
 	struct comm_entry comms[COMM_CACHE];
 	char *line;
 	size_t linecap;
@@ -186,7 +187,8 @@ static void emit(struct up_trace *tr, const char *buf, int len)
 			fwrite(h, 1, (size_t)hl < sizeof(h) ? (size_t)hl : sizeof(h) - 1, tr->opts.out);
 	}
 	tr->header_done = true;
-	fwrite(buf, 1, (size_t)len, tr->opts.out);
+	if (fwrite(buf, 1, (size_t)len, tr->opts.out) != (size_t)len)
+		tr->out_failed = errno ? errno : EIO; /* a closed pipe, a full disk: stop */
 }
 
 /* Formats with a growing buffer; fn is one of the up_fmt_* that take (buf, size, ...). */
@@ -816,6 +818,8 @@ int up_trace_run(struct up_trace *tr, volatile int *stop)
 
 		if (stop && *stop)
 			return -EINTR;
+		if (tr->out_failed)
+			return -tr->out_failed;
 		rc = uprobe_ctx_dispatch(tr->ctx);
 		if (rc < 0 && rc != -ECHILD)
 			return rc;
@@ -827,8 +831,8 @@ int up_trace_run(struct up_trace *tr, volatile int *stop)
 		}
 		if (rc == 0 && poll(&pfd, 1, 200) < 0 && errno != EINTR)
 			return -errno;
-		if (tr->opts.out)
-			fflush(tr->opts.out);
+		if (tr->opts.out && fflush(tr->opts.out) && !tr->out_failed)
+			tr->out_failed = errno ? errno : EIO;
 	}
 	return 0;
 }

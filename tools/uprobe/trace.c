@@ -3,6 +3,7 @@
  * uprobe trace: probe specs in, trace lines out (src/trace/session.c does the work).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,7 +13,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "trace/kernel.h"
 #include "trace/session.h"
+#include "trace/spec.h"
 
 static volatile int stop_sig;
 
@@ -58,6 +61,10 @@ static void trace_usage(FILE *out)
 	      "      --no-follow     do not trace children (by default fork/vfork children are\n"
 	      "                      traced with the same probes)\n"
 	      "  -v, --verbose       say where each probe was armed\n"
+	      "  -b, --backend B     ptrace (default: this process traces, no privilege beyond\n"
+	      "                      ptrace rights) or kernel (the kernel's uprobe tracer through\n"
+	      "                      tracefs, root only; p:/r: PATH specs; without -p or a\n"
+	      "                      COMMAND it traces every process until Ctrl-C)\n"
 	      "\n"
 	      "examples:\n"
 	      "  uprobe trace -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' -- ls\n"
@@ -118,6 +125,92 @@ static void log_msg(void *arg, const char *msg)
 	fprintf(stderr, "uprobe trace: %s\n", msg);
 }
 
+/* --backend kernel: the same specs through tracefs, the same output. */
+static int run_kernel(struct spec_list *specs, pid_t pid, char **cmd, bool json, bool count,
+		      FILE *out)
+{
+	struct up_kb_opts ko = { .json = json, .out = count ? NULL : out, .log = log_msg };
+	struct up_kb *kb = NULL;
+	int go[2] = { -1, -1 }, status = CLI_OK, rc, st = -1;
+	pid_t child = 0;
+
+	for (unsigned i = 0; i < specs->n; i++) {
+		struct up_spec spec;
+		struct up_spec_err se;
+		char err[1024];
+
+		if (up_spec_parse(specs->v[i], &spec, &se)) {
+			up_spec_err_format(specs->v[i], &se, err, sizeof(err));
+			fprintf(stderr, "uprobe trace: bad probe spec:\n%s\n", err);
+			return CLI_USAGE;
+		}
+		up_spec_free(&spec);
+	}
+	if (cmd) {
+		/* the command waits for the filter on its pid before it execs */
+		if (pipe2(go, O_CLOEXEC) < 0)
+			return CLI_FAIL;
+		child = fork();
+		if (child < 0)
+			return CLI_FAIL;
+		if (child == 0) {
+			char c;
+
+			close(go[1]);
+			if (read(go[0], &c, 1) != 1)
+				_exit(126);
+			execvp(cmd[0], cmd);
+			fprintf(stderr, "uprobe trace: cannot run %s: %s\n", cmd[0], strerror(errno));
+			_exit(errno == ENOENT ? 127 : 126);
+		}
+		close(go[0]);
+		pid = child;
+	}
+	ko.pid_filter = pid;
+	rc = up_kb_open(&ko, &kb);
+	if (!rc) {
+		for (unsigned i = 0; i < specs->n && !rc; i++) {
+			struct up_spec spec;
+			struct up_spec_err se;
+
+			up_spec_parse(specs->v[i], &spec, &se);
+			rc = up_kb_add(kb, &spec);
+			if (rc == -EEXIST)
+				cli_err("trace", "'%s': the kernel has an event %s/%s already (another "
+					"tool's, or left by a killed run): remove it with "
+					"echo '-:%s/%s' >> /sys/kernel/tracing/uprobe_events",
+					specs->v[i], spec.group, spec.event, spec.group, spec.event);
+			else if (rc)
+				cli_err("trace", "'%s': the kernel backend cannot take it: %s",
+					specs->v[i], strerror(-rc));
+			up_spec_free(&spec);
+		}
+	}
+	if (!rc)
+		rc = up_kb_enable(kb);
+	if (rc) {
+		status = rc == -EINVAL ? CLI_USAGE : CLI_FAIL;
+		if (child)
+			kill(child, SIGKILL);
+	} else {
+		if (child && write(go[1], "g", 1) != 1)
+			status = CLI_FAIL;
+		up_kb_run(kb, &stop_sig, pid);
+		if (count)
+			up_kb_counts(kb, stdout);
+	}
+	if (go[1] >= 0)
+		close(go[1]);
+	up_kb_close(kb);
+	if (child) {
+		while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+			;
+		if (!status)
+			status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	}
+	return status;
+}
+
 static int run_trace(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -125,7 +218,8 @@ static int run_trace(int argc, char **argv)
 		{ "pid", required_argument, NULL, 'p' },    { "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, 'F' }, { "count", no_argument, NULL, 'c' },
 		{ "verbose", no_argument, NULL, 'v' },	    { "no-follow", no_argument, NULL, 'N' },
-		{ "help", no_argument, NULL, 'h' },	    { NULL, 0, NULL, 0 },
+		{ "help", no_argument, NULL, 'h' },	    { "backend", required_argument, NULL, 'b' },
+		{ NULL, 0, NULL, 0 },
 	};
 	struct up_trace_opts opts = { .out = stdout, .follow = true, .header = false,
 				      .log = log_msg };
@@ -133,14 +227,14 @@ static int run_trace(int argc, char **argv)
 	pid_t pids[64];
 	unsigned npids = 0;
 	const char *outpath = NULL;
-	bool count = false;
+	bool count = false, kernel = false;
 	struct up_trace *tr = NULL;
 	struct sigaction sa = { .sa_handler = on_stop_signal };
 	int c, rc, status = CLI_OK;
 	pid_t child = 0;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+e:f:p:o:cvh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+e:f:p:o:b:cvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'e':
 			add_text(&specs, optarg);
@@ -179,6 +273,13 @@ static int run_trace(int argc, char **argv)
 		case 'N':
 			opts.follow = false;
 			break;
+		case 'b':
+			if (!strcmp(optarg, "kernel"))
+				kernel = true;
+			else if (strcmp(optarg, "ptrace"))
+				return cli_usage_error(&cli_cmd_trace,
+						       "--backend '%s': expected ptrace or kernel", optarg);
+			break;
 		case 'h':
 			trace_usage(stdout);
 			return CLI_OK;
@@ -188,8 +289,10 @@ static int run_trace(int argc, char **argv)
 	}
 	if (!specs.n)
 		return cli_usage_error(&cli_cmd_trace, "no probe: give -e SPEC or -f FILE");
-	if (!npids && optind >= argc)
+	if (!npids && optind >= argc && !kernel)
 		return cli_usage_error(&cli_cmd_trace, "nothing to trace: give -p PID or -- COMMAND");
+	if (kernel && npids > 1)
+		return cli_usage_error(&cli_cmd_trace, "--backend kernel takes at most one -p");
 	if (npids && optind < argc)
 		return cli_usage_error(&cli_cmd_trace, "-p and a COMMAND exclude each other");
 
@@ -201,6 +304,16 @@ static int run_trace(int argc, char **argv)
 			cli_err("trace", "%s: %s", outpath, strerror(errno));
 			return CLI_USAGE;
 		}
+	}
+	/* a closed output pipe must not kill us with probes still in the target */
+	signal(SIGPIPE, SIG_IGN);
+	if (kernel) {
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGHUP, &sa, NULL);
+		status = run_kernel(&specs, npids ? pids[0] : 0, optind < argc ? argv + optind : NULL,
+				    opts.json, count, opts.out ? opts.out : stdout);
+		goto out;
 	}
 	rc = up_trace_new(&opts, &tr);
 	if (rc) {
@@ -250,8 +363,14 @@ static int run_trace(int argc, char **argv)
 		goto out;
 	}
 	rc = up_trace_run(tr, &stop_sig);
-	if (rc && rc != -EINTR)
+	if (rc == -EPIPE) {
+		/* the reader went away (| head): stop tracing, leave the command running */
+		status = 128 + SIGPIPE;
+		if (!stop_sig)
+			stop_sig = SIGPIPE;
+	} else if (rc && rc != -EINTR) {
 		cli_err("trace", "tracing stopped: %s", strerror(-rc));
+	}
 out:
 	if (count && tr && !status)
 		up_trace_print_counts(tr, stdout);
@@ -260,7 +379,7 @@ out:
 
 		up_trace_free(tr); /* detaches: the command runs on unprobed */
 		tr = NULL;
-		if (st < 0 && !status && stop_sig != SIGTERM) {
+		if (st < 0 && !status && stop_sig != SIGTERM && stop_sig != SIGPIPE) {
 			/* Ctrl-C reached the command too: wait for what it does with it */
 			while (waitpid(child, &st, 0) < 0 && errno == EINTR)
 				;
