@@ -1233,7 +1233,20 @@ static void cb_log(void *arg, const char *msg)
 		ctx->opts.log(ctx->opts.log_arg, msg);
 }
 
+static bool cb_is_breakpoint(void *arg, struct up_task *t, uint64_t addr)
+{
+	struct uproc *up = up_proc_data(up_task_proc(t));
+	struct uproc *mm;
+
+	(void)arg;
+	if (!up)
+		return false;
+	mm = mm_of(up);
+	return (mm->tramp && addr == mm->tramp) || ppt_lookup(mm, addr);
+}
+
 static const struct up_task_ops ops = {
+	.is_breakpoint = cb_is_breakpoint,
 	.on_stop = cb_stop,
 	.on_fork = cb_fork,
 	.on_exec = cb_exec,

@@ -703,6 +703,21 @@ static void handle_stop(struct up_engine *e, struct up_task *t, int status)
 	/* a signal-delivery-stop */
 	t->stop = UP_ST_SIGNAL;
 	memset(&stop, 0, sizeof(stop));
+	/*
+	 * The hot path: a SIGTRAP right after one of the client's int3s is that int3.
+	 * The registers are needed anyway; the siginfo read is saved.
+	 */
+	if (sig == SIGTRAP && !t->stepping && !was_queued && e->ops->is_breakpoint &&
+	    up__load_regs(t) == 0 && e->ops->is_breakpoint(e->ctx, t, t->regs.rip - 1)) {
+		memset(&t->info, 0, sizeof(t->info));
+		t->info.si_signo = SIGTRAP;
+		t->info.si_code = SI_KERNEL;
+		stop.info = t->info;
+		stop.sig = sig;
+		stop.kind = UP_STOP_BREAKPOINT;
+		report_stop(t, &stop);
+		return;
+	}
 	if (ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) < 0) {
 		memset(&t->info, 0, sizeof(t->info));
 		t->info.si_signo = sig;

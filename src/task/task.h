@@ -75,6 +75,12 @@ struct up_task_ops {
 	void (*on_proc_exit)(void *ctx, struct up_proc *p, int status);
 	/* a message for the user (the engine's log) */
 	void (*log)(void *ctx, const char *msg);
+	/*
+	 * Optional: is there an int3 of the client's at addr?  Lets a SIGTRAP stop at
+	 * addr + 1 be taken for that breakpoint without reading the siginfo (one
+	 * ptrace call less per hit).
+	 */
+	bool (*is_breakpoint)(void *ctx, struct up_task *t, uint64_t addr);
 };
 
 /* ---- the engine ------------------------------------------------------------------ */
