@@ -89,6 +89,8 @@ int main(int argc, char **argv)
 	}
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	fprintf(stderr, "count_hits: probing %#" PRIx64 " in process %d; Ctrl-C to stop\n", u.vaddr,
+		(int)u.pid);
 	rc = uprobe_ctx_run(ctx, &stop);
 	unregister_uprobe(ctx, &u);
 	uprobe_ctx_free(ctx);

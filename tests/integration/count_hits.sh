@@ -20,14 +20,13 @@ mkfifo "$tmp/in"
 "$sample" <"$tmp/in" >"$tmp/sample.txt" 2>&1 &
 spid=$!
 exec 3>"$tmp/in"
-"$count_hits" $spid "$foo" >"$tmp/hits.txt" 2>&1 3>&- &
+"$count_hits" $spid "$foo" >"$tmp/hits.txt" 2>"$tmp/err.txt" 3>&- &
 cpid=$!
-# wait until it is attached (TracerPid set)
-for i in $(seq 100); do
-	grep -q "TracerPid:[[:space:]]*$cpid" /proc/$spid/status 2>/dev/null && break
+# wait until the probe is in (count_hits says so on stderr)
+for i in $(seq 200); do
+	grep -q "count_hits: probing" "$tmp/err.txt" 2>/dev/null && break
 	sleep 0.05
 done
-sleep 0.2
 printf 'abcde' >&3  # foo() runs once per character
 exec 3>&-
 wait $spid; sstatus=$?
@@ -45,15 +44,23 @@ rm -f "$tmp/in"; mkfifo "$tmp/in"
 "$sample" <"$tmp/in" >"$tmp/sample2.txt" 2>&1 &
 spid=$!
 exec 3>"$tmp/in"
-"$count_hits" $spid "$foo" 0 >"$tmp/hits2.txt" 2>&1 3>&- &
+"$count_hits" $spid "$foo" 0 >"$tmp/hits2.txt" 2>"$tmp/err2.txt" 3>&- &
 cpid=$!
-for i in $(seq 100); do
-	grep -q "TracerPid:[[:space:]]*$cpid" /proc/$spid/status 2>/dev/null && break
+for i in $(seq 200); do
+	grep -q "count_hits: probing" "$tmp/err2.txt" 2>/dev/null && break
 	sleep 0.05
 done
-sleep 0.2
+rchar() { awk '/^rchar/{print $2}' /proc/$spid/io; }
+before=$(rchar)
 printf 'ab' >&3
-sleep 0.3
+# until the sample has read both characters and sleeps in its next read
+for i in $(seq 200); do
+	now=$(rchar)
+	state=$(awk '/^State/{print $2}' /proc/$spid/status)
+	[ "$now" -ge $((before + 2)) ] && [ "$state" = S ] && break
+	sleep 0.05
+done
+sleep 0.1
 kill -INT $cpid
 wait $cpid; cstatus=$?
 [ $cstatus = 0 ] || fail "count_hits exited $cstatus after SIGINT"
