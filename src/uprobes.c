@@ -263,6 +263,27 @@ static bool ppt_del_consumer(struct ppt *q, struct uprobe *u)
 	return false;
 }
 
+/*
+ * push, pop, ret and jmp through memory are emulated exactly, but each costs the
+ * tracer a read or write of the process's memory (one more system call per hit); in
+ * a slot they run natively, position-independent as they are.  A call is not: the
+ * slot's return address would be pushed.
+ */
+static bool faster_in_slot(const struct up_insn *insn)
+{
+	switch (insn->emu) {
+	case UP_EMU_PUSH_REG:
+	case UP_EMU_PUSH_IMM:
+	case UP_EMU_POP_REG:
+	case UP_EMU_RET:
+		return true;
+	case UP_EMU_JMP_IND:
+		return insn->zops[0].type == ZYDIS_OPERAND_TYPE_MEMORY;
+	default:
+		return false;
+	}
+}
+
 /* Creates and arms the probepoint at vaddr (process quiesced). */
 static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
 {
@@ -283,6 +304,10 @@ static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
 	switch (q->bp.insn.plan) {
 	case UP_PLAN_EMULATE:
 		q->plan = UPROBE_PLAN_EMULATE; /* a slot only if emulation ever faults */
+		/* what would cost the tracer a memory access runs cheaper, and as exactly,
+		   in a slot */
+		if (faster_in_slot(&q->bp.insn) && !ensure_slot(mm, q, NULL) && !q->rel.step)
+			q->plan = UPROBE_PLAN_XOL;
 		break;
 	case UP_PLAN_XOL:
 	case UP_PLAN_STEP:
