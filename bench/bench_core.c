@@ -134,26 +134,29 @@ static uint64_t sym(struct up_sym_elf *elf, const char *name)
 	return s.value;
 }
 
-enum { NONE, NONE_SYS, BARE, EMU, XOL, STEP, INLINE, NCASES };
+enum { NONE, NONE_SYS, BARE, NOP, EMU, XOL, STEP, INLINE, NCASES };
 
 int main(int argc, char **argv)
 {
 	static const char *names[NCASES] = { "unprobed loop", "unprobed syscall loop",
-					      "bare ptrace stop+resume", "probe, emulate",
-					      "probe, xol", "probe, step", "probe, inline" };
+					      "bare ptrace stop+resume", "probe on nop5",
+					      "probe on push %rbp",
+					      "probe on lea", "probe on syscall",
+					      "probe on lea, no_xol" };
 	const char *target = argc > 1 ? argv[1] : "build/bench/bench_target";
 	long n = argc > 2 ? atol(argv[2]) : 20000;
 	int rounds = argc > 3 ? atoi(argv[3]) : 5;
 	double *t[NCASES];
 	enum uprobe_plan plans[NCASES] = { 0 };
 	struct up_sym_elf *elf;
-	uint64_t a_emu, a_xol, a_step;
+	uint64_t a_emu, a_xol, a_step, a_nop;
 
 	if (up_sym_elf_open(target, &elf)) {
 		fprintf(stderr, "bench_core: cannot open %s\n", target);
 		return 1;
 	}
 	a_emu = sym(elf, "hot_emulate");
+	a_nop = sym(elf, "hot_nop");
 	a_xol = sym(elf, "hot_xol");
 	a_step = sym(elf, "hot_step") + 5; /* past mov $110,%eax: the syscall */
 	up_sym_elf_close(elf);
@@ -164,6 +167,7 @@ int main(int argc, char **argv)
 		t[NONE][r] = run_probed(target, "none", n, 0, false, NULL);
 		t[NONE_SYS][r] = run_probed(target, "syscall", n, 0, false, NULL);
 		t[BARE][r] = run_bare(target, n);
+		t[NOP][r] = run_probed(target, "nop", n, a_nop, false, &plans[NOP]);
 		t[EMU][r] = run_probed(target, "none", n, a_emu, false, &plans[EMU]);
 		t[XOL][r] = run_probed(target, "xol", n, a_xol, false, &plans[XOL]);
 		t[STEP][r] = run_probed(target, "syscall", n, a_step, false, &plans[STEP]);

@@ -2,7 +2,8 @@
 /*
  * The program the core benchmark probes: `bench_target MODE N` calls one tiny
  * function N times.  Each function's first instruction is one of a plan's kind:
- *   emulate: hot_emulate starts with push %rbp      (emulated)
+ *   nop:     hot_nop starts with a 5-byte nop       (emulated)
+ *   emulate: hot_emulate starts with push %rbp      (emulable; run in a slot)
  *   xol:     hot_xol starts with lea 1(%rdi),%rax   (run free in a slot)
  *   step:    hot_step's syscall (getppid)           (single-stepped in a slot)
  *   int3:    hot_int3 executes an int3 of its own   (a bare ptrace stop, no probe)
@@ -13,6 +14,7 @@
 #include <string.h>
 
 void hot_emulate(void);
+void hot_nop(void);
 long hot_xol(long);
 long hot_step(void);
 void hot_int3(void);
@@ -20,6 +22,8 @@ void hot_int3(void);
 __asm__(".text\n"
 	".globl hot_emulate\n.type hot_emulate,@function\nhot_emulate:\n"
 	"	push %rbp\n	pop %rbp\n	ret\n.size hot_emulate,.-hot_emulate\n"
+	".globl hot_nop\n.type hot_nop,@function\nhot_nop:\n"
+	"	nopl 0x0(%rax,%rax,1)\n	ret\n.size hot_nop,.-hot_nop\n"
 	".globl hot_xol\n.type hot_xol,@function\nhot_xol:\n"
 	"	lea 1(%rdi),%rax\n	ret\n.size hot_xol,.-hot_xol\n"
 	".globl hot_step\n.type hot_step,@function\nhot_step:\n"
@@ -38,6 +42,8 @@ int main(int argc, char **argv)
 			acc += hot_xol(i);
 		else if (!strcmp(mode, "step") || !strcmp(mode, "syscall"))
 			acc += hot_step();
+		else if (!strcmp(mode, "nop"))
+			hot_nop();
 		else if (!strcmp(mode, "int3"))
 			hot_int3();
 		else
