@@ -98,8 +98,12 @@ static int map_area(struct up_task *t, uint64_t near, uint64_t *base)
 	rc = up_task_syscall(t, m32 ? 192 /* mmap2 */ : 9 /* mmap */, args, &ret);
 	if (rc)
 		return rc;
-	if (m32)
-		ret = (int32_t)ret;
+	if (m32) {
+		/* an address above 2 GiB is not an error: only -4095..-1 are */
+		if ((uint32_t)ret >= 0xfffff001u)
+			return (int)(int32_t)ret;
+		ret = (int64_t)(uint32_t)ret;
+	}
 	if (ret < 0 && ret > -4096)
 		return (int)ret;
 	if (!m32 && (uint64_t)ret != g.best) {
@@ -130,7 +134,7 @@ static bool reaches(const struct up_task *t, uint64_t base, uint64_t near)
 int up_xol_alloc(struct up_xol *x, struct up_task *t, uint64_t near, uint64_t *slot)
 {
 	struct up_xol_area *a;
-	uint64_t base;
+	uint64_t base = 0;
 	int rc;
 
 	for (a = x->areas; a; a = a->next) {

@@ -460,6 +460,14 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 
 		if (want != tp->pid)
 			return 0;
+		if (ts->spec.seed_type == UP_SEED_ARGS && tp->is32) {
+			/* as the seed: A reads the x86_64 argument registers */
+			tlog(tr, "'%s': A is for 64-bit processes only; process %d is 32-bit "
+				 "(use S to dump the stack, where its arguments are)",
+			     ts->text, (int)tp->pid);
+			ts->fatal = true;
+			return -EINVAL;
+		}
 		vaddr = ts->spec.addr;
 	} else if (!ts->is_file) {
 		vaddr = ts->spec.vaddr;
