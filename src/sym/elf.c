@@ -3,6 +3,12 @@
  * The ELF reader (libelf).  It owns the open file and the mapping the section bytes and
  * symbol names point into, and a lazily built, address-sorted table of the function
  * symbols.  It must never print or exit, and never write to the file.
+ *
+ * A stripped file (no .symtab) gets its symbols from a separate debug file found as gdb
+ * finds one: by build-id under <root>/.build-id/, then through .gnu_debuglink next to
+ * the file, in its .debug/ and under <root>/<its directory>/ (roots: /usr/lib/debug, or
+ * UPROBE_DEBUG_DIRS).  Only the debug file's .symtab is used; code bytes and segments
+ * always come from the main file, the debug file's code sections being SHT_NOBITS.
  */
 #include "sym/sym.h"
 
@@ -10,10 +16,14 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define DEFAULT_DEBUG_ROOT "/usr/lib/debug"
 
 struct up_sym_elf {
 	char *path;
@@ -23,6 +33,10 @@ struct up_sym_elf {
 	unsigned machine;
 	unsigned type;
 	size_t shstrndx;
+	/* the separate debug file whose .symtab stands in for the missing one, if any */
+	char *debug_path;
+	int debug_fd;
+	Elf *debug_elf;
 	/* function symbols sorted by (value, name, dynamic); built on first use */
 	struct up_sym *funcs;
 	size_t nr_funcs;
@@ -92,6 +106,297 @@ int up_sym_elf_identify(const char *path, int *elf_class, unsigned *machine)
 	return err;
 }
 
+/* ---- separate debug files --------------------------------------------------------- */
+
+static bool has_section_type(Elf *elf, Elf64_Word sh_type)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+
+	while ((scn = elf_nextscn(elf, scn)))
+		if (gelf_getshdr(scn, &shdr) && shdr.sh_type == sh_type && shdr.sh_size)
+			return true;
+	return false;
+}
+
+/* The NT_GNU_BUILD_ID descriptor in data (notes), or false. */
+static bool build_id_in_notes(Elf_Data *data, const uint8_t **id, size_t *len)
+{
+	size_t off = 0, name_off, desc_off;
+	GElf_Nhdr nh;
+
+	while (off < data->d_size &&
+	       (off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+		const char *name = (const char *)data->d_buf + name_off;
+
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && !memcmp(name, "GNU", 4) &&
+		    nh.n_descsz) {
+			*id = (const uint8_t *)data->d_buf + desc_off;
+			*len = nh.n_descsz;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The file's build-id: from its SHT_NOTE sections, else from its PT_NOTE segments. */
+static bool elf_build_id(Elf *elf, const uint8_t **id, size_t *len)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+	size_t i, n;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_NOTE)
+			continue;
+		data = elf_getdata(scn, NULL);
+		if (data && data->d_buf && build_id_in_notes(data, id, len))
+			return true;
+	}
+	if (elf_getphdrnum(elf, &n) != 0)
+		return false;
+	for (i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		Elf_Data *data;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE || !ph.p_filesz)
+			continue;
+		data = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
+		if (data && data->d_buf && build_id_in_notes(data, id, len))
+			return true;
+	}
+	return false;
+}
+
+/* .gnu_debuglink: a NUL-terminated file name, padding to 4, a CRC32 in file byte order. */
+static bool elf_debuglink(Elf *elf, size_t shstrndx, const char **name, uint32_t *crc)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *sname;
+		const uint8_t *p;
+		Elf_Data *data;
+		size_t len, at;
+		char *ident;
+
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type == SHT_NOBITS)
+			continue;
+		sname = elf_strptr(elf, shstrndx, shdr.sh_name);
+		if (!sname || strcmp(sname, ".gnu_debuglink"))
+			continue;
+		data = elf_getdata(scn, NULL);
+		if (!data || !data->d_buf)
+			return false;
+		p = data->d_buf;
+		len = strnlen((const char *)p, data->d_size);
+		at = (len + 4) & ~(size_t)3;
+		if (!len || len == data->d_size || at + 4 > data->d_size)
+			return false;
+		ident = elf_getident(elf, NULL);
+		if (ident && ident[EI_DATA] == ELFDATA2MSB)
+			*crc = (uint32_t)p[at] << 24 | (uint32_t)p[at + 1] << 16 |
+			       (uint32_t)p[at + 2] << 8 | p[at + 3];
+		else
+			*crc = (uint32_t)p[at + 3] << 24 | (uint32_t)p[at + 2] << 16 |
+			       (uint32_t)p[at + 1] << 8 | p[at];
+		*name = (const char *)p;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * The CRC-32 of the whole file, as binutils' bfd_calc_gnu_debuglink_crc32 computes it
+ * (the zlib/IEEE 802.3 one: reflected polynomial 0xedb88320, ~0 in and out).
+ */
+static int file_crc32(int fd, uint32_t *out)
+{
+	static uint32_t table[256];
+	static bool have_table;
+	uint8_t buf[65536];
+	uint32_t crc = 0xffffffffu;
+	off_t off = 0;
+	ssize_t n;
+
+	if (!have_table) {
+		for (uint32_t i = 0; i < 256; i++) {
+			uint32_t c = i;
+
+			for (int k = 0; k < 8; k++)
+				c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+			table[i] = c;
+		}
+		have_table = true;
+	}
+	while ((n = pread(fd, buf, sizeof(buf), off)) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		for (ssize_t i = 0; i < n; i++)
+			crc = table[(crc ^ buf[i]) & 0xff] ^ (crc >> 8);
+		off += n;
+	}
+	*out = ~crc;
+	return 0;
+}
+
+struct debug_want {
+	const uint8_t *id; /* the main file's build-id, or NULL */
+	size_t id_len;
+	bool id_required;  /* found by build-id: the debug file must carry the same one */
+	bool check_crc;	   /* found by .gnu_debuglink: the file's CRC must be crc */
+	uint32_t crc;
+};
+
+/* Takes path as the debug file when it is one for e; false when it is not. */
+static bool try_debug_file(struct up_sym_elf *e, const char *path, const struct debug_want *w)
+{
+	struct stat main_st, st;
+	const uint8_t *id;
+	GElf_Ehdr ehdr;
+	size_t id_len;
+	uint32_t crc;
+	Elf *elf;
+	int fd;
+
+	if (elf_open_raw(path, &fd, &elf))
+		return false;
+	/* a debuglink naming the file itself (or a hard link to it) */
+	if (fstat(fd, &st) || fstat(e->fd, &main_st) ||
+	    (st.st_dev == main_st.st_dev && st.st_ino == main_st.st_ino))
+		goto reject;
+	if (!gelf_getehdr(elf, &ehdr) || ehdr.e_machine != e->machine ||
+	    gelf_getclass(elf) != (e->elf_class == 32 ? ELFCLASS32 : ELFCLASS64))
+		goto reject;
+	if (elf_build_id(elf, &id, &id_len)) {
+		if (w->id && (id_len != w->id_len || memcmp(id, w->id, id_len)))
+			goto reject;
+	} else if (w->id_required) {
+		goto reject;
+	}
+	if (w->check_crc && (file_crc32(fd, &crc) || crc != w->crc))
+		goto reject;
+	if (!has_section_type(elf, SHT_SYMTAB))
+		goto reject;
+
+	e->debug_path = strdup(path);
+	if (!e->debug_path)
+		goto reject;
+	e->debug_fd = fd;
+	e->debug_elf = elf;
+	return true;
+
+reject:
+	elf_end(elf);
+	close(fd);
+	return false;
+}
+
+/* Calls try_debug_file on root + "/" + rest for each debug root; true when one takes. */
+static bool try_roots(struct up_sym_elf *e, const char *rest, const struct debug_want *w)
+{
+	const char *roots = getenv("UPROBE_DEBUG_DIRS");
+	char path[PATH_MAX];
+
+	if (!roots)
+		roots = DEFAULT_DEBUG_ROOT;
+	while (*roots) {
+		size_t len = strcspn(roots, ":");
+		int n;
+
+		if (len) {
+			n = snprintf(path, sizeof(path), "%.*s/%s", (int)len, roots,
+				     rest[0] == '/' ? rest + 1 : rest);
+			if (n > 0 && (size_t)n < sizeof(path) && try_debug_file(e, path, w))
+				return true;
+		}
+		roots += len;
+		if (*roots == ':')
+			roots++;
+	}
+	return false;
+}
+
+/* The debuglink places gdb looks in for a file in dir: dir, dir/.debug, <root>/dir. */
+static bool try_debuglink_dir(struct up_sym_elf *e, const char *dir, const char *name,
+			      const struct debug_want *w)
+{
+	char path[PATH_MAX];
+	int n;
+
+	n = snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (n > 0 && (size_t)n < sizeof(path) && try_debug_file(e, path, w))
+		return true;
+	n = snprintf(path, sizeof(path), "%s/.debug/%s", dir, name);
+	if (n > 0 && (size_t)n < sizeof(path) && try_debug_file(e, path, w))
+		return true;
+	n = snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return n > 0 && (size_t)n < sizeof(path) && try_roots(e, path, w);
+}
+
+/* The directory part of path ("/" for "/x"), made absolute against the cwd. */
+static bool abs_dirname(const char *path, char *dir, size_t size)
+{
+	const char *slash = strrchr(path, '/');
+	size_t len;
+	int n;
+
+	if (path[0] == '/') {
+		len = slash == path ? 1 : (size_t)(slash - path);
+		if (len >= size)
+			return false;
+		memcpy(dir, path, len);
+		dir[len] = '\0';
+		return true;
+	}
+	if (!getcwd(dir, size))
+		return false;
+	if (!slash)
+		return true;
+	len = strlen(dir);
+	n = snprintf(dir + len, size - len, "/%.*s", (int)(slash - path), path);
+	return n > 0 && (size_t)n < size - len;
+}
+
+static void find_debug_file(struct up_sym_elf *e)
+{
+	struct debug_want w = { 0 };
+	char rest[64 + 2 * 256], dir[PATH_MAX], real_dir[PATH_MAX], *real;
+	const char *name;
+	size_t i;
+
+	if (elf_build_id(e->elf, &w.id, &w.id_len) && w.id_len >= 2 && w.id_len <= 256) {
+		int n = snprintf(rest, sizeof(rest), ".build-id/%02x/", w.id[0]);
+
+		for (i = 1; i < w.id_len; i++)
+			n += snprintf(rest + n, sizeof(rest) - (size_t)n, "%02x", w.id[i]);
+		snprintf(rest + n, sizeof(rest) - (size_t)n, ".debug");
+		w.id_required = true;
+		if (try_roots(e, rest, &w))
+			return;
+		w.id_required = false;
+	}
+
+	if (!elf_debuglink(e->elf, e->shstrndx, &name, &w.crc))
+		return;
+	w.check_crc = true;
+	/* the file's own directory, then the one it really is in when a symlink leads there */
+	if (abs_dirname(e->path, dir, sizeof(dir)) && try_debuglink_dir(e, dir, name, &w))
+		return;
+	real = realpath(e->path, NULL);
+	if (!real)
+		return;
+	if (abs_dirname(real, real_dir, sizeof(real_dir)) && strcmp(real_dir, dir))
+		try_debuglink_dir(e, real_dir, name, &w);
+	free(real);
+}
+
 int up_sym_elf_open(const char *path, struct up_sym_elf **out)
 {
 	struct up_sym_elf *e;
@@ -130,6 +435,10 @@ int up_sym_elf_open(const char *path, struct up_sym_elf **out)
 	e->elf_class = cls == ELFCLASS32 ? 32 : 64;
 	e->machine = ehdr.e_machine;
 	e->type = ehdr.e_type;
+	e->debug_fd = -1;
+	/* a debug file is a bonus: not finding one (or not finding memory for it) is no error */
+	if (!has_section_type(e->elf, SHT_SYMTAB))
+		find_debug_file(e);
 	*out = e;
 	return 0;
 
@@ -147,6 +456,10 @@ void up_sym_elf_close(struct up_sym_elf *e)
 	if (!e)
 		return;
 	free(e->funcs);
+	elf_end(e->debug_elf);
+	if (e->debug_fd >= 0)
+		close(e->debug_fd);
+	free(e->debug_path);
 	elf_end(e->elf);
 	if (e->fd >= 0)
 		close(e->fd);
@@ -172,6 +485,11 @@ unsigned up_sym_elf_machine(const struct up_sym_elf *e)
 unsigned up_sym_elf_type(const struct up_sym_elf *e)
 {
 	return e->type;
+}
+
+const char *up_sym_elf_debug_path(const struct up_sym_elf *e)
+{
+	return e->debug_path;
 }
 
 /* ---- sections ---------------------------------------------------------------------- */
@@ -236,15 +554,18 @@ int up_sym_elf_code(struct up_sym_elf *e, uint64_t vaddr, uint64_t size, const u
 
 /* ---- symbols ----------------------------------------------------------------------- */
 
-/* Calls fn(sym, ctx) for each defined function symbol of a table (SHT_SYMTAB/DYNSYM). */
-static int scan_symtab(struct up_sym_elf *e, Elf64_Word sh_type,
-		       int (*fn)(const struct up_sym *sym, void *ctx), void *ctx)
+/*
+ * Calls fn(sym, ctx) for each defined function symbol of a table (SHT_SYMTAB/DYNSYM) of
+ * elf: the main file's, or the debug file's (from_debug).
+ */
+static int scan_table(Elf *elf, bool from_debug, Elf64_Word sh_type,
+		      int (*fn)(const struct up_sym *sym, void *ctx), void *ctx)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Shdr shdr;
 	int ret;
 
-	while ((scn = elf_nextscn(e->elf, scn))) {
+	while ((scn = elf_nextscn(elf, scn))) {
 		Elf_Data *data;
 		size_t i, n;
 
@@ -267,7 +588,7 @@ static int scan_symtab(struct up_sym_elf *e, Elf64_Word sh_type,
 				continue;
 			if (sym.st_shndx == SHN_UNDEF)
 				continue;
-			s.name = elf_strptr(e->elf, shdr.sh_link, sym.st_name);
+			s.name = elf_strptr(elf, shdr.sh_link, sym.st_name);
 			if (!s.name || !*s.name)
 				continue;
 			s.value = sym.st_value;
@@ -275,12 +596,30 @@ static int scan_symtab(struct up_sym_elf *e, Elf64_Word sh_type,
 			s.global = bind == STB_GLOBAL || bind == STB_WEAK || bind == STB_GNU_UNIQUE;
 			s.ifunc = type == STT_GNU_IFUNC;
 			s.dynamic = sh_type == SHT_DYNSYM;
+			s.debug_file = from_debug;
 			ret = fn(&s, ctx);
 			if (ret)
 				return ret;
 		}
 	}
 	return 0;
+}
+
+/*
+ * The function symbols in lookup order: .symtab, the debug file's .symtab (which is
+ * there only when the file has none), .dynsym.
+ */
+static int scan_symtab(struct up_sym_elf *e, int (*fn)(const struct up_sym *sym, void *ctx),
+		       void *ctx)
+{
+	int ret;
+
+	ret = scan_table(e->elf, false, SHT_SYMTAB, fn, ctx);
+	if (!ret && e->debug_elf)
+		ret = scan_table(e->debug_elf, true, SHT_SYMTAB, fn, ctx);
+	if (!ret)
+		ret = scan_table(e->elf, false, SHT_DYNSYM, fn, ctx);
+	return ret;
 }
 
 struct lookup_ctx {
@@ -302,9 +641,7 @@ int up_sym_elf_lookup(struct up_sym_elf *e, const char *name, struct up_sym *out
 {
 	struct lookup_ctx lc = { .name = name, .out = out };
 
-	if (scan_symtab(e, SHT_SYMTAB, lookup_one, &lc) > 0)
-		return 0;
-	if (scan_symtab(e, SHT_DYNSYM, lookup_one, &lc) > 0)
+	if (scan_symtab(e, lookup_one, &lc) > 0)
 		return 0;
 	return -ENOENT;
 }
@@ -352,9 +689,7 @@ static int build_funcs(struct up_sym_elf *e)
 
 	if (e->funcs_built)
 		return 0;
-	err = scan_symtab(e, SHT_SYMTAB, collect_one, &cc);
-	if (!err)
-		err = scan_symtab(e, SHT_DYNSYM, collect_one, &cc);
+	err = scan_symtab(e, collect_one, &cc);
 	if (err) {
 		free(cc.v);
 		return err;
@@ -362,7 +697,7 @@ static int build_funcs(struct up_sym_elf *e)
 	if (cc.n)
 		qsort(cc.v, cc.n, sizeof(*cc.v), cmp_sym);
 
-	/* the same function in both tables (or twice in one): keep the first, .symtab's */
+	/* the same function in two tables (or twice in one): keep the first, a .symtab's */
 	for (i = 0, n = 0; i < cc.n; i++) {
 		if (n && cc.v[n - 1].value == cc.v[i].value &&
 		    !strcmp(cc.v[n - 1].name, cc.v[i].name))

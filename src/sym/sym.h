@@ -7,6 +7,18 @@
  * Only x86 files (EM_X86_64, EM_386) open; everything else is -ENOEXEC.  The handle
  * keeps the file mapped: section bytes and symbol names stay valid until it is closed.
  * Nothing here prints or exits.  Prefix: up_sym_.
+ *
+ * A file without .symtab (stripped) takes its function symbols from a separate debug
+ * file when one is found, the way gdb finds it, at open time:
+ *   1. by build-id (NT_GNU_BUILD_ID): <root>/.build-id/XX/YYYY....debug, XX the first
+ *      byte in hex and the rest after; the debug file must carry the same build-id;
+ *   2. by .gnu_debuglink (name + CRC32): DIR/name, DIR/.debug/name, <root>/DIR/name, DIR
+ *      the file's directory (and, when a symlink leads elsewhere, the real one's); the
+ *      CRC32 of the whole debug file must match, and so must the build-ids when both
+ *      files have one.
+ * The roots are /usr/lib/debug, or the colon-separated list in UPROBE_DEBUG_DIRS when
+ * that is set (empty: no roots).  A debug file must be of the same class and machine
+ * and have a .symtab.  Code bytes and segments always come from the file itself.
  */
 #ifndef UPROBE_SYM_SYM_H
 #define UPROBE_SYM_SYM_H
@@ -38,6 +50,9 @@ const char *up_sym_elf_path(const struct up_sym_elf *elf);
 int up_sym_elf_class(const struct up_sym_elf *elf);	   /* 32 or 64 */
 unsigned up_sym_elf_machine(const struct up_sym_elf *elf); /* EM_X86_64 or EM_386 */
 unsigned up_sym_elf_type(const struct up_sym_elf *elf);	   /* ET_EXEC, ET_DYN, ET_REL, ... */
+
+/* The separate debug file the symbols also come from (see above), or NULL. */
+const char *up_sym_elf_debug_path(const struct up_sym_elf *elf);
 
 /* An executable (SHF_EXECINSTR) section with its bytes in the file. */
 struct up_sym_section {
@@ -71,18 +86,20 @@ struct up_sym {
 	bool global;	/* STB_GLOBAL or STB_WEAK */
 	bool ifunc;	/* STT_GNU_IFUNC: value is the resolver */
 	bool dynamic;	/* found in .dynsym rather than .symtab */
+	bool debug_file; /* found in the separate debug file's .symtab */
 };
 
 /*
- * Looks name up among the function symbols, in .symtab first, then in .dynsym; the
- * first match in table order wins.  Returns 0 and fills *out, or -ENOENT.
+ * Looks name up among the function symbols, in .symtab first, then in the debug file's
+ * .symtab, then in .dynsym; the first match in table order wins.  Returns 0 and fills
+ * *out, or -ENOENT.
  */
 int up_sym_elf_lookup(struct up_sym_elf *elf, const char *name, struct up_sym *out);
 
 /*
  * Calls fn for every function symbol, sorted by address (then by name).  A symbol that
- * is in both .symtab and .dynsym with the same name and value is reported once, as
- * the .symtab one.  A non-zero return from fn stops the walk and is returned.
+ * is in both a .symtab (the file's or the debug file's) and .dynsym with the same name
+ * and value is reported once, as the .symtab one.  A non-zero return from fn stops the walk and is returned.
  */
 typedef int (*up_sym_fn)(const struct up_sym *sym, void *ctx);
 int up_sym_elf_for_each_func(struct up_sym_elf *elf, up_sym_fn fn, void *ctx);
