@@ -1,10 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # usage: scripts/run-sample.sh BUILD
-# `make run`: shows the seed's sample program (tests/targets/sample.c) as uprobe sees it.
-# Until the tracer exists this lists the sample's probeable functions and shows how a
-# probe on each instruction of foo() and main() would be executed; later it will trace
-# the sample as seed 008 does.
+# `make run`: traces the seed's sample program (tests/targets/sample.c) the way seed 008's
+# documentation does: find foo and the globals with nm, then one probe on foo that dumps
+# the stack, two that dump the globals and one that prints foo's five arguments.  The
+# sample calls foo once per character of input: it is fed "ab", so foo is hit twice.
 set -e
 build=${1:-build}
 uprobe="$build/uprobe"
@@ -16,25 +16,41 @@ for f in "$uprobe" "$sample"; do
 		exit 1
 	fi
 done
+say() { printf '\n# %s\n' "$*"; }
+run() { printf '$ %s\n' "$*"; "$@"; }
 
 cat <<BANNER
-== uprobe $("$uprobe" --version | cut -d' ' -f2): the seed's sample program ==
-   $sample  (tests/targets/sample.c: foo(a, b, c, d, e) is called per line of input)
-   The tracer is not there yet: this shows where probes would go and how each
-   instruction would be run when probed (emulate, xol, step or reject).
-
+== uprobe $("$uprobe" --version | cut -d' ' -f2): seed 008's example, traced ==
+   $sample  (tests/targets/sample.c: foo(a, b, c, d, e) is called per input character)
 BANNER
 
-echo "\$ uprobe list $sample 'foo'; uprobe list $sample 'main'"
-echo "# vaddr     file-offset  size  name"
-"$uprobe" list "$sample" foo
-"$uprobe" list "$sample" main
-for sym in foo main; do
-	echo
-	echo "\$ uprobe decode --asm $sample $sym"
-	echo "# vaddr     length  plan  reason  instruction"
-	"$uprobe" decode --asm "$sample" "$sym"
-done
-echo
-echo "\$ uprobe decode --summary $sample"
-"$uprobe" decode --summary "$sample"
+say "1. Where is foo?  (the seed: nm sample | grep foo)"
+run "$uprobe" list "$sample" foo
+foo=0x$(nm "$sample" | awk '$3 == "foo" { print $1 }')
+say "2. Where are the globals?  (the seed: nm sample | grep global)"
+printf '$ nm %s | grep global_str\n' "$sample"
+nm "$sample" | grep ' global_str'
+gs=$(nm "$sample" | awk '$3 == "global_str" { print $1 }')
+gp=$(nm "$sample" | awk '$3 == "global_str_p" { print $1 }')
+
+say "3. The seed's four probes on foo, PID 0 meaning the command after --; \"ab\" on stdin"
+printf '$ printf ab | %s trace \\\n' "$uprobe"
+printf "    -e 'up 0 %s S 100' \\\\\n" "$foo"
+printf "    -e 'up 0 %s D %s 15' \\\\\n" "$foo" "$gs"
+printf "    -e 'up 0 %s D %s 8' \\\\\n" "$foo" "$gp"
+printf "    -e 'up 0 %s A 5' -- %s\n" "$foo" "$sample"
+printf ab | "$uprobe" trace -e "up 0 $foo S 100" -e "up 0 $foo D $gs 15" \
+	-e "up 0 $foo D $gp 8" -e "up 0 $foo A 5" -- "$sample"
+
+cat <<'NOTE'
+
+# S: 100 bytes of stack: foo's return address into main, then main's locals
+#    (the string, e, d, c, b, a); D: global_str, then global_str_p, which holds the
+#    address of the "Global String pointer" literal; A: foo's five arguments,
+#    4, 200, 0xff0000ed, -1 and 'H' (0x48), exactly as in the seed.
+NOTE
+
+say "4. The same probe in the kernel's uprobe_events form, with named arguments"
+spec="p:sample/foo $sample:foo a=%di:s32 b=%si:u32 c=%dx:x64 d=%cx:s64 e=%r8:u8"
+printf "\$ printf x | %s trace -e '%s' -- %s\n" "$uprobe" "$spec" "$sample"
+printf x | "$uprobe" trace -e "$spec" -- "$sample"

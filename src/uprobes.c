@@ -95,6 +95,7 @@ struct uprobe_ctx {
 	struct uprobe_stats stats;
 	bool in_handler;
 	pid_t cur_tid, cur_pid;
+	struct up_task *cur_task; /* the thread whose stop is being handled */
 	struct pending_op *queue;
 	unsigned nqueue, capqueue;
 };
@@ -217,11 +218,19 @@ static int ensure_slot(struct uproc *mm, struct ppt *q, struct up_task *t)
 		return 0;
 	if (mm->ctx->opts.no_xol)
 		return -ENOTSUP;
-	if (!t)
-		t = idle_task(mm);
-	if (!t)
-		return -EAGAIN;
-	rc = up_xol_alloc(&mm->xol, t, q->vaddr, &slot);
+	/* the remote mmap runs in a stopped thread: the one at hand, or any that can */
+	if (!t && mm->ctx->cur_task && up_proc_data(up_task_proc(mm->ctx->cur_task)) &&
+	    mm_of(up_proc_data(up_task_proc(mm->ctx->cur_task))) == mm)
+		t = mm->ctx->cur_task;
+	rc = -EAGAIN;
+	if (t)
+		rc = up_xol_alloc(&mm->xol, t, q->vaddr, &slot);
+	for (t = up_proc_first_task(mm->p); rc && rc != -ENOMEM && t; t = up_proc_next_task(t)) {
+		struct utask *ut = up_task_data(t);
+
+		if (up_task_stopped(t) && (!ut || ut->state == UT_NONE))
+			rc = up_xol_alloc(&mm->xol, t, q->vaddr, &slot);
+	}
 	if (rc)
 		return rc;
 	rc = up_reloc_build(&q->bp.insn, slot, &rel);
@@ -1038,21 +1047,27 @@ static enum up_resume on_signal(struct uproc *up, struct up_task *t, struct utas
 
 static enum up_resume cb_stop(void *arg, struct up_task *t, const struct up_stop *stop)
 {
+	struct uprobe_ctx *ctx = arg;
 	struct uproc *up = up_proc_data(up_task_proc(t));
-	struct utask *ut = utask_of(t);
+	struct utask *ut = up ? utask_of(t) : NULL;
+	enum up_resume r = UP_RESUME_CONT;
 
-	(void)arg;
 	if (!up || !ut)
 		return UP_RESUME_CONT;
+	ctx->cur_task = t;
 	switch (stop->kind) {
 	case UP_STOP_BREAKPOINT:
-		return on_breakpoint(up, t, ut);
+		r = on_breakpoint(up, t, ut);
+		break;
 	case UP_STOP_STEP:
-		return on_step(up, t, ut);
+		r = on_step(up, t, ut);
+		break;
 	case UP_STOP_SIGNAL:
-		return on_signal(up, t, ut, stop);
+		r = on_signal(up, t, ut, stop);
+		break;
 	}
-	return UP_RESUME_CONT;
+	ctx->cur_task = NULL;
+	return r;
 }
 
 static void cb_thread_exit(void *arg, struct up_task *t)
@@ -1420,6 +1435,20 @@ int uprobe_resume(struct uprobe_ctx *ctx, pid_t pid)
 	return up ? up_proc_resume(up->p) : -ESRCH;
 }
 
+/* The per-thread state goes before the engine frees the threads. */
+static void free_utasks(struct up_proc *p)
+{
+	for (struct up_task *t = up_proc_first_task(p); t; t = up_proc_next_task(t)) {
+		struct utask *ut = up_task_data(t);
+
+		if (ut) {
+			free(ut->rs);
+			free(ut);
+			up_task_set_data(t, NULL);
+		}
+	}
+}
+
 int uprobe_detach(struct uprobe_ctx *ctx, pid_t pid)
 {
 	struct uproc *up = uproc_of_pid(ctx, pid);
@@ -1437,6 +1466,7 @@ int uprobe_detach(struct uprobe_ctx *ctx, pid_t pid)
 			forget_all(up);
 		free(up);
 	}
+	free_utasks(p);
 	return up_proc_detach(p);
 }
 
@@ -1477,6 +1507,11 @@ int uprobe_ctx_dispatch(struct uprobe_ctx *ctx)
 int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop)
 {
 	return up_engine_run(ctx->eng, stop);
+}
+
+void uprobe_ctx_break(struct uprobe_ctx *ctx)
+{
+	up_engine_break(ctx->eng);
 }
 
 void uprobe_ctx_stats(struct uprobe_ctx *ctx, struct uprobe_stats *st)

@@ -141,6 +141,8 @@ UPROBE_API int uprobe_ctx_fd(struct uprobe_ctx *ctx);
 UPROBE_API int uprobe_ctx_dispatch(struct uprobe_ctx *ctx);
 /* Runs until no process is traced (0), or *stop became nonzero (-EINTR). */
 UPROBE_API int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop);
+/* From a handler or callback: makes uprobe_ctx_run return -EINTR after this event. */
+UPROBE_API void uprobe_ctx_break(struct uprobe_ctx *ctx);
 
 /* Counters, for tools and benchmarks. */
 struct uprobe_stats {

@@ -187,8 +187,10 @@ static void emit(struct up_trace *tr, const char *buf, int len)
 			fwrite(h, 1, (size_t)hl < sizeof(h) ? (size_t)hl : sizeof(h) - 1, tr->opts.out);
 	}
 	tr->header_done = true;
-	if (fwrite(buf, 1, (size_t)len, tr->opts.out) != (size_t)len)
+	if (fwrite(buf, 1, (size_t)len, tr->opts.out) != (size_t)len) {
 		tr->out_failed = errno ? errno : EIO; /* a closed pipe, a full disk: stop */
+		uprobe_ctx_break(tr->ctx);
+	}
 }
 
 /* Formats with a growing buffer; fn is one of the up_fmt_* that take (buf, size, ...). */
@@ -282,6 +284,8 @@ static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
 	}
 }
 
+static int arm_proc(struct up_trace *tr, struct tproc *tp);
+
 static void on_hit(struct uprobe *u, uprobe_regs_t *regs)
 {
 	report(u->data, regs, false);
@@ -298,10 +302,12 @@ static void on_ldso(struct uprobe *u, uprobe_regs_t *regs)
 	struct tproc *cur = proc_of(tp->tr, uprobe_current_pid(tp->tr->ctx));
 
 	(void)regs;
-	/* the link map changed: look for the files not mapped before (after this hit) */
+	/*
+	 * The link map changed: arm what is mapped now, before the thread goes on (the
+	 * registrations are queued and done before it resumes).
+	 */
 	if (cur)
-		cur->rescan = true;
-	tp->tr->rescan = true;
+		arm_proc(tp->tr, cur);
 }
 
 static void on_registered(struct uprobe *u, int reg, int result)
@@ -578,14 +584,13 @@ static void cb_exec(void *arg, pid_t pid)
 	struct up_trace *tr = arg;
 	struct tproc *tp = proc_of(tr, pid);
 
-	/* every probe of the old image is gone: arm the new one from the main loop */
+	/* every probe of the old image is gone: arm the new one before it runs */
+	forget_threads(tr);
 	if (tp) {
 		drop_probes(tp);
 		tp->is32 = proc_is32(pid);
-		tp->rescan = true;
-		tr->rescan = true;
+		arm_proc(tr, tp);
 	}
-	forget_threads(tr);
 }
 
 static void cb_fork(void *arg, pid_t parent, pid_t child)
@@ -807,42 +812,21 @@ int up_trace_start(struct up_trace *tr)
 	return 0;
 }
 
-static bool any_alive(struct up_trace *tr)
-{
-	for (struct tproc *tp = tr->procs; tp; tp = tp->next)
-		if (!tp->gone)
-			return true;
-	return false;
-}
-
 int up_trace_run(struct up_trace *tr, volatile int *stop)
 {
-	struct pollfd pfd = { .fd = uprobe_ctx_fd(tr->ctx), .events = POLLIN };
+	int rc;
 
-	if (pfd.fd < 0)
-		return pfd.fd;
-	while (any_alive(tr)) {
-		int rc;
-
-		if (stop && *stop)
-			return -EINTR;
-		if (tr->out_failed)
-			return -tr->out_failed;
-		rc = uprobe_ctx_dispatch(tr->ctx);
-		if (rc < 0 && rc != -ECHILD)
-			return rc;
-		if (tr->rescan) {
-			tr->rescan = false;
-			for (struct tproc *tp = tr->procs; tp; tp = tp->next)
-				if (tp->rescan && !tp->gone)
-					arm_proc(tr, tp);
-		}
-		if (rc == 0 && poll(&pfd, 1, 200) < 0 && errno != EINTR)
-			return -errno;
-		if (tr->opts.out && fflush(tr->opts.out) && !tr->out_failed)
-			tr->out_failed = errno ? errno : EIO;
-	}
-	return 0;
+	/*
+	 * Blocking: no SIGCHLD handler and self-pipe, so a hit costs the wait and the
+	 * three ptrace calls, nothing more.  Arming for new images and libraries happens
+	 * in the callbacks, while the thread concerned is stopped.
+	 */
+	rc = uprobe_ctx_run(tr->ctx, stop);
+	if (tr->opts.out && fflush(tr->opts.out) && !tr->out_failed)
+		tr->out_failed = errno ? errno : EIO;
+	if (tr->out_failed)
+		return -tr->out_failed;
+	return rc;
 }
 
 int up_trace_status(const struct up_trace *tr)

@@ -162,6 +162,8 @@ static int mode_thread_exit(int k)
 	return 0;
 }
 
+static int g_leader_done;
+
 static void *leader_exit_worker(void *arg)
 {
 	struct worker *w = arg;
@@ -169,6 +171,9 @@ static void *leader_exit_worker(void *arg)
 
 	w->sum = run_k((unsigned)w->index * 100000u, w->k);
 	pthread_mutex_lock(&g_lock);
+	/* the leader's line comes first: wait for it */
+	while (!g_leader_done)
+		pthread_cond_wait(&g_cond, &g_lock);
 	last = --g_live == 0;
 	pthread_cond_broadcast(&g_cond);
 	pthread_mutex_unlock(&g_lock);
@@ -192,6 +197,10 @@ static int mode_leader_exit(int k)
 	}
 	printf("leader sum=%u\n", run_k(3u, 1));
 	fflush(stdout);
+	pthread_mutex_lock(&g_lock);
+	g_leader_done = 1;
+	pthread_cond_broadcast(&g_cond);
+	pthread_mutex_unlock(&g_lock);
 	pthread_exit(NULL);
 }
 

@@ -17,7 +17,9 @@
  * instruction traps after each iteration under single-step; those re-arrivals at the
  * same address are one execution, as a probe sees it, so they are counted once.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <sched.h>
 #include <inttypes.h>
@@ -82,8 +84,11 @@ static int parse_sites(const char *list, struct site **out, size_t *n)
 		if (len == cap) {
 			struct site *t = realloc(s, (cap *= 2) * sizeof(*s));
 
-			if (!t)
+			if (!t) {
+				free(copy);
+				free(s);
 				return -1;
+			}
 			s = t;
 		}
 		s[len].addr = v;
@@ -256,5 +261,6 @@ int main(int argc, char **argv)
 	fprintf(stderr, "sstep_count: %" PRIu64 " steps\n", steps);
 	if (out != stdout)
 		fclose(out);
+	free(sites);
 	return code;
 }

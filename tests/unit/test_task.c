@@ -333,6 +333,7 @@ static void test_quiesce_spinning(void **state)
 	struct rec r;
 	struct up_engine *e = new_engine(&r);
 	struct up_proc *p = spawn(e, "spin", "4");
+	pid_t pid = up_proc_pid(p); /* p is freed once the process is gone */
 	int four = 4, n = 0;
 
 	(void)state;
@@ -353,9 +354,9 @@ static void test_quiesce_spinning(void **state)
 	assert_int_equal(up_proc_quiesce(p), 0);
 	check_all_traced_stopped(p);
 	up_proc_unquiesce(p);
-	kill(up_proc_pid(p), SIGKILL);
+	kill(pid, SIGKILL);
 	assert_int_equal(up_engine_run(e, NULL), 0);
-	assert_true(WIFSIGNALED(status_of(&r, up_proc_pid(p))));
+	assert_true(WIFSIGNALED(status_of(&r, pid)));
 	assert_int_equal(r.nthread_exit, 5);
 	up_engine_free(e);
 }

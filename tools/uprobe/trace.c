@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -223,7 +224,8 @@ static int run_trace(int argc, char **argv)
 	};
 	struct up_trace_opts opts = { .out = stdout, .follow = true, .header = false,
 				      .log = log_msg };
-	struct spec_list specs = { 0 };
+	/* static: reachable until exit, also on the early usage-error returns */
+	static struct spec_list specs;
 	pid_t pids[64];
 	unsigned npids = 0;
 	const char *outpath = NULL;
@@ -315,6 +317,14 @@ static int run_trace(int argc, char **argv)
 				    opts.json, count, opts.out ? opts.out : stdout);
 		goto out;
 	}
+	/* a reader at the other end of a pipe (| grep) or a terminal sees each hit at once;
+	   a regular file is written in blocks */
+	if (opts.out) {
+		struct stat st;
+
+		if (fstat(fileno(opts.out), &st) == 0 && !S_ISREG(st.st_mode))
+			setvbuf(opts.out, NULL, _IOLBF, 0);
+	}
 	rc = up_trace_new(&opts, &tr);
 	if (rc) {
 		cli_err("trace", "%s", strerror(-rc));
@@ -397,6 +407,8 @@ out:
 	for (unsigned i = 0; i < specs.n; i++)
 		free(specs.v[i]);
 	free(specs.v);
+	specs.v = NULL;
+	specs.n = 0;
 	return status;
 }
 

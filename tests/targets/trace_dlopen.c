@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Target of trace.dlopen: starts without the library, then dlopen()s argv[1] and calls
+ * its lib_func K times (argv[2], default 4), printing each result.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv)
+{
+	int k = argc > 2 ? atoi(argv[2]) : 4;
+	void *h;
+	int (*f)(int);
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: trace_dlopen LIB.so [K]\n");
+		return 2;
+	}
+	printf("started\n");
+	fflush(stdout);
+	h = dlopen(argv[1], RTLD_NOW);
+	if (!h) {
+		fprintf(stderr, "dlopen: %s\n", dlerror());
+		return 1;
+	}
+	f = (int (*)(int))dlsym(h, "lib_func");
+	if (!f) {
+		fprintf(stderr, "dlsym: %s\n", dlerror());
+		return 1;
+	}
+	for (int i = 0; i < k; i++)
+		printf("lib_func(%d) = %d\n", i, f(i));
+	dlclose(h);
+	return 0;
+}

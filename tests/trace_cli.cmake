@@ -1,0 +1,171 @@
+# End-to-end tests of `uprobe trace` (tools/uprobe/trace.c, src/trace/session.c) on real
+# programs: the seed's sample traced as seed 008 shows, every class of spec error, the
+# p:/r: event form with fetch arguments, JSON, counts, dlopen, fork/exec, signals and
+# exit statuses.  Included by tests/CMakeLists.txt after cli.cmake and core.cmake (the
+# sample target and UPROBE_* variables come from there).
+
+set(UPROBE_TRACE_BIN $<TARGET_FILE:uprobe-cli>)
+set(UPROBE_TRACE_IT ${CMAKE_CURRENT_LIST_DIR}/integration)
+set(UPROBE_TRACE_TDIR ${CMAKE_BINARY_DIR}/tests/targets)
+find_program(UPROBE_TRACE_PY NAMES python3)
+
+# ---- target programs: their own flags, static addresses -------------------------------
+function(uprobe_trace_target name)
+  add_executable(${name} ${CMAKE_CURRENT_LIST_DIR}/targets/${name}.c)
+  set_target_properties(${name} PROPERTIES
+    RUNTIME_OUTPUT_DIRECTORY ${UPROBE_TRACE_TDIR}
+    COMPILE_OPTIONS "-O2;-g;-fno-pie;-Wall"
+    LINK_OPTIONS "-no-pie")
+endfunction()
+uprobe_trace_target(trace_args)
+uprobe_trace_target(trace_fork)
+uprobe_trace_target(trace_loop)
+uprobe_trace_target(trace_dlopen)
+target_link_libraries(trace_dlopen PRIVATE ${CMAKE_DL_LIBS})
+add_library(trace_lib SHARED ${CMAKE_CURRENT_LIST_DIR}/targets/trace_lib.c)
+set_target_properties(trace_lib PROPERTIES
+  LIBRARY_OUTPUT_DIRECTORY ${UPROBE_TRACE_TDIR}
+  PREFIX "" OUTPUT_NAME trace_lib
+  COMPILE_OPTIONS "-O2;-g;-fPIC;-Wall"
+  LINK_OPTIONS "")
+
+set(_trS $<TARGET_FILE:sample>)
+set(_trargs $<TARGET_FILE:trace_args>)
+set(_trlibc /lib/x86_64-linux-gnu/libc.so.6)
+set(_tr_tests)
+
+# tests that need python3 (and nm/objdump for the seed); a SKIP with the reason otherwise
+function(uprobe_trace_py name)
+  if(UPROBE_TRACE_PY)
+    add_test(NAME ${name} COMMAND ${UPROBE_TRACE_PY} ${ARGN})
+  else()
+    add_test(NAME ${name}
+      COMMAND sh -c "echo 'SKIP: python3 not found (Debian package python3)'; exit 77")
+  endif()
+  set(_tr_tests ${_tr_tests} ${name} PARENT_SCOPE)
+endfunction()
+
+# ---- 1. the seed's sample, as seed 008 traces it --------------------------------------
+# trace.seed.sample: PID 0 and -- SAMPLE, against tests/golden/trace-seed-sample.txt
+# (UPROBE_REGEN=1 rewrites it); trace.seed.pid: -p PID; trace.seed.badaddr: D 0x10 8
+if(UPROBE_OBJDUMP)
+  foreach(pair sample:launch pid:pid badaddr:badaddr)
+    string(REPLACE ":" ";" pair ${pair})
+    list(GET pair 0 name)
+    list(GET pair 1 mode)
+    uprobe_trace_py(trace.seed.${name} ${UPROBE_TRACE_IT}/trace_seed.py
+      --uprobe ${UPROBE_TRACE_BIN} --sample ${_trS}
+      --golden ${CMAKE_CURRENT_LIST_DIR}/golden/trace-seed-sample.txt ${mode})
+  endforeach()
+else()
+  add_test(NAME trace.seed
+    COMMAND sh -c "echo 'SKIP: objdump not found (Debian package binutils)'; exit 77")
+  list(APPEND _tr_tests trace.seed)
+endif()
+
+# ---- 2. errors -------------------------------------------------------------------------
+# every class of spec error: exit 2, the spec repeated, a caret under TOKEN, nothing run
+function(uprobe_trace_spec_error name spec token regex)
+  uprobe_trace_py(trace.errors.spec.${name} ${UPROBE_TRACE_IT}/trace_spec_error.py
+    ${UPROBE_TRACE_BIN} "${spec}" "${token}" "${regex}")
+  set(_tr_tests ${_tr_tests} PARENT_SCOPE)
+endfunction()
+uprobe_trace_spec_error(empty "   " "-" "Empty probe spec")
+uprobe_trace_spec_error(command "frob x" "frob" "Unknown probe command")
+uprobe_trace_spec_error(seed_no_pid "up" "$END" "Expected PID")
+uprobe_trace_spec_error(seed_pid "up x 0x401126 A 5" "x" "Invalid PID")
+uprobe_trace_spec_error(seed_addr "up 0 zz A 5" "zz" "Invalid probe address")
+uprobe_trace_spec_error(seed_type "up 0 0x401126 Q 5" "Q" "Invalid dump type")
+uprobe_trace_spec_error(seed_nargs "up 0 0x401126 A 9" "9" "Invalid NARGS")
+uprobe_trace_spec_error(seed_no_daddr "up 0 0x401126 D" "$END" "Expected DADDR")
+uprobe_trace_spec_error(seed_daddr "up 0 0x401126 D zz 8" "zz" "Invalid data address")
+uprobe_trace_spec_error(seed_no_size "up 0 0x401126 D 0x404020" "$END" "Expected SIZE")
+uprobe_trace_spec_error(seed_size "up 0 0x401126 S 1000000" "1000000" "Invalid SIZE")
+uprobe_trace_spec_error(seed_extra "up 0 0x401126 A 5 extra" "extra" "Unexpected argument")
+uprobe_trace_spec_error(no_event "p: ${_trS}:foo" " " "Event name is not specified")
+uprobe_trace_spec_error(no_group "p:/ev ${_trS}:foo" "/" "Group name is not specified")
+uprobe_trace_spec_error(event_name "p:1bad ${_trS}:foo" "1bad" "Event name must follow")
+uprobe_trace_spec_error(no_target "p" "$END" "Expected the probe target")
+uprobe_trace_spec_error(target "p ${_trS}" "${_trS}" "Invalid probe target")
+uprobe_trace_spec_error(no_path "p :foo" ":" "The file path is missing")
+uprobe_trace_spec_error(no_symbol "p ${_trS}:" "$END" "Expected the offset or the symbol")
+uprobe_trace_spec_error(offset "p ${_trS}:0xzz" "0xzz" "Invalid uprobe offset")
+uprobe_trace_spec_error(symbol_offset "p ${_trS}:foo+zz" "+zz" "Invalid offset after the symbol")
+uprobe_trace_spec_error(register "p ${_trS}:foo %zz" "%zz" "Invalid register name")
+uprobe_trace_spec_error(type "p ${_trS}:foo x=%di:u7" "u7" "Unknown type")
+uprobe_trace_spec_error(bitfield "p ${_trS}:foo b=%di:b9@60/64" "b9@60/64" "Invalid bitfield")
+uprobe_trace_spec_error(retval_on_entry "p ${_trS}:foo $retval" "$retval" "retval is not available")
+uprobe_trace_spec_error(dollar_var "p ${_trS}:foo $stackx" "$stackx" "Invalid [$]-variable")
+uprobe_trace_spec_error(memory "p ${_trS}:foo @zz" "@zz" "expected @ADDR")
+uprobe_trace_spec_error(deref_offset "p ${_trS}:foo +zz(%di)" "+zz" "Invalid dereference offset")
+uprobe_trace_spec_error(deref_brace "p ${_trS}:foo +0(%di" "$END" "brace is not closed")
+uprobe_trace_spec_error(comm_deref "p ${_trS}:foo +0($comm)" "$comm" "comm can not be dereferenced")
+uprobe_trace_spec_error(comm_type "p ${_trS}:foo $comm:u8" "u8" "comm accepts only the string")
+uprobe_trace_spec_error(string_reg "p ${_trS}:foo %di:string" "string" "String accepts only memory")
+uprobe_trace_spec_error(arg_name "p ${_trS}:foo 1bad=%di" "1bad" "Argument name must follow")
+uprobe_trace_spec_error(arg_empty "p ${_trS}:foo x=" "$END" "No argument expression")
+
+# the command line and what the specs name
+set(_ex ${UPROBE_TRACE_IT}/trace_expect.sh)
+set(_ran sh -c "echo RAN")
+add_test(NAME trace.errors.no_spec
+  COMMAND ${_ex} 2 "no probe: give -e SPEC" ${UPROBE_TRACE_BIN} trace -- ${_ran})
+add_test(NAME trace.errors.pid_and_command
+  COMMAND ${_ex} 2 "-p and a COMMAND exclude each other"
+          ${UPROBE_TRACE_BIN} trace -e "p ${_trS}:foo" -p 1 -- ${_ran})
+add_test(NAME trace.errors.nothing_to_trace
+  COMMAND ${_ex} 2 "nothing to trace: give -p PID or -- COMMAND"
+          ${UPROBE_TRACE_BIN} trace -e "p ${_trS}:foo")
+add_test(NAME trace.errors.unknown_option
+  COMMAND ${_ex} 2 "unrecognized option '--frob';;unknown option;;^usage: uprobe trace"
+          ${UPROBE_TRACE_BIN} trace --frob -e "p ${_trS}:foo" -- ${_ran})
+add_test(NAME trace.errors.bad_pid
+  COMMAND ${_ex} 2 "'12x' is not a process id" ${UPROBE_TRACE_BIN} trace -e "p ${_trS}:foo" -p 12x)
+# 4194304 is past pid_max's ceiling (PID_MAX_LIMIT): no process has it
+add_test(NAME trace.errors.no_such_pid
+  COMMAND ${_ex} 1 "cannot trace process 4194304: No such process"
+          ${UPROBE_TRACE_BIN} trace -e "p ${_trS}:foo" -p 4194304)
+add_test(NAME trace.errors.no_such_file
+  COMMAND ${_ex} 2 "bad probe spec:;;/nonexistent/prog: No such file or directory"
+          ${UPROBE_TRACE_BIN} trace -e "p /nonexistent/prog:foo" -- ${_ran})
+add_test(NAME trace.errors.not_elf
+  COMMAND ${_ex} 2 "bad probe spec:;;/etc/passwd: not an x86 ELF file"
+          ${UPROBE_TRACE_BIN} trace -e "p /etc/passwd:foo" -- ${_ran})
+add_test(NAME trace.errors.unknown_symbol
+  COMMAND ${_ex} 2 "no function 'no_such_function' in .*sample"
+          ${UPROBE_TRACE_BIN} trace -e "p ${_trS}:no_such_function" -- ${_ran})
+add_test(NAME trace.errors.bad_spec_file
+  COMMAND ${_ex} 2 "/nonexistent/specs: No such file or directory"
+          ${UPROBE_TRACE_BIN} trace -f /nonexistent/specs -- ${_ran})
+add_test(NAME trace.errors.mid_instruction
+  COMMAND ${UPROBE_TRACE_IT}/trace_midinsn.sh ${UPROBE_TRACE_BIN} ${_trS})
+add_test(NAME trace.errors.no_such_command
+  COMMAND ${_ex} 127 "cannot run /nonexistent/cmd: No such file or directory"
+          ${UPROBE_TRACE_BIN} trace -e "p ${_trS}:foo" -- /nonexistent/cmd)
+add_test(NAME trace.errors.not_executable
+  COMMAND ${_ex} 126 "cannot run /etc/passwd: Permission denied"
+          ${UPROBE_TRACE_BIN} trace -e "p ${_trS}:foo" -- /etc/passwd)
+list(APPEND _tr_tests trace.errors.no_spec trace.errors.pid_and_command
+  trace.errors.nothing_to_trace trace.errors.unknown_option trace.errors.bad_pid
+  trace.errors.no_such_pid trace.errors.no_such_file trace.errors.not_elf
+  trace.errors.unknown_symbol trace.errors.bad_spec_file trace.errors.mid_instruction
+  trace.errors.no_such_command trace.errors.not_executable)
+
+# ---- 3. events: fetch arguments, return probes, JSON, -o, -c, libc -------------------
+foreach(mode text retval json output count libc)
+  uprobe_trace_py(trace.event.${mode} ${UPROBE_TRACE_IT}/trace_event.py
+    --uprobe ${UPROBE_TRACE_BIN} --target ${_trargs} --libc ${_trlibc} ${mode})
+endforeach()
+
+# ---- 4-7. processes: dlopen, fork, exec, signals, exit status, output unchanged --------
+foreach(pair dlopen:dlopen fork:fork fork.no_follow:nofork exec:exec signals.sigterm:sigterm
+    signals.sigint:sigint exit.status:exit3 exit.sigsegv:segv output.ls:ls)
+  string(REPLACE ":" ";" pair ${pair})
+  list(GET pair 0 name)
+  list(GET pair 1 mode)
+  uprobe_trace_py(trace.${name} ${UPROBE_TRACE_IT}/trace_proc.py
+    --uprobe ${UPROBE_TRACE_BIN} --targets ${UPROBE_TRACE_TDIR} ${mode})
+endforeach()
+
+# 77: a prerequisite is missing (python3, objdump, libc at the Debian path), said why
+set_tests_properties(${_tr_tests} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 20)
