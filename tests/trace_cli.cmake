@@ -169,3 +169,10 @@ endforeach()
 
 # 77: a prerequisite is missing (python3, objdump, libc at the Debian path), said why
 set_tests_properties(${_tr_tests} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 20)
+
+# dlopen, dlclose, dlopen again (maybe elsewhere): the probe follows the library back
+add_test(NAME trace.dlopen.again
+  COMMAND ${UPROBE_BIN} trace -c -e "p:t/libf $<TARGET_FILE:trace_lib>:lib_func"
+    -- $<TARGET_FILE:trace_dlopen> $<TARGET_FILE:trace_lib> 3 4)
+set_tests_properties(trace.dlopen.again PROPERTIES
+  PASS_REGULAR_EXPRESSION "t/libf +12\n")

@@ -76,6 +76,7 @@ struct up_trace {
 	int status;
 	bool header_done, rescan;
 	int out_failed; /* errno of a failed write of the trace */
+	struct tprobe *retired; /* unregistered from a handler, freed at the end */
 	struct comm_entry comms[COMM_CACHE];
 	char *line;
 	size_t linecap;
@@ -514,10 +515,38 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 	return 0;
 }
 
+/* Probes whose file is no longer mapped there (dlclose) go; they are armed again if it comes back. */
+static void disarm_unmapped(struct up_trace *tr, struct tproc *tp)
+{
+	struct tprobe **pp = &tp->probes;
+
+	while (*pp) {
+		struct tprobe *p = *pp;
+		struct tspec *ts = p->ts;
+
+		if (!ts->is_file || vaddr_of(tp->pid, ts->dev, ts->ino, ts->file_off) == p->u.vaddr) {
+			pp = &p->next;
+			continue;
+		}
+		unregister_uprobe(tr->ctx, &p->u);
+		tp->armed[ts - tr->specs] = false;
+		*pp = p->next;
+		if (p->u.kimg) {
+			/* queued from a handler: the uprobe must outlive its unregistration */
+			p->next = tr->retired;
+			tr->retired = p;
+		} else {
+			free(p);
+		}
+	}
+}
+
 static int arm_proc(struct up_trace *tr, struct tproc *tp)
 {
 	bool pending = false;
 	int first = 0;
+
+	disarm_unmapped(tr, tp);
 
 	for (unsigned i = 0; i < tr->nspecs; i++) {
 		int rc = arm_one(tr, tp, i);
@@ -644,6 +673,12 @@ void up_trace_free(struct up_trace *tr)
 		drop_probes(tp);
 		free(tp->armed);
 		free(tp);
+	}
+	while (tr->retired) {
+		struct tprobe *p = tr->retired;
+
+		tr->retired = p->next;
+		free(p);
 	}
 	for (unsigned i = 0; i < tr->nspecs; i++) {
 		up_spec_free(&tr->specs[i].spec);

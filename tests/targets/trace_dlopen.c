@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Target of trace.dlopen: starts without the library, then dlopen()s argv[1] and calls
- * its lib_func K times (argv[2], default 4), printing each result.
+ * its lib_func K times (argv[2], default 4), printing each result.  ROUNDS (argv[3],
+ * default 1) repeats dlopen, the calls and dlclose: the library comes back, maybe at
+ * another address, and must be probed again.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 int main(int argc, char **argv)
 {
 	int k = argc > 2 ? atoi(argv[2]) : 4;
+	int rounds = argc > 3 ? atoi(argv[3]) : 1;
 	void *h;
 	int (*f)(int);
 
@@ -19,18 +22,20 @@ int main(int argc, char **argv)
 	}
 	printf("started\n");
 	fflush(stdout);
-	h = dlopen(argv[1], RTLD_NOW);
-	if (!h) {
-		fprintf(stderr, "dlopen: %s\n", dlerror());
-		return 1;
+	for (int round = 0; round < rounds; round++) {
+		h = dlopen(argv[1], RTLD_NOW);
+		if (!h) {
+			fprintf(stderr, "dlopen: %s\n", dlerror());
+			return 1;
+		}
+		f = (int (*)(int))dlsym(h, "lib_func");
+		if (!f) {
+			fprintf(stderr, "dlsym: %s\n", dlerror());
+			return 1;
+		}
+		for (int i = 0; i < k; i++)
+			printf("lib_func(%d) = %d\n", i, f(i));
+		dlclose(h);
 	}
-	f = (int (*)(int))dlsym(h, "lib_func");
-	if (!f) {
-		fprintf(stderr, "dlsym: %s\n", dlerror());
-		return 1;
-	}
-	for (int i = 0; i < k; i++)
-		printf("lib_func(%d) = %d\n", i, f(i));
-	dlclose(h);
 	return 0;
 }

@@ -69,7 +69,7 @@ static void trace_usage(FILE *out)
 	      "\n"
 	      "examples:\n"
 	      "  uprobe trace -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' -- ls\n"
-	      "  uprobe trace -e 'r:libc/strlen /lib/x86_64-linux-gnu/libc.so.6:strlen len=$retval:u64' -p 1234\n"
+	      "  uprobe trace -e 'r:libc/getenv /lib/x86_64-linux-gnu/libc.so.6:getenv val=+0($retval):string' -p 1234\n"
 	      "  uprobe trace -e 'up 0 0x401126 A 5' -- ./sample\n",
 	      out);
 }
