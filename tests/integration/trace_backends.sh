@@ -1,0 +1,51 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# usage: trace_backends.sh UPROBE TARGET
+# The same p:/r: specs through both backends -- ptrace (ours) and the kernel's uprobe
+# tracer (--backend kernel) -- on the same program: the events, their addresses and
+# every argument value must agree line for line (the context prefix, pid, cpu and
+# time differ and are cut).  Skipped (77) where tracefs cannot be used.
+set -u
+uprobe=$1 target=$2
+libc=/lib/x86_64-linux-gnu/libc.so.6
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if [ "$(id -u)" != 0 ]; then echo "SKIP: the kernel backend needs root"; exit 77; fi
+[ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
+if [ ! -w /sys/kernel/tracing/uprobe_events ]; then
+	echo "SKIP: no writable /sys/kernel/tracing/uprobe_events"; exit 77
+fi
+# a private copy: the kernel's int3s then land in no other test's process
+cp "$target" "$tmp/t"
+t=$tmp/t
+grp=upbk$$
+set -- \
+	"p:$grp/work $t:work n=%di:s32 mask=%si:x64 name=+0(%dx):string id=+0(%cx):x64 val=+8(%cx):u32" \
+	"r:$grp/workret $t:work rv=\$retval:s32" \
+	"p:$grp/getppid $libc:getppid"
+args=""
+for s in "$@"; do args="$args -e '$s'"; done
+run() { # BACKEND OUT
+	eval "\"$uprobe\" trace -b $1 $args -- \"$t\" 6 3" >"$2" 2>"$2.err"
+}
+norm() { # keep "EVENT: (addr...) args" of our events, the pid and the time cut; libc is
+	 # mapped elsewhere in each run (ASLR): its addresses keep their page offset only
+	grep -E ": (work|workret|getppid): " "$1" | sed -E 's/^.*: ((work|workret|getppid): .*)$/\1/' |
+		sed -E 's/0x7f[0-9a-f]*([0-9a-f]{3})\b/0x...\1/g'
+}
+run ptrace "$tmp/p.out" || { echo "FAIL: ptrace backend exited $?"; cat "$tmp/p.out.err"; exit 1; }
+run kernel "$tmp/k.out" || { echo "FAIL: kernel backend exited $?"; cat "$tmp/k.out.err"; exit 1; }
+norm "$tmp/p.out" >"$tmp/p.ev"
+norm "$tmp/k.out" >"$tmp/k.ev"
+np=$(wc -l <"$tmp/p.ev") nk=$(wc -l <"$tmp/k.ev")
+echo "ptrace backend: $np events, kernel backend: $nk events"
+if [ "$np" -lt 15 ]; then echo "FAIL: expected 6+6+3 events"; cat "$tmp/p.out"; exit 1; fi
+if ! diff -u "$tmp/k.ev" "$tmp/p.ev"; then
+	echo "FAIL: the backends disagree (- kernel, + ptrace)"
+	exit 1
+fi
+# the program's own output is the same under both
+grep -vE ": (work|workret|getppid): " "$tmp/p.out" >"$tmp/p.prog"
+grep -vE ": (work|workret|getppid): " "$tmp/k.out" >"$tmp/k.prog"
+diff -u "$tmp/k.prog" "$tmp/p.prog" >/dev/null || { echo "FAIL: the program's output differs"; exit 1; }
+echo PASS
