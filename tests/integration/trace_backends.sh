@@ -44,8 +44,9 @@ if ! diff -u "$tmp/k.ev" "$tmp/p.ev"; then
 	echo "FAIL: the backends disagree (- kernel, + ptrace)"
 	exit 1
 fi
-# the program's own output is the same under both
-grep -vE ": (work|workret|getppid): " "$tmp/p.out" >"$tmp/p.prog"
-grep -vE ": (work|workret|getppid): " "$tmp/k.out" >"$tmp/k.prog"
+# the program's own output is the same under both, but for the return address work()
+# sees: a return probe's trampoline in both, at different places
+grep -vE ": (work|workret|getppid): " "$tmp/p.out" | sed -E 's/ 0x[0-9a-f]+$//' >"$tmp/p.prog"
+grep -vE ": (work|workret|getppid): " "$tmp/k.out" | sed -E 's/ 0x[0-9a-f]+$//' >"$tmp/k.prog"
 diff -u "$tmp/k.prog" "$tmp/p.prog" >/dev/null || { echo "FAIL: the program's output differs"; exit 1; }
 echo PASS
