@@ -35,6 +35,9 @@ struct tspec {
 	ino_t ino;
 	uint64_t file_off; /* the probed instruction's offset in the file */
 	bool fatal;	   /* cannot ever be armed: reported once */
+	bool removed;	   /* up_trace_remove: gone, its index kept */
+	bool enabled;	   /* events/GRP/EVENT/enable */
+	unsigned index;	   /* in tr->specs */
 };
 
 struct tproc;
@@ -69,14 +72,16 @@ struct comm_entry {
 struct up_trace {
 	struct up_trace_opts opts;
 	struct uprobe_ctx *ctx;
-	struct tspec *specs;
+	struct tspec **specs; /* pointers: tprobes keep theirs while the array grows */
 	unsigned nspecs;
+	bool off;		/* tracing_on = 0: hits are neither counted nor printed */
 	struct tproc *procs;
 	pid_t launched;
 	int status;
 	bool header_done, rescan;
 	int out_failed; /* errno of a failed write of the trace */
 	struct tprobe *retired; /* unregistered from a handler, freed at the end */
+	pid_t pid_filter;	/* set_event_pid: only this process's hits (0: all) */
 	struct comm_entry comms[COMM_CACHE];
 	char *line;
 	size_t linecap;
@@ -181,7 +186,7 @@ static void emit(struct up_trace *tr, const char *buf, int len)
 		return;
 	if (!tr->header_done && tr->opts.header && !tr->opts.json) {
 		char h[512];
-		bool seed = tr->nspecs && tr->specs[0].spec.kind == UP_SPEC_SEED;
+		bool seed = tr->nspecs && tr->specs[0]->spec.kind == UP_SPEC_SEED;
 		int hl = seed ? up_fmt_seed_header(h, sizeof(h)) : up_fmt_event_header(h, sizeof(h));
 
 		if (hl > 0)
@@ -251,6 +256,10 @@ static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
 	};
 	int cpu;
 
+	if (tr->off || !ts->enabled || ts->removed)
+		return;
+	if (tr->pid_filter && pid != tr->pid_filter)
+		return;
 	ts->hits++;
 	if (!tr->opts.out)
 		return;
@@ -455,12 +464,12 @@ static void hook_ldso(struct up_trace *tr, struct tproc *tp)
 
 static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 {
-	struct tspec *ts = &tr->specs[i];
+	struct tspec *ts = tr->specs[i];
 	struct tprobe *p;
 	uint64_t vaddr, bias = 0;
 	int rc;
 
-	if (tp->armed[i] || ts->fatal)
+	if (tp->armed[i] || ts->fatal || ts->removed)
 		return 0;
 	if (ts->spec.kind == UP_SPEC_SEED) {
 		pid_t want = ts->spec.pid ? ts->spec.pid : tr->launched;
@@ -529,7 +538,7 @@ static void disarm_unmapped(struct up_trace *tr, struct tproc *tp)
 			continue;
 		}
 		unregister_uprobe(tr->ctx, &p->u);
-		tp->armed[ts - tr->specs] = false;
+		tp->armed[ts->index] = false;
 		*pp = p->next;
 		if (p->u.kimg) {
 			/* queued from a handler: the uprobe must outlive its unregistration */
@@ -553,7 +562,7 @@ static int arm_proc(struct up_trace *tr, struct tproc *tp)
 
 		if (rc && !first)
 			first = rc;
-		if (!tp->armed[i] && tr->specs[i].is_file)
+		if (!tp->armed[i] && tr->specs[i]->is_file && !tr->specs[i]->removed)
 			pending = true;
 	}
 	if (pending)
@@ -681,8 +690,9 @@ void up_trace_free(struct up_trace *tr)
 		free(p);
 	}
 	for (unsigned i = 0; i < tr->nspecs; i++) {
-		up_spec_free(&tr->specs[i].spec);
-		free(tr->specs[i].text);
+		up_spec_free(&tr->specs[i]->spec);
+		free(tr->specs[i]->text);
+		free(tr->specs[i]);
 	}
 	free(tr->specs);
 	forget_threads(tr);
@@ -742,7 +752,6 @@ int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen
 {
 	struct tspec ts = { 0 };
 	struct up_spec_err se;
-	struct tspec *v;
 	int rc;
 
 	err[0] = '\0';
@@ -774,14 +783,34 @@ int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen
 		up_spec_format(&ts.spec, ts.label, sizeof(ts.label));
 	else
 		snprintf(ts.label, sizeof(ts.label), "%s/%s", ts.spec.group, ts.spec.event);
-	v = realloc(tr->specs, (tr->nspecs + 1) * sizeof(*v));
-	if (!v) {
-		up_spec_free(&ts.spec);
-		free(ts.text);
-		return -ENOMEM;
+	{
+		struct tspec **nv = realloc(tr->specs, (tr->nspecs + 1) * sizeof(*nv));
+		struct tspec *heap = nv ? malloc(sizeof(*heap)) : NULL;
+
+		if (nv)
+			tr->specs = nv;
+		/* every process's armed[] gets the new spec's entry */
+		for (struct tproc *tp = tr->procs; heap && tp; tp = tp->next) {
+			bool *a = realloc(tp->armed, (tr->nspecs + 1) * sizeof(*a));
+
+			if (!a) {
+				free(heap);
+				heap = NULL;
+				break;
+			}
+			a[tr->nspecs] = false;
+			tp->armed = a;
+		}
+		if (!heap) {
+			up_spec_free(&ts.spec);
+			free(ts.text);
+			return -ENOMEM;
+		}
+		ts.index = tr->nspecs;
+		ts.enabled = true;
+		*heap = ts;
+		tr->specs[tr->nspecs++] = heap;
 	}
-	tr->specs = v;
-	tr->specs[tr->nspecs++] = ts;
 	return 0;
 }
 
@@ -826,7 +855,7 @@ int up_trace_start(struct up_trace *tr)
 	}
 	/* a seed spec for a pid that is not traced can never fire */
 	for (unsigned i = 0; i < tr->nspecs; i++) {
-		struct tspec *ts = &tr->specs[i];
+		struct tspec *ts = tr->specs[i];
 		pid_t want;
 
 		if (ts->spec.kind != UP_SPEC_SEED)
@@ -872,9 +901,11 @@ int up_trace_status(const struct up_trace *tr)
 void up_trace_print_counts(struct up_trace *tr, FILE *out)
 {
 	for (unsigned i = 0; i < tr->nspecs; i++) {
-		const struct tspec *ts = &tr->specs[i];
+		const struct tspec *ts = tr->specs[i];
 		char where[64];
 
+		if (ts->removed)
+			continue;
 		if (ts->spec.kind == UP_SPEC_SEED)
 			snprintf(where, sizeof(where), "%d", (int)(ts->spec.pid ? ts->spec.pid : tr->launched));
 		fprintf(out, "  %-40s %-40s %15" PRIu64 "\n",
@@ -882,5 +913,142 @@ void up_trace_print_counts(struct up_trace *tr, FILE *out)
 			: ts->is_file		       ? ts->spec.path
 						       : "(any)",
 			ts->label, ts->hits);
+	}
+}
+
+/* ---- a live session (the control filesystem) --------------------------------------------- */
+
+int up_trace_arm_all(struct up_trace *tr, bool attach)
+{
+	int first = 0;
+
+	/* a seed spec names its process: trace it first when asked to */
+	for (unsigned i = 0; attach && i < tr->nspecs; i++) {
+		struct tspec *ts = tr->specs[i];
+
+		if (ts->removed || ts->spec.kind != UP_SPEC_SEED || !ts->spec.pid ||
+		    proc_of(tr, ts->spec.pid))
+			continue;
+		if (up_trace_attach(tr, ts->spec.pid)) {
+			tlog(tr, "'%s': cannot trace process %d", ts->text, (int)ts->spec.pid);
+			if (!first)
+				first = -ESRCH;
+		}
+	}
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
+		int rc;
+
+		if (tp->gone)
+			continue;
+		rc = arm_proc(tr, tp);
+		if (rc && !first)
+			first = rc;
+	}
+	return first;
+}
+
+int up_trace_remove(struct up_trace *tr, unsigned i)
+{
+	struct tspec *ts;
+
+	if (i >= tr->nspecs || tr->specs[i]->removed)
+		return -ENOENT;
+	ts = tr->specs[i];
+	ts->removed = true;
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
+		struct tprobe **pp = &tp->probes;
+
+		while (*pp) {
+			struct tprobe *p = *pp;
+
+			if (p->ts != ts) {
+				pp = &p->next;
+				continue;
+			}
+			*pp = p->next;
+			unregister_uprobe(tr->ctx, &p->u);
+			if (p->u.kimg) {
+				p->next = tr->retired;
+				tr->retired = p;
+			} else {
+				free(p);
+			}
+		}
+		tp->armed[i] = false;
+	}
+	return 0;
+}
+
+int up_trace_find(struct up_trace *tr, const char *group, const char *event)
+{
+	for (unsigned i = 0; i < tr->nspecs; i++) {
+		const struct tspec *ts = tr->specs[i];
+
+		if (ts->removed || ts->spec.kind != UP_SPEC_EVENT)
+			continue;
+		if ((!group || !strcmp(group, ts->spec.group)) && !strcmp(event, ts->spec.event))
+			return (int)i;
+	}
+	return -ENOENT;
+}
+
+bool up_trace_spec_live(const struct up_trace *tr, unsigned i)
+{
+	return i < tr->nspecs && !tr->specs[i]->removed;
+}
+
+const struct up_spec *up_trace_spec(const struct up_trace *tr, unsigned i)
+{
+	return i < tr->nspecs ? &tr->specs[i]->spec : NULL;
+}
+
+uint64_t up_trace_hits(const struct up_trace *tr, unsigned i)
+{
+	return i < tr->nspecs ? tr->specs[i]->hits : 0;
+}
+
+void up_trace_enable(struct up_trace *tr, unsigned i, bool on)
+{
+	if (i < tr->nspecs)
+		tr->specs[i]->enabled = on;
+}
+
+bool up_trace_enabled(const struct up_trace *tr, unsigned i)
+{
+	return i < tr->nspecs && tr->specs[i]->enabled;
+}
+
+void up_trace_set_on(struct up_trace *tr, bool on)
+{
+	tr->off = !on;
+}
+
+void up_trace_set_pid_filter(struct up_trace *tr, pid_t pid)
+{
+	tr->pid_filter = pid;
+}
+
+int up_trace_fd(struct up_trace *tr)
+{
+	return uprobe_ctx_fd(tr->ctx);
+}
+
+int up_trace_dispatch(struct up_trace *tr)
+{
+	int rc = uprobe_ctx_dispatch(tr->ctx);
+
+	if (tr->opts.out)
+		fflush(tr->opts.out);
+	return rc;
+}
+
+void up_trace_detach_all(struct up_trace *tr)
+{
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
+		if (tp->gone)
+			continue;
+		uprobe_detach(tr->ctx, tp->pid);
+		tp->gone = true;
+		drop_probes(tp);
 	}
 }

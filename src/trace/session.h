@@ -59,4 +59,35 @@ int up_trace_status(const struct up_trace *tr);
 /* Hits per spec, like the kernel's uprobe_profile: "  FILE-OR-PID EVENT HITS". */
 void up_trace_print_counts(struct up_trace *tr, FILE *out);
 
+/*
+ * A live session, as the control filesystem (src/fs/) drives it: specs added and
+ * removed while processes run, events switched on and off.  Specs keep their index
+ * for the session's life; a removed one stays as a hole.
+ */
+#include <stdint.h>
+
+struct up_spec;
+
+/* Arms every spec where it resolves; attach: first trace the PIDs seed specs name. */
+int up_trace_arm_all(struct up_trace *tr, bool attach);
+/* Disarms spec i everywhere. */
+int up_trace_remove(struct up_trace *tr, unsigned i);
+/* The index of the live event spec GRP/EVENT (group NULL: any), or -ENOENT. */
+int up_trace_find(struct up_trace *tr, const char *group, const char *event);
+bool up_trace_spec_live(const struct up_trace *tr, unsigned i);
+const struct up_spec *up_trace_spec(const struct up_trace *tr, unsigned i);
+uint64_t up_trace_hits(const struct up_trace *tr, unsigned i);
+/* events/GRP/EVENT/enable: a disabled spec stays armed but records nothing. */
+void up_trace_enable(struct up_trace *tr, unsigned i, bool on);
+bool up_trace_enabled(const struct up_trace *tr, unsigned i);
+/* tracing_on */
+void up_trace_set_on(struct up_trace *tr, bool on);
+/* set_event_pid: only this process's hits (0: every traced process's) */
+void up_trace_set_pid_filter(struct up_trace *tr, pid_t pid);
+/* The event loop, non-blocking: poll up_trace_fd for POLLIN, then dispatch. */
+int up_trace_fd(struct up_trace *tr);
+int up_trace_dispatch(struct up_trace *tr);
+/* Every process let go, its probes removed (unmount). */
+void up_trace_detach_all(struct up_trace *tr);
+
 #endif
