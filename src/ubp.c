@@ -18,7 +18,7 @@ void up_ubp_files_clear(struct up_ubp_files *files)
 	memset(files, 0, sizeof(*files));
 }
 
-static struct up_sym_elf *file_of(struct up_ubp_files *files, const char *path)
+struct up_sym_elf *up_ubp_file(struct up_ubp_files *files, const char *path)
 {
 	struct up_sym_elf *elf;
 	unsigned slot;
@@ -55,7 +55,7 @@ static int check_boundary(struct up_ubp_files *files, const struct up_map *m, ui
 
 	if (m->path[0] != '/')
 		return 0;
-	elf = file_of(files, m->path);
+	elf = up_ubp_file(files, m->path);
 	if (!elf)
 		return 0;
 	if (up_sym_elf_offset_to_vaddr(elf, vaddr - m->start + m->offset, &fv))

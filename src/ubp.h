@@ -26,6 +26,8 @@ struct up_ubp_files {
 	unsigned n, next;
 };
 void up_ubp_files_clear(struct up_ubp_files *files);
+/* The opened ELF file at path (kept in files), or NULL when it cannot be read. */
+struct up_sym_elf *up_ubp_file(struct up_ubp_files *files, const char *path);
 
 struct up_ubp {
 	uint64_t vaddr;

@@ -23,12 +23,16 @@
 
 #include <uprobe/uprobe.h>
 
+#include "agent/patch.h"
 #include "arch/x86/insn.h"
 #include "task/task.h"
 #include "ubp.h"
 #include "xol.h"
 
 #define PPT_HASH 256
+#define KIND_PPT 0
+#define KIND_FAST 1
+#define FAST_SLOTS 2 /* 128 bytes of trampoline */
 #define MAX_DELAYED 8
 
 struct ppt {
@@ -55,6 +59,21 @@ struct uproc {
 	struct ppt *zombies;
 	struct up_xol xol;
 	uint64_t tramp; /* return probes: an int3 in the XOL area, 0: none yet */
+	struct fastp *fast;    /* fast-path patches */
+	uint64_t counters;     /* their counters' page in the process, 0: none yet */
+	unsigned ncounters;
+	bool fast_used;	       /* trampolines were live: the XOL area outlives a detach */
+};
+
+/* A fast-path site: the jmp over the instruction, its trampoline, its counter. */
+struct fastp {
+	struct fastp *next;
+	struct up_patch_site site;
+	struct uprobe *u;
+	uint64_t tramp, counter;
+	unsigned home_of[UP_PATCH_MAX_INSN];
+	uint64_t last; /* the counter as last read */
+	bool patched;
 };
 
 enum ut_state {
@@ -99,6 +118,8 @@ struct uprobe_ctx {
 	struct pending_op *queue;
 	unsigned nqueue, capqueue;
 };
+
+static void fast_forget(struct uproc *mm);
 
 /* ---- small helpers ----------------------------------------------------------------- */
 
@@ -418,8 +439,204 @@ static void forget_all(struct uproc *mm)
 		mm->zombies = q->next;
 		ppt_free(q);
 	}
+	fast_forget(mm);
 	up_xol_drop(&mm->xol);
 	mm->tramp = 0;
+}
+
+/* ---- the fast path ------------------------------------------------------------------ */
+
+static int read_counter(struct uproc *mm, struct fastp *f, struct up_task *t, uint64_t *v)
+{
+	int rc = t ? up_task_read(t, f->counter, v, sizeof(*v))
+		   : up_proc_read(mm->p, f->counter, v, sizeof(*v));
+
+	if (!rc)
+		f->last = *v;
+	return rc;
+}
+
+static struct fastp *fast_overlapping(struct uproc *mm, uint64_t lo, uint64_t hi)
+{
+	for (struct fastp *f = mm->fast; f; f = f->next)
+		if (lo < f->site.vaddr + f->site.len && f->site.vaddr < hi)
+			return f;
+	return NULL;
+}
+
+static bool any_rip_in(struct uproc *mm, uint64_t lo, uint64_t hi)
+{
+	for (struct uproc *up = mm->ctx->procs; up; up = up->next) {
+		if (mm_of(up) != mm)
+			continue;
+		for (struct up_task *t = up_proc_first_task(up->p); t; t = up_proc_next_task(t)) {
+			struct user_regs_struct r;
+
+			if (!up_task_stopped(t) || up_task_get_regs(t, &r))
+				return true;
+			if (r.rip > lo && r.rip < hi)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* Tries the fast path for a counting uprobe (process quiesced); 0 when patched. */
+static int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
+{
+	struct uprobe_ctx *ctx = mm->ctx;
+	struct fastp *f;
+	struct up_task *t = ctx->cur_task ? ctx->cur_task : idle_task(mm);
+	uint8_t code[UP_PATCH_TRAMP], jmp[UP_PATCH_MAX_INSN * UP_INSN_MAX];
+	size_t len;
+	int rc;
+
+	if (!t || ctx->opts.no_xol) {
+		snprintf(why, whylen, "no XOL area");
+		return -ENOTSUP;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	rc = up_patch_site(mm->p, &ctx->files, u->vaddr, &f->site, why, whylen);
+	if (rc)
+		goto fail;
+	rc = -ENOTSUP;
+	for (unsigned i = 0; i < f->site.len; i++) {
+		if (ppt_lookup(mm, u->vaddr + i)) {
+			snprintf(why, whylen, "another probe at 0x%" PRIx64, u->vaddr + i);
+			goto fail;
+		}
+	}
+	if (fast_overlapping(mm, u->vaddr, u->vaddr + f->site.len)) {
+		snprintf(why, whylen, "overlaps another fast-path site");
+		goto fail;
+	}
+	if (any_rip_in(mm, u->vaddr, u->vaddr + f->site.len)) {
+		snprintf(why, whylen, "a thread is inside the instruction");
+		goto fail;
+	}
+	if (!mm->counters || mm->ncounters == 4096 / 8) {
+		rc = up_xol_map_data(t, u->vaddr, &mm->counters);
+		if (rc) {
+			snprintf(why, whylen, "no counter page (%s)", strerror(-rc));
+			mm->counters = 0;
+			goto fail;
+		}
+		mm->ncounters = 0;
+	}
+	f->counter = mm->counters + 8ull * mm->ncounters;
+	rc = up_xol_alloc_n(&mm->xol, t, u->vaddr, FAST_SLOTS, &f->tramp);
+	if (rc) {
+		snprintf(why, whylen, "no trampoline (%s)", strerror(-rc));
+		goto fail;
+	}
+	rc = up_patch_tramp(&f->site, f->tramp, f->counter, code, sizeof(code), &len, f->home_of);
+	if (!rc)
+		rc = up_xol_write(mm->p, f->tramp, code, len);
+	if (!rc)
+		rc = up_patch_jmp(&f->site, f->tramp, jmp);
+	if (!rc)
+		rc = up_proc_write_text(mm->p, u->vaddr, jmp, f->site.len);
+	if (rc) {
+		snprintf(why, whylen, "cannot place the trampoline (%s)", strerror(-rc));
+		up_xol_free_n(&mm->xol, f->tramp, FAST_SLOTS);
+		goto fail;
+	}
+	mm->ncounters++;
+	mm->fast_used = true;
+	f->patched = true;
+	f->u = u;
+	f->next = mm->fast;
+	mm->fast = f;
+	u->kimg = (struct uprobe_kimg *)f;
+	u->kind = KIND_FAST;
+	ctx->stats.fast_patched++;
+	if (ctx->opts.verbose)
+		logf_(ctx, "process %d: 0x%" PRIx64 " on the fast path (a jmp to 0x%" PRIx64 ")",
+		      (int)mm->pid, u->vaddr, f->tramp);
+	return 0;
+fail:
+	free(f);
+	return rc < 0 ? rc : -ENOTSUP;
+}
+
+/* Puts the original instruction back (process quiesced); the trampoline stays mapped. */
+static void fast_unpatch(struct uproc *mm, struct fastp *f)
+{
+	uint64_t v;
+
+	if (!f->patched)
+		return;
+	if (!read_counter(mm, f, NULL, &v))
+		f->u->nhits += v;
+	else
+		f->u->nhits += f->last;
+	f->last = 0;
+	up_proc_write_text(mm->p, f->site.vaddr, f->site.orig, f->site.len);
+	f->patched = false;
+}
+
+static void fast_unlink(struct uproc *mm, struct fastp *f)
+{
+	struct fastp **pp = &mm->fast;
+
+	while (*pp && *pp != f)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = f->next;
+}
+
+/* The process exits: the counts as they stand go into the uprobes. */
+static void fast_forget(struct uproc *mm)
+{
+	while (mm->fast) {
+		struct fastp *f = mm->fast;
+
+		mm->fast = f->next;
+		if (f->patched && f->u->pid == mm->pid) {
+			f->u->nhits += f->last;
+			f->u->kimg = NULL;
+			f->u->kind = KIND_PPT;
+		}
+		free(f);
+	}
+	mm->counters = 0;
+	mm->ncounters = 0;
+	mm->fast_used = false;
+}
+
+/* An int3 probe is wanted inside a fast site: the site goes back to the trap path. */
+static int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u);
+
+static void fast_downgrade(struct uproc *mm, struct fastp *f)
+{
+	struct uprobe *u = f->u;
+
+	fast_unpatch(mm, f);
+	fast_unlink(mm, f);
+	free(f);
+	u->kimg = NULL;
+	u->kind = KIND_PPT;
+	u->flags |= UPROBE_F_NO_FAST;
+	arm(mm->ctx, mm, u);
+}
+
+int uprobe_count(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *hits)
+{
+	uint64_t n = u->nhits;
+
+	if (u->kimg && u->kind == KIND_FAST) {
+		struct fastp *f = (struct fastp *)u->kimg;
+		struct uproc *up = uproc_of_pid(ctx, u->pid);
+		uint64_t v = f->last;
+
+		if (up)
+			read_counter(mm_of(up), f, NULL, &v);
+		n += v;
+	}
+	*hits = n;
+	return 0;
 }
 
 /* ---- registration ------------------------------------------------------------------ */
@@ -427,8 +644,26 @@ static void forget_all(struct uproc *mm)
 static int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u)
 {
 	struct ppt *q = ppt_lookup(mm, u->vaddr);
+	struct fastp *f;
 	int rc;
 
+	if ((u->flags & UPROBE_F_COUNT) && !u->handler && !u->ret_handler &&
+	    !(u->flags & UPROBE_F_NO_FAST) && !q && !mm->mm_owner) {
+		char why[160] = "";
+
+		rc = fast_arm(mm, u, why, sizeof(why));
+		if (!rc)
+			return 0;
+		if (rc == -EEXIST)
+			return rc;
+		ctx->stats.fast_refused++;
+		if (ctx->opts.verbose && why[0])
+			logf_(ctx, "process %d: 0x%" PRIx64 " stays on the trap path: %s",
+			      (int)mm->pid, u->vaddr, why);
+	}
+	/* an int3 inside a fast site's bytes would break its jmp */
+	while ((f = fast_overlapping(mm, u->vaddr, u->vaddr + 1)))
+		fast_downgrade(mm, f);
 	if (!q) {
 		rc = ppt_create(mm, u->vaddr, &q);
 		if (rc)
@@ -447,6 +682,19 @@ static int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u)
 
 static void disarm(struct uprobe_ctx *ctx, struct uprobe *u)
 {
+	if (u->kimg && u->kind == KIND_FAST) {
+		struct uproc *up = uproc_of_pid(ctx, u->pid);
+		struct fastp *f = (struct fastp *)u->kimg;
+
+		if (up) {
+			fast_unpatch(mm_of(up), f);
+			fast_unlink(mm_of(up), f);
+		}
+		free(f);
+		u->kimg = NULL;
+		u->kind = KIND_PPT;
+		return;
+	}
 	/* the process itself and any followed child that inherited the probe */
 	for (struct uproc *up = ctx->procs; up; up = up->next) {
 		struct ppt *q;
@@ -559,7 +807,7 @@ int unregister_uprobes(struct uprobe_ctx *ctx, struct uprobe **u, size_t n)
 
 int register_uprobe(struct uprobe_ctx *ctx, struct uprobe *u)
 {
-	if (!u || (!u->handler && !u->ret_handler))
+	if (!u || (!u->handler && !u->ret_handler && !(u->flags & UPROBE_F_COUNT)))
 		return -EINVAL;
 	return register_uprobes(ctx, &u, 1);
 }
@@ -595,7 +843,7 @@ int uprobe_plan(struct uprobe_ctx *ctx, const struct uprobe *u, enum uprobe_plan
 	(void)ctx;
 	if (!u->kimg)
 		return -ENOENT;
-	*plan = ((struct ppt *)u->kimg)->plan;
+	*plan = u->kind == KIND_FAST ? UPROBE_PLAN_FAST : ((struct ppt *)u->kimg)->plan;
 	return 0;
 }
 
@@ -699,6 +947,8 @@ static enum up_resume execute(struct uproc *up, struct up_task *t, struct utask 
 		return start_step(up, t, ut, q, regs);
 	case UPROBE_PLAN_INLINE:
 		return start_inline(up, t, ut, q, regs);
+	case UPROBE_PLAN_FAST:
+		break; /* not a probepoint's plan */
 	}
 	return UP_RESUME_CONT;
 }
@@ -884,9 +1134,14 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 		ctx->in_handler = true;
 		ctx->cur_tid = up_task_tid(t);
 		ctx->cur_pid = up->pid;
-		for (unsigned i = 0; i < n; i++)
-			if (cons[i]->kimg && cons[i]->handler)
+		for (unsigned i = 0; i < n; i++) {
+			if (!cons[i]->kimg)
+				continue;
+			if (cons[i]->flags & UPROBE_F_COUNT)
+				cons[i]->nhits++;
+			if (cons[i]->handler)
 				cons[i]->handler(cons[i], &regs);
+		}
 		ctx->in_handler = false;
 		ctx->cur_tid = 0;
 		if (regs.rip == bp)
@@ -1022,8 +1277,26 @@ static enum up_resume on_signal(struct uproc *up, struct up_task *t, struct utas
 	if (up_task_get_regs(t, &regs))
 		return UP_RESUME_CONT;
 	q = ppt_by_slot(mm, regs.rip);
-	if (!q)
+	if (!q) {
+		/* the relocated instruction of a fast-path trampoline faulted: at home */
+		for (struct fastp *f = mm->fast; f && is_fault(stop); f = f->next) {
+			uint64_t at = f->tramp + f->home_of[0];
+
+			if (regs.rip >= at && regs.rip < at + UP_INSN_MAX) {
+				siginfo_t info = stop->info;
+				uint64_t a = (uint64_t)(uintptr_t)info.si_addr;
+
+				regs.rip = f->site.vaddr;
+				up_task_set_regs(t, &regs);
+				if (a >= at && a < at + UP_INSN_MAX) {
+					info.si_addr = (void *)(uintptr_t)f->site.vaddr;
+					up_task_set_siginfo(t, &info);
+				}
+				break;
+			}
+		}
 		return UP_RESUME_CONT; /* nothing of ours: as it is */
+	}
 	home = up_reloc_home_rip(&q->bp.insn, &q->rel, q->slot, regs.rip);
 	if (is_fault(stop) || home != q->bp.insn.vaddr) {
 		/* faulted in the slot, or done and on its way back: deliver it at home */
@@ -1177,6 +1450,10 @@ static void cb_fork(void *arg, struct up_task *parent_t, struct up_proc *child, 
 	if (!vfork && syscall(SYS_kcmp, pu->pid, up_proc_pid(child), 1 /* KCMP_VM */, 0, 0) == 0)
 		vfork = true;
 	if (!vfork) {
+		/* the child has no trampolines (MADV_DONTFORK): the original bytes back */
+		for (struct fastp *f = pm->fast; f; f = f->next)
+			if (f->patched)
+				up_proc_write_text(child, f->site.vaddr, f->site.orig, f->site.len);
 		child_home(pm, parent_t, child);
 		/* its copy of the stack has our trampoline in it: the child has no XOL area */
 		if (pm->tramp)
@@ -1198,6 +1475,13 @@ static void cb_fork(void *arg, struct up_task *parent_t, struct up_proc *child, 
 			return;
 		}
 		follow_child(pm, cu);
+		/* a followed child counts the fast sites through int3s */
+		for (struct fastp *f = pm->fast; f; f = f->next) {
+			struct ppt *q;
+
+			if (f->patched && !ppt_create(cu, f->site.vaddr, &q))
+				ppt_add_consumer(q, f->u);
+		}
 	} else {
 		/* not ours to probe: take our int3s out of its copy of the text and let it go */
 		for (unsigned i = 0; i < PPT_HASH; i++)
@@ -1273,6 +1557,20 @@ static void cb_log(void *arg, const char *msg)
 		ctx->opts.log(ctx->opts.log_arg, msg);
 }
 
+/* A thread exits: the fast path's counters read while the memory is still there. */
+static void cb_exiting(void *arg, struct up_task *t)
+{
+	struct uproc *up = up_proc_data(up_task_proc(t));
+	uint64_t v;
+
+	(void)arg;
+	if (!up || up->mm_owner)
+		return;
+	for (struct fastp *f = up->fast; f; f = f->next)
+		if (f->patched)
+			read_counter(up, f, t, &v);
+}
+
 static bool cb_is_breakpoint(void *arg, struct up_task *t, uint64_t addr)
 {
 	struct uproc *up = up_proc_data(up_task_proc(t));
@@ -1287,6 +1585,7 @@ static bool cb_is_breakpoint(void *arg, struct up_task *t, uint64_t addr)
 
 static const struct up_task_ops ops = {
 	.is_breakpoint = cb_is_breakpoint,
+	.on_exiting = cb_exiting,
 	.on_stop = cb_stop,
 	.on_fork = cb_fork,
 	.on_exec = cb_exec,
@@ -1371,8 +1670,11 @@ static int release(struct uprobe_ctx *ctx, struct uproc *up)
 					up_ubp_remove(up->p, &q->bp);
 			}
 		}
+		for (struct fastp *f = up->fast; f; f = f->next)
+			fast_unpatch(up, f);
 		t = idle_task(up);
-		if (t)
+		/* a thread may be inside a trampoline: those stay mapped (a page or two) */
+		if (t && !up->fast_used)
 			up_xol_unmap(&up->xol, t);
 		forget_all(up);
 	}

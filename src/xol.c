@@ -73,12 +73,12 @@ static int gap_fn(void *arg, const struct up_map *m)
 	return 0;
 }
 
-static int map_area(struct up_task *t, uint64_t near, uint64_t *base)
+static int map_area(struct up_task *t, uint64_t near, uint64_t *base, int prot)
 {
 	struct up_proc *p = up_task_proc(t);
 	const bool m32 = up_proc_mode(p) == 32;
 	struct gap_search g = { .near = near };
-	uint64_t args[6] = { 0, UP_XOL_AREA_SIZE, PROT_READ | PROT_EXEC,
+	uint64_t args[6] = { 0, UP_XOL_AREA_SIZE, (uint64_t)prot,
 			     MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0 };
 	int64_t ret;
 	int rc;
@@ -148,7 +148,7 @@ int up_xol_alloc(struct up_xol *x, struct up_task *t, uint64_t near, uint64_t *s
 			}
 		}
 	}
-	rc = map_area(t, near, &base);
+	rc = map_area(t, near, &base, PROT_READ | PROT_EXEC);
 	if (rc)
 		return rc;
 	a = calloc(1, sizeof(*a));
@@ -163,6 +163,49 @@ int up_xol_alloc(struct up_xol *x, struct up_task *t, uint64_t near, uint64_t *s
 	return 0;
 }
 
+int up_xol_alloc_n(struct up_xol *x, struct up_task *t, uint64_t near, unsigned n,
+		   uint64_t *slot)
+{
+	uint64_t want = (n >= 64 ? ~0ULL : (1ULL << n) - 1), base = 0;
+	struct up_xol_area *a;
+	int rc;
+
+	if (!n || n > UP_XOL_SLOTS)
+		return -EINVAL;
+	for (int round = 0; round < 2; round++) {
+		for (a = x->areas; a; a = a->next) {
+			if (!reaches(t, a->base, near))
+				continue;
+			for (unsigned i = 0; i + n <= UP_XOL_SLOTS; i++) {
+				if (!(a->used & (want << i))) {
+					a->used |= want << i;
+					*slot = a->base + i * 64u;
+					return 0;
+				}
+			}
+		}
+		if (round)
+			break;
+		/* a fresh area, then the search finds room in it */
+		rc = map_area(t, near, &base, PROT_READ | PROT_EXEC);
+		if (rc)
+			return rc;
+		a = calloc(1, sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		a->base = base;
+		a->next = x->areas;
+		x->areas = a;
+		x->nareas++;
+	}
+	return -ENOMEM;
+}
+
+int up_xol_map_data(struct up_task *t, uint64_t near, uint64_t *addr)
+{
+	return map_area(t, near, addr, PROT_READ | PROT_WRITE);
+}
+
 int up_xol_write(struct up_proc *p, uint64_t slot, const void *code, size_t len)
 {
 	return up_proc_write_text(p, slot, code, len);
@@ -170,9 +213,15 @@ int up_xol_write(struct up_proc *p, uint64_t slot, const void *code, size_t len)
 
 void up_xol_free(struct up_xol *x, uint64_t slot)
 {
+	up_xol_free_n(x, slot, 1);
+}
+
+void up_xol_free_n(struct up_xol *x, uint64_t slot, unsigned n)
+{
 	for (struct up_xol_area *a = x->areas; a; a = a->next)
 		if (slot >= a->base && slot < a->base + UP_XOL_AREA_SIZE)
-			a->used &= ~(1ULL << ((slot - a->base) / 64u));
+			for (unsigned i = 0; i < n; i++)
+				a->used &= ~(1ULL << ((slot - a->base) / 64u + i));
 }
 
 bool up_xol_contains(const struct up_xol *x, uint64_t addr)

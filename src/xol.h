@@ -33,6 +33,12 @@ struct up_xol {
  * -ENOMEM when no area can be placed.
  */
 int up_xol_alloc(struct up_xol *x, struct up_task *t, uint64_t near, uint64_t *slot);
+/* n consecutive slots (a trampoline of n * 64 bytes). */
+int up_xol_alloc_n(struct up_xol *x, struct up_task *t, uint64_t near, unsigned n,
+		   uint64_t *slot);
+void up_xol_free_n(struct up_xol *x, uint64_t slot, unsigned n);
+/* A read-write page near `near` (the fast path's counters), never inherited by fork. */
+int up_xol_map_data(struct up_task *t, uint64_t near, uint64_t *addr);
 /* Writes the slot's code. */
 int up_xol_write(struct up_proc *p, uint64_t slot, const void *code, size_t len);
 void up_xol_free(struct up_xol *x, uint64_t slot);

@@ -126,3 +126,10 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/src/uprobes.c OR UPROBE_CORE_FORCE_TESTS)
   core_case(test_core_extra_kernel kernel_oracle core.kernel.oracle)
   set_tests_properties(core.kernel.oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
 endif()
+
+# ---- the fast path (counting probes as jmps to in-process trampolines) ----------------
+uprobe_core_target(core_fast core_fast.c THREADS)
+add_test(NAME core.fast.paths
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/core_fast.sh $<TARGET_FILE:uprobe-cli>
+    $<TARGET_FILE:core_fast>)
+set_tests_properties(core.fast.paths PROPERTIES TIMEOUT 120)

@@ -57,11 +57,23 @@ struct uprobe {
 	 * are dropped without a call.
 	 */
 	void (*ret_handler)(struct uprobe *u, uprobe_regs_t *regs);
-	void *data; /* the caller's */
+	unsigned flags; /* UPROBE_F_* */
+	void *data;	/* the caller's */
 
 	/* private to the library */
 	struct uprobe_kimg *kimg; /* non-NULL while registered */
+	int kind;		  /* what kimg is: a probepoint or a fast-path patch */
+	uint64_t nhits;		  /* UPROBE_F_COUNT: hits counted so far (uprobe_count) */
 };
+
+/*
+ * u->flags.  A counting probe (UPROBE_F_COUNT) may have no handler; then, where it is
+ * safe, it takes the fast path: the instruction is replaced by a jmp into a trampoline
+ * that counts in the process's own memory and never stops the thread
+ * (UPROBE_PLAN_FAST; uprobe_count reads the count).
+ */
+#define UPROBE_F_COUNT (1u << 0)
+#define UPROBE_F_NO_FAST (1u << 1) /* a counting probe that stays on the trap path */
 
 /* How a probed instruction is executed, as uprobe_plan() reports it. */
 enum uprobe_plan {
@@ -69,11 +81,13 @@ enum uprobe_plan {
 	UPROBE_PLAN_XOL,
 	UPROBE_PLAN_STEP,
 	UPROBE_PLAN_INLINE,
+	UPROBE_PLAN_FAST, /* in-process: a jmp to a counting trampoline, no stop */
 };
 
 struct uprobe_ctx_opts {
 	bool follow_fork; /* keep probing children (fork/vfork/clone); default: clean them */
 	bool no_xol;	  /* never inject a slot area: every hit uses the inline step */
+	bool verbose;	  /* log informational messages too (fast-path fallbacks...) */
 	void (*log)(void *arg, const char *msg); /* error details; default: dropped */
 	void *log_arg;
 	/* called when a traced process exits or execs (its probes are unregistered) */
@@ -120,6 +134,9 @@ UPROBE_API int unregister_uprobe(struct uprobe_ctx *ctx, struct uprobe *u);
 UPROBE_API int register_uprobes(struct uprobe_ctx *ctx, struct uprobe **u, size_t n);
 UPROBE_API int unregister_uprobes(struct uprobe_ctx *ctx, struct uprobe **u, size_t n);
 
+/* Hits of a UPROBE_F_COUNT uprobe, also after its process has gone. */
+UPROBE_API int uprobe_count(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *hits);
+
 /* How the probed instruction of a registered u is executed. */
 UPROBE_API int uprobe_plan(struct uprobe_ctx *ctx, const struct uprobe *u,
 			   enum uprobe_plan *plan);
@@ -148,6 +165,7 @@ UPROBE_API void uprobe_ctx_break(struct uprobe_ctx *ctx);
 struct uprobe_stats {
 	uint64_t hits, emulated, xol, stepped, inlined, delayed_signals, doomed;
 	uint64_t returns, returns_dropped; /* return probes: handled, frames gone */
+	uint64_t fast_patched, fast_refused;  /* fast-path sites patched, kept on int3 */
 };
 UPROBE_API void uprobe_ctx_stats(struct uprobe_ctx *ctx, struct uprobe_stats *st);
 

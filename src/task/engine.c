@@ -685,6 +685,9 @@ static void handle_stop(struct up_engine *e, struct up_task *t, int status)
 		handle_exec(e, t);
 		return;
 	case PTRACE_EVENT_EXIT:
+		/* its memory is still there: the client's last look */
+		if (e->ops->on_exiting)
+			e->ops->on_exiting(e->ctx, t);
 		t->stop = UP_ST_EXIT;
 		t->held = false;
 		if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 && errno != ESRCH)

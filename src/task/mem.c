@@ -81,6 +81,15 @@ int up_proc_read(struct up_proc *p, uint64_t addr, void *buf, size_t len)
 	return mem_pio(p, addr, buf, len, false);
 }
 
+int up_task_read(struct up_task *t, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+
+	if (!len)
+		return 0;
+	return process_vm_readv(t->tid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -EFAULT;
+}
+
 int up_proc_write(struct up_proc *p, uint64_t addr, const void *buf, size_t len)
 {
 	struct iovec local = { (void *)buf, len }, remote = { (void *)(uintptr_t)addr, len };

@@ -81,6 +81,9 @@ struct up_task_ops {
 	 * ptrace call less per hit).
 	 */
 	bool (*is_breakpoint)(void *ctx, struct up_task *t, uint64_t addr);
+	/* a thread is exiting (PTRACE_EVENT_EXIT): the address space is still readable
+	   through up_task_read, for the last time if it is the last thread */
+	void (*on_exiting)(void *ctx, struct up_task *t);
 };
 
 /* ---- the engine ------------------------------------------------------------------ */
@@ -156,6 +159,8 @@ int up_proc_detach(struct up_proc *p);
 
 /* Memory: data through process_vm_readv/writev, falling back to /proc/PID/mem. */
 int up_proc_read(struct up_proc *p, uint64_t addr, void *buf, size_t len);
+/* Through one thread, also while it exits (on_exiting). */
+int up_task_read(struct up_task *t, uint64_t addr, void *buf, size_t len);
 int up_proc_write(struct up_proc *p, uint64_t addr, const void *buf, size_t len);
 /*
  * Text: writes into read-only private mappings through /proc/PID/mem (FOLL_FORCE:

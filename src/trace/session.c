@@ -506,6 +506,9 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 	p->u.registration_callback = on_registered;
 	if (ts->spec.kind == UP_SPEC_EVENT && ts->spec.is_return)
 		p->u.ret_handler = on_ret;
+	else if (!tr->opts.out && ts->spec.kind == UP_SPEC_EVENT && !tr->opts.no_fast)
+		/* only counted (-c): the library counts, on the fast path where it can */
+		p->u.flags = UPROBE_F_COUNT;
 	else
 		p->u.handler = on_hit;
 	rc = register_uprobe(tr->ctx, &p->u);
@@ -524,6 +527,17 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 	return 0;
 }
 
+/* A counting probe leaves: its count so far stays with its spec. */
+static void keep_count(struct up_trace *tr, struct tprobe *p)
+{
+	uint64_t n;
+
+	if ((p->u.flags & UPROBE_F_COUNT) && !uprobe_count(tr->ctx, &p->u, &n)) {
+		p->ts->hits += n;
+		p->u.flags &= ~UPROBE_F_COUNT; /* counted once */
+	}
+}
+
 /* Probes whose file is no longer mapped there (dlclose) go; they are armed again if it comes back. */
 static void disarm_unmapped(struct up_trace *tr, struct tproc *tp)
 {
@@ -537,6 +551,7 @@ static void disarm_unmapped(struct up_trace *tr, struct tproc *tp)
 			pp = &p->next;
 			continue;
 		}
+		keep_count(tr, p);
 		unregister_uprobe(tr->ctx, &p->u);
 		tp->armed[ts->index] = false;
 		*pp = p->next;
@@ -575,8 +590,12 @@ static void drop_probes(struct tproc *tp)
 {
 	while (tp->probes) {
 		struct tprobe *p = tp->probes;
+		uint64_t n;
 
 		tp->probes = p->next;
+		/* a counting probe's hits are the library's */
+		if ((p->u.flags & UPROBE_F_COUNT) && !uprobe_count(tp->tr->ctx, &p->u, &n))
+			p->ts->hits += n;
 		free(p);
 	}
 	memset(tp->armed, 0, tp->tr->nspecs * sizeof(*tp->armed));
@@ -654,6 +673,7 @@ int up_trace_new(const struct up_trace_opts *opts, struct up_trace **out)
 	tr->opts = *opts;
 	tr->status = -1;
 	co.follow_fork = opts->follow;
+	co.verbose = opts->verbose > 0;
 	co.log = lib_log;
 	co.log_arg = tr;
 	co.on_exit = cb_exit;
@@ -902,17 +922,28 @@ void up_trace_print_counts(struct up_trace *tr, FILE *out)
 {
 	for (unsigned i = 0; i < tr->nspecs; i++) {
 		const struct tspec *ts = tr->specs[i];
+		uint64_t hits = ts->hits;
 		char where[64];
 
 		if (ts->removed)
 			continue;
+		/* and the counts of probes still armed, which the library keeps */
+		for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
+			for (struct tprobe *p = tp->probes; p; p = p->next) {
+				uint64_t n;
+
+				if (p->ts == ts && (p->u.flags & UPROBE_F_COUNT) &&
+				    !uprobe_count(tr->ctx, &p->u, &n))
+					hits += n;
+			}
+		}
 		if (ts->spec.kind == UP_SPEC_SEED)
 			snprintf(where, sizeof(where), "%d", (int)(ts->spec.pid ? ts->spec.pid : tr->launched));
 		fprintf(out, "  %-40s %-40s %15" PRIu64 "\n",
 			ts->spec.kind == UP_SPEC_SEED ? where
 			: ts->is_file		       ? ts->spec.path
 						       : "(any)",
-			ts->label, ts->hits);
+			ts->label, hits);
 	}
 }
 
@@ -966,6 +997,7 @@ int up_trace_remove(struct up_trace *tr, unsigned i)
 				continue;
 			}
 			*pp = p->next;
+			keep_count(tr, p);
 			unregister_uprobe(tr->ctx, &p->u);
 			if (p->u.kimg) {
 				p->next = tr->retired;

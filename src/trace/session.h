@@ -25,6 +25,7 @@ struct up_trace_opts {
 	bool follow;	/* trace children (fork, vfork, clone) too */
 	bool header;	/* the trace file's comment header before the first line (text) */
 	int verbose;	/* > 0: log where each spec was armed */
+	bool no_fast;	/* counting probes stay on the trap path */
 	void (*log)(void *arg, const char *msg);
 	void *log_arg;
 };

@@ -61,7 +61,11 @@ static void trace_usage(FILE *out)
 	      "  -c, --count         print only the hits per probe at the end\n"
 	      "      --no-follow     do not trace children (by default fork/vfork children are\n"
 	      "                      traced with the same probes)\n"
-	      "  -v, --verbose       say where each probe was armed\n"
+	      "  -v, --verbose       say where each probe was armed, and which counting probes\n"
+	      "                      stayed on the trap path and why\n"
+	      "      --no-fast       with -c, count through int3 stops only: by default a probe\n"
+	      "                      that is only counted is, where safe, a jmp to an in-process\n"
+	      "                      counting trampoline that never stops the thread\n"
 	      "  -b, --backend B     ptrace (default: this process traces, no privilege beyond\n"
 	      "                      ptrace rights) or kernel (the kernel's uprobe tracer through\n"
 	      "                      tracefs, root only; p:/r: PATH specs; without -p or a\n"
@@ -220,7 +224,7 @@ static int run_trace(int argc, char **argv)
 		{ "format", required_argument, NULL, 'F' }, { "count", no_argument, NULL, 'c' },
 		{ "verbose", no_argument, NULL, 'v' },	    { "no-follow", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },	    { "backend", required_argument, NULL, 'b' },
-		{ NULL, 0, NULL, 0 },
+		{ "no-fast", no_argument, NULL, 'X' },	    { NULL, 0, NULL, 0 },
 	};
 	struct up_trace_opts opts = { .out = stdout, .follow = true, .header = false,
 				      .log = log_msg };
@@ -274,6 +278,9 @@ static int run_trace(int argc, char **argv)
 			break;
 		case 'N':
 			opts.follow = false;
+			break;
+		case 'X':
+			opts.no_fast = true;
 			break;
 		case 'b':
 			if (!strcmp(optarg, "kernel"))

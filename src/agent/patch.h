@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fast path's patches: a probed instruction (and what follows it, up to 5 bytes)
+ * replaced by a jmp to a trampoline in the XOL area that counts the hit in the
+ * process's own memory and runs the relocated instructions, without stopping the
+ * thread.  This file decides where that is safe and writes the trampoline's code;
+ * the arbiter (uprobes.c) places it, patches with every thread stopped, and undoes it.
+ * Prefix: up_patch_.
+ */
+#ifndef UPROBE_AGENT_PATCH_H
+#define UPROBE_AGENT_PATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/x86/insn.h"
+#include "task/task.h"
+
+#define UP_PATCH_JMP 5	    /* jmp rel32 */
+#define UP_PATCH_MAX_INSN 5 /* instructions a patch may cover */
+#define UP_PATCH_TRAMP 128  /* bytes of trampoline code, at most */
+
+struct up_ubp_files;
+
+struct up_patch_site {
+	uint64_t vaddr;
+	unsigned ninsn;
+	unsigned len; /* bytes the jmp covers: >= 5, whole instructions */
+	struct up_insn insn[UP_PATCH_MAX_INSN];
+	uint8_t orig[UP_PATCH_MAX_INSN * UP_INSN_MAX];
+};
+
+/*
+ * Whether vaddr in p can be patched: a 64-bit process, an instruction boundary, one
+ * instruction of at least 5 bytes that runs free relocated (no call, no loop, nothing
+ * stepped).  0 and the site, or -ENOTSUP (-EEXIST for a foreign int3) with why.
+ */
+int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
+		  struct up_patch_site *site, char *why, size_t whylen);
+
+/*
+ * The trampoline's code for site at tramp, counting at counter (a 64-bit word within
+ * +-2 GiB): lea -128(%rsp),%rsp; pushfq; lock incq counter(%rip); popfq;
+ * lea 128(%rsp),%rsp; the relocated instructions; jmp back.  home_of[i] is the
+ * trampoline offset of relocated instruction i (for faults).  -ERANGE when it does not
+ * fit or reach.
+ */
+int up_patch_tramp(const struct up_patch_site *site, uint64_t tramp, uint64_t counter,
+		   uint8_t *code, size_t size, size_t *len, unsigned home_of[UP_PATCH_MAX_INSN]);
+
+/* The jmp written over the site. */
+int up_patch_jmp(const struct up_patch_site *site, uint64_t tramp, uint8_t *code);
+
+#endif
