@@ -96,6 +96,8 @@ static void probe_all(const char *prog, char *const argv[], const char *const *f
 	assert_true(total > 0);
 	if (opts && opts->no_xol)
 		assert_int_equal(st.xol, 0);
+	else
+		assert_int_equal(st.inlined, 0); /* a slot area exists: nothing in place */
 
 	core_session_free(&s);
 	core_output_cleanup(&plain);
