@@ -1,0 +1,1255 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The control filesystem (fs.h) over libfuse3's low-level API.
+ *
+ * What this file owns: the tree of files, what reading and writing each one means, and
+ * the one loop that serves both the FUSE channel and the tracer.  It must never call
+ * ptrace from another thread (the kernel ties a tracee to its tracer thread), never
+ * block in a request (a blocked trace_pipe read keeps its fuse_req_t and is answered
+ * when lines come), and never print: messages go to opts->log, and the lines a user
+ * must see (bad probe specs) go to error_log, as tracefs's do.
+ *
+ * Semantics follow tracefs where this tracer can honour them:
+ *  - removing probes (O_TRUNC on uprobe_events, "-:EVENT") resets `trace`, as the kernel
+ *    does when an event goes (trace_remove_event_call resets the buffers) and as seed
+ *    008's walkthrough shows;
+ *  - `filter` takes "0" (none) only: anything else fails with EINVAL and says why in
+ *    error_log rather than being stored and silently not applied;
+ *  - `set_event_pid` also brings the processes it names under tracing (a ptrace tracer
+ *    sees no process it was not given); the session filters on one process, so with
+ *    several PIDs listed every traced process's hits are kept.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+
+#ifdef UPROBE_HAVE_FUSE3
+
+#define FUSE_USE_VERSION 35
+#include <fuse3/fuse_lowlevel.h>
+
+#include "fs/ring.h"
+#include "trace/format.h"
+#include "trace/session.h"
+#include "trace/spec.h"
+
+#define TRACE_SIZE_DEFAULT (4u << 20)
+#define ERRLOG_MAX 16 /* TRACING_LOG_ERRS_MAX */
+
+/* ---- the tree -------------------------------------------------------------------------- */
+
+enum node {
+	N_NONE,
+	N_ROOT,
+	N_EVENTS_DIR,
+	N_UPROBE_EVENTS,
+	N_UPROBES_EVENTS, /* the seed's spelling, the same file */
+	N_TRACE,
+	N_TRACE_PIPE,
+	N_TRACING_ON,
+	N_PROFILE,
+	N_ERROR_LOG,
+	N_SET_EVENT_PID,
+	N_GROUP_DIR, /* events/GRP */
+	N_EVENT_DIR, /* events/GRP/EVENT */
+	N_ENABLE,
+	N_FILTER,
+};
+
+static const struct root_file {
+	const char *name;
+	enum node node;
+	mode_t mode;
+} root_files[] = {
+	{ "uprobe_events", N_UPROBE_EVENTS, S_IFREG | 0644 },
+	{ "uprobes_events", N_UPROBES_EVENTS, S_IFREG | 0644 },
+	{ "trace", N_TRACE, S_IFREG | 0644 },
+	{ "trace_pipe", N_TRACE_PIPE, S_IFREG | 0444 },
+	{ "tracing_on", N_TRACING_ON, S_IFREG | 0644 },
+	{ "uprobe_profile", N_PROFILE, S_IFREG | 0444 },
+	{ "error_log", N_ERROR_LOG, S_IFREG | 0644 },
+	{ "set_event_pid", N_SET_EVENT_PID, S_IFREG | 0644 },
+	{ "events", N_EVENTS_DIR, S_IFDIR | 0755 },
+};
+#define NROOT (sizeof(root_files) / sizeof(root_files[0]))
+
+/*
+ * Inode numbers are computed, never allocated: 1 the root, 2.. the root's entries in
+ * table order, GROUP_INO + g a group directory, EVENT_INO + 4 * spec + {0 dir,
+ * 1 enable, 2 filter}.  Nothing to forget.
+ */
+#define ROOT_INO 1
+#define GROUP_INO 0x10000u
+#define EVENT_INO 0x1000000u
+
+struct waiter {
+	fuse_req_t req;
+	size_t size;
+	bool interrupted;
+	struct waiter *next;
+};
+
+struct fsd {
+	const struct up_fs_opts *opts;
+	struct fuse_session *se;
+	struct up_trace *tr;
+	struct up_fs_ring ring;
+	FILE *out;
+	char *errlog[ERRLOG_MAX]; /* oldest first */
+	unsigned nerr;
+	char **groups;
+	unsigned ngroups;
+	pid_t *pids; /* set_event_pid */
+	unsigned npids;
+	bool on;
+	bool last_seed; /* the kind of the last spec added: which trace header */
+	struct waiter *waiters;
+	char lastlog[512];
+};
+
+struct ofile {
+	enum node node;
+	char *data; /* what a read sees: made at open */
+	size_t len;
+};
+
+struct text {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+static void text_put(struct text *t, const char *s, size_t n)
+{
+	if (t->len + n + 1 > t->cap) {
+		size_t cap = (t->len + n + 1) * 2;
+		char *p = realloc(t->p, cap);
+
+		if (!p) {
+			t->oom = true;
+			return;
+		}
+		t->p = p;
+		t->cap = cap;
+	}
+	memcpy(t->p + t->len, s, n);
+	t->len += n;
+	t->p[t->len] = '\0';
+}
+
+static void text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_printf(struct text *t, const char *fmt, ...)
+{
+	char small[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(small, sizeof(small), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n < sizeof(small)) {
+		text_put(t, small, (size_t)n);
+		return;
+	}
+	char *big = malloc((size_t)n + 1);
+
+	if (!big) {
+		t->oom = true;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(big, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	text_put(t, big, (size_t)n);
+	free(big);
+}
+
+static void fslog(struct fsd *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fslog(struct fsd *d, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (!d->opts->log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	d->opts->log(d->opts->log_arg, msg);
+}
+
+/* The session's messages: kept (the last one explains a failed write) and passed on. */
+static void session_log(void *arg, const char *msg)
+{
+	struct fsd *d = arg;
+
+	snprintf(d->lastlog, sizeof(d->lastlog), "%s", msg);
+	if (d->opts->log)
+		d->opts->log(d->opts->log_arg, msg);
+}
+
+/* ---- groups and event nodes ----------------------------------------------------------- */
+
+static int group_index(struct fsd *d, const char *name, bool add)
+{
+	for (unsigned g = 0; g < d->ngroups; g++)
+		if (!strcmp(d->groups[g], name))
+			return (int)g;
+	if (!add)
+		return -ENOENT;
+	char **v = realloc(d->groups, (d->ngroups + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	d->groups = v;
+	v[d->ngroups] = strdup(name);
+	if (!v[d->ngroups])
+		return -ENOMEM;
+	return (int)d->ngroups++;
+}
+
+/* The live event spec i, or NULL. */
+static const struct up_spec *event_spec(struct fsd *d, unsigned i)
+{
+	const struct up_spec *s;
+
+	if (!up_trace_spec_live(d->tr, i))
+		return NULL;
+	s = up_trace_spec(d->tr, i);
+	return s && s->kind == UP_SPEC_EVENT ? s : NULL;
+}
+
+static bool group_live(struct fsd *d, unsigned g)
+{
+	unsigned n = up_trace_nspecs(d->tr);
+
+	if (g >= d->ngroups)
+		return false;
+	for (unsigned i = 0; i < n; i++) {
+		const struct up_spec *s = event_spec(d, i);
+
+		if (s && !strcmp(s->group, d->groups[g]))
+			return true;
+	}
+	return false;
+}
+
+/* What an inode number is; *spec the spec or group index it carries. */
+static enum node node_of(struct fsd *d, fuse_ino_t ino, unsigned *idx)
+{
+	*idx = 0;
+	if (ino == ROOT_INO)
+		return N_ROOT;
+	if (ino >= 2 && ino < 2 + NROOT)
+		return root_files[ino - 2].node;
+	if (ino >= EVENT_INO) {
+		unsigned i = (unsigned)((ino - EVENT_INO) / 4), k = (unsigned)((ino - EVENT_INO) % 4);
+
+		if (!event_spec(d, i) || k > 2)
+			return N_NONE;
+		*idx = i;
+		return k == 0 ? N_EVENT_DIR : k == 1 ? N_ENABLE : N_FILTER;
+	}
+	if (ino >= GROUP_INO && group_live(d, (unsigned)(ino - GROUP_INO))) {
+		*idx = (unsigned)(ino - GROUP_INO);
+		return N_GROUP_DIR;
+	}
+	return N_NONE;
+}
+
+static mode_t mode_of(enum node n)
+{
+	switch (n) {
+	case N_ROOT:
+	case N_EVENTS_DIR:
+	case N_GROUP_DIR:
+	case N_EVENT_DIR:
+		return S_IFDIR | 0755;
+	case N_ENABLE:
+	case N_FILTER:
+		return S_IFREG | 0644;
+	default:
+		for (size_t i = 0; i < NROOT; i++)
+			if (root_files[i].node == n)
+				return root_files[i].mode;
+		return 0;
+	}
+}
+
+static void fill_attr(struct stat *st, fuse_ino_t ino, enum node n)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = mode_of(n);
+	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	st->st_blksize = 4096;
+	/* size 0, as tracefs says: reads are direct, so they see the content anyway */
+}
+
+/* ---- error_log -------------------------------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void errlog_clear(struct fsd *d)
+{
+	for (unsigned i = 0; i < d->nerr; i++)
+		free(d->errlog[i]);
+	d->nerr = 0;
+}
+
+/*
+ * One entry as the kernel's tracing_log_err() shows it:
+ *   [  123.456789] trace_uprobe: error: MSG
+ *     Command: LINE
+ *              ^~~~          (when the error is at a place in LINE)
+ */
+static void errlog_add(struct fsd *d, const char *line, const char *msg, const char *caret)
+{
+	uint64_t t = now_ns();
+	struct text e = { 0 };
+
+	text_printf(&e, "[%5" PRIu64 ".%06" PRIu64 "] trace_uprobe: error: %s\n  Command: %s\n",
+		    t / 1000000000u, t % 1000000000u / 1000u, msg, line);
+	if (caret)
+		text_printf(&e, "           %s\n", caret);
+	if (e.oom || !e.p) {
+		free(e.p);
+		return;
+	}
+	if (d->nerr == ERRLOG_MAX) {
+		free(d->errlog[0]);
+		memmove(d->errlog, d->errlog + 1, (ERRLOG_MAX - 1) * sizeof(*d->errlog));
+		d->nerr--;
+	}
+	d->errlog[d->nerr++] = e.p;
+	fslog(d, "%s: %s", line, msg);
+}
+
+/* A parse error: the message and the caret line of up_spec_err_format(). */
+static void errlog_parse(struct fsd *d, const char *line, const struct up_spec_err *se)
+{
+	char buf[1024], *caret = NULL;
+
+	up_spec_err_format(line, se, buf, sizeof(buf));
+	if (se->pos >= 0) {
+		char *l2 = strchr(buf, '\n'), *end;
+
+		if (l2) {
+			caret = l2 + 1;
+			end = strchr(caret, '\n');
+			if (end)
+				*end = '\0';
+		}
+	}
+	errlog_add(d, line, se->msg, caret);
+}
+
+/* ---- trace ----------------------------------------------------------------------------- */
+
+static void serve_waiters(struct fsd *d)
+{
+	struct waiter **pp = &d->waiters;
+
+	while (*pp) {
+		struct waiter *w = *pp;
+
+		if (w->interrupted) {
+			fuse_reply_err(w->req, EINTR);
+		} else if (d->ring.len) {
+			char *buf = malloc(w->size ? w->size : 1);
+			size_t n = buf ? up_fs_ring_consume(&d->ring, buf, w->size) : 0;
+
+			if (buf)
+				fuse_reply_buf(w->req, buf, n);
+			else
+				fuse_reply_err(w->req, ENOMEM);
+			free(buf);
+		} else {
+			pp = &w->next;
+			continue;
+		}
+		*pp = w->next;
+		free(w);
+	}
+}
+
+static void on_interrupt(fuse_req_t req, void *arg)
+{
+	struct waiter *w = arg;
+
+	(void)req;
+	w->interrupted = true; /* answered from the loop, outside libfuse's locks */
+}
+
+static void trace_reset(struct fsd *d)
+{
+	fflush(d->out);
+	up_fs_ring_clear(&d->ring);
+}
+
+static bool header_is_seed(struct fsd *d)
+{
+	unsigned n = up_trace_nspecs(d->tr);
+
+	for (unsigned i = 0; i < n; i++)
+		if (up_trace_spec_live(d->tr, i))
+			return up_trace_spec(d->tr, i)->kind == UP_SPEC_SEED;
+	return d->last_seed;
+}
+
+/* ---- uprobe_events ----------------------------------------------------------------------- */
+
+static void remove_spec(struct fsd *d, unsigned i)
+{
+	up_trace_remove(d->tr, i);
+}
+
+static void clear_probes(struct fsd *d)
+{
+	unsigned n = up_trace_nspecs(d->tr);
+	bool any = false;
+
+	for (unsigned i = 0; i < n; i++)
+		if (up_trace_spec_live(d->tr, i)) {
+			remove_spec(d, i);
+			any = true;
+		}
+	if (any)
+		trace_reset(d);
+}
+
+/* "-:[GRP/]EVENT" */
+static int delete_line(struct fsd *d, const char *line)
+{
+	char name[2 * UP_SPEC_NAME_MAX + 2], *slash, *group = NULL, *event = name;
+	const char *s = line + 2;
+	size_t n = strcspn(s, " \t");
+	int i;
+
+	if (!n || n >= sizeof(name)) {
+		errlog_add(d, line, n ? "Event name is too long" : "Event name is not specified",
+			   NULL);
+		return -EINVAL;
+	}
+	memcpy(name, s, n);
+	name[n] = '\0';
+	slash = strchr(name, '/');
+	if (slash) {
+		*slash = '\0';
+		group = name;
+		event = slash + 1;
+	}
+	i = up_trace_find(d->tr, group, event);
+	if (i < 0)
+		return -ENOENT; /* the kernel says no more either */
+	remove_spec(d, (unsigned)i);
+	trace_reset(d);
+	return 0;
+}
+
+static int add_line(struct fsd *d, const char *line)
+{
+	struct up_spec spec;
+	struct up_spec_err se;
+	char err[1024];
+	unsigned idx;
+	int rc;
+
+	rc = up_spec_parse(line, &spec, &se);
+	if (rc == -EINVAL) {
+		errlog_parse(d, line, &se);
+		return rc;
+	}
+	if (rc)
+		return rc;
+	if (spec.kind == UP_SPEC_SEED) {
+		if (!spec.pid) {
+			errlog_add(d, line, "PID 0 names the launched command: give a process id",
+				   NULL);
+			rc = -EINVAL;
+		} else if (kill(spec.pid, 0) < 0 && errno == ESRCH) {
+			errlog_add(d, line, "No such process", NULL);
+			rc = -ESRCH;
+		}
+	} else if (up_trace_find(d->tr, spec.group, spec.event) >= 0) {
+		errlog_add(d, line, "Given group/event name is already used by another event",
+			   NULL);
+		rc = -EEXIST;
+	} else if (group_index(d, spec.group, true) < 0) {
+		rc = -ENOMEM;
+	}
+	up_spec_free(&spec);
+	if (rc)
+		return rc;
+
+	rc = up_trace_add(d->tr, line, err, sizeof(err));
+	if (rc) {
+		errlog_add(d, line, err[0] ? err : strerror(-rc), NULL);
+		return rc;
+	}
+	idx = up_trace_nspecs(d->tr) - 1;
+	d->last_seed = up_trace_spec(d->tr, idx)->kind == UP_SPEC_SEED;
+	d->lastlog[0] = '\0';
+	rc = up_trace_arm_all(d->tr, true);
+	if (rc) {
+		/* refused here and now: no probe is left that could never fire */
+		remove_spec(d, idx);
+		errlog_add(d, line, d->lastlog[0] ? d->lastlog : strerror(-rc), NULL);
+		return rc;
+	}
+	return 0;
+}
+
+/* Lines as the kernel splits them: '#' starts a comment, blank lines do nothing. */
+static int events_write(struct fsd *d, char *text)
+{
+	char *save = NULL;
+
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *hash = strchr(line, '#'), *e;
+		int rc;
+
+		/* a '#' inside \"...\" is text, not a comment: leave those to the parser */
+		if (hash && !strstr(line, "\\\""))
+			*hash = '\0';
+		while (*line == ' ' || *line == '\t')
+			line++;
+		e = line + strlen(line);
+		while (e > line && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+			*--e = '\0';
+		if (!*line)
+			continue;
+		rc = line[0] == '-' && line[1] == ':' ? delete_line(d, line) : add_line(d, line);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- the other files ------------------------------------------------------------------------ */
+
+static int parse_bool(const char *s, bool *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	while (*end == ' ' || *end == '\t' || *end == '\n')
+		end++;
+	if (end == s || *end || errno)
+		return -EINVAL;
+	*out = v != 0;
+	return 0;
+}
+
+static void apply_pid_filter(struct fsd *d)
+{
+	up_trace_set_pid_filter(d->tr, d->npids == 1 ? d->pids[0] : 0);
+}
+
+static int event_pid_write(struct fsd *d, char *text)
+{
+	char *save = NULL;
+
+	for (char *tok = strtok_r(text, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save)) {
+		char *end;
+		long v = strtol(tok, &end, 10);
+		pid_t *np;
+		int rc;
+
+		if (*end || v <= 0 || v > INT32_MAX)
+			return -EINVAL;
+		rc = up_trace_attach(d->tr, (pid_t)v);
+		if (rc && rc != -EALREADY) {
+			fslog(d, "set_event_pid: cannot trace process %ld: %s", v, strerror(-rc));
+			return rc;
+		}
+		np = realloc(d->pids, (d->npids + 1) * sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		d->pids = np;
+		np[d->npids++] = (pid_t)v;
+		apply_pid_filter(d);
+		up_trace_arm_all(d->tr, false); /* failures are logged; the process stays */
+	}
+	return 0;
+}
+
+static int node_write(struct fsd *d, enum node n, unsigned idx, char *text)
+{
+	bool b;
+	int rc;
+
+	switch (n) {
+	case N_UPROBE_EVENTS:
+	case N_UPROBES_EVENTS:
+		return events_write(d, text);
+	case N_TRACE:
+	case N_ERROR_LOG:
+		return 0; /* what is written does not matter; O_TRUNC cleared it at open */
+	case N_TRACING_ON:
+		rc = parse_bool(text, &b);
+		if (!rc) {
+			d->on = b;
+			up_trace_set_on(d->tr, b);
+		}
+		return rc;
+	case N_ENABLE:
+		rc = parse_bool(text, &b);
+		if (!rc)
+			up_trace_enable(d->tr, idx, b);
+		return rc;
+	case N_FILTER: {
+		char *s = text, *e;
+
+		while (*s == ' ' || *s == '\t' || *s == '\n')
+			s++;
+		e = s + strlen(s);
+		while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n'))
+			*--e = '\0';
+		if (!*s || !strcmp(s, "0"))
+			return 0; /* no filter: the only one there is */
+		errlog_add(d, s, "Event filters are not supported by uprobe mount "
+				 "(write 0 to clear; set_event_pid filters by process)", NULL);
+		return -EINVAL;
+	}
+	case N_SET_EVENT_PID:
+		return event_pid_write(d, text);
+	default:
+		return -EACCES;
+	}
+}
+
+/* What reading node n shows now. */
+static int node_text(struct fsd *d, enum node n, unsigned idx, struct text *t)
+{
+	unsigned ns = up_trace_nspecs(d->tr);
+
+	switch (n) {
+	case N_UPROBE_EVENTS:
+	case N_UPROBES_EVENTS:
+		for (unsigned i = 0; i < ns; i++) {
+			char line[1024];
+			int len;
+
+			if (!up_trace_spec_live(d->tr, i))
+				continue;
+			len = up_spec_format(up_trace_spec(d->tr, i), line, sizeof(line));
+			if (len < 0)
+				continue;
+			if ((size_t)len < sizeof(line)) {
+				text_put(t, line, (size_t)len);
+			} else {
+				char *big = malloc((size_t)len + 1);
+
+				if (!big)
+					return -ENOMEM;
+				up_spec_format(up_trace_spec(d->tr, i), big, (size_t)len + 1);
+				text_put(t, big, (size_t)len);
+				free(big);
+			}
+			text_put(t, "\n", 1);
+		}
+		break;
+	case N_TRACE: {
+		char h[512];
+		int hl;
+		size_t len;
+		const char *data;
+
+		fflush(d->out);
+		hl = header_is_seed(d) ? up_fmt_seed_header(h, sizeof(h))
+				       : up_fmt_event_header(h, sizeof(h));
+		if (hl > 0)
+			text_put(t, h, (size_t)hl < sizeof(h) ? (size_t)hl : sizeof(h) - 1);
+		data = up_fs_ring_data(&d->ring, &len);
+		text_put(t, data, len);
+		break;
+	}
+	case N_TRACING_ON:
+		text_put(t, d->on ? "1\n" : "0\n", 2);
+		break;
+	case N_PROFILE: {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+
+		if (!f)
+			return -ENOMEM;
+		up_trace_print_counts(d->tr, f);
+		fclose(f);
+		text_put(t, buf, len);
+		free(buf);
+		break;
+	}
+	case N_ERROR_LOG:
+		for (unsigned i = 0; i < d->nerr; i++)
+			text_put(t, d->errlog[i], strlen(d->errlog[i]));
+		break;
+	case N_SET_EVENT_PID:
+		for (unsigned i = 0; i < d->npids; i++)
+			text_printf(t, "%d\n", (int)d->pids[i]);
+		break;
+	case N_ENABLE:
+		text_put(t, up_trace_enabled(d->tr, idx) ? "1\n" : "0\n", 2);
+		break;
+	case N_FILTER:
+		text_put(t, "none\n", 5);
+		break;
+	default:
+		return -EISDIR;
+	}
+	if (t->oom)
+		return -ENOMEM;
+	return 0;
+}
+
+/* ---- FUSE operations ------------------------------------------------------------------------ */
+
+static struct fsd *fsd_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static void reply_entry(fuse_req_t req, fuse_ino_t ino, enum node n)
+{
+	struct fuse_entry_param e;
+
+	memset(&e, 0, sizeof(e));
+	e.ino = ino;
+	e.attr_timeout = 0;
+	e.entry_timeout = 0; /* probes come and go: look every name up again */
+	fill_attr(&e.attr, ino, n);
+	fuse_reply_entry(req, &e);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC; /* see O_TRUNC at open, as tracefs does */
+	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fsd *d = fsd_of(req);
+	unsigned idx, ns = up_trace_nspecs(d->tr);
+	enum node pn = node_of(d, parent, &idx);
+
+	switch (pn) {
+	case N_ROOT:
+		for (size_t i = 0; i < NROOT; i++)
+			if (!strcmp(root_files[i].name, name)) {
+				reply_entry(req, 2 + i, root_files[i].node);
+				return;
+			}
+		break;
+	case N_EVENTS_DIR: {
+		int g = group_index(d, name, false);
+
+		if (g >= 0 && group_live(d, (unsigned)g)) {
+			reply_entry(req, GROUP_INO + (unsigned)g, N_GROUP_DIR);
+			return;
+		}
+		break;
+	}
+	case N_GROUP_DIR:
+		for (unsigned i = 0; i < ns; i++) {
+			const struct up_spec *s = event_spec(d, i);
+
+			if (s && !strcmp(s->group, d->groups[idx]) && !strcmp(s->event, name)) {
+				reply_entry(req, EVENT_INO + 4 * i, N_EVENT_DIR);
+				return;
+			}
+		}
+		break;
+	case N_EVENT_DIR:
+		if (!strcmp(name, "enable")) {
+			reply_entry(req, EVENT_INO + 4 * idx + 1, N_ENABLE);
+			return;
+		}
+		if (!strcmp(name, "filter")) {
+			reply_entry(req, EVENT_INO + 4 * idx + 2, N_FILTER);
+			return;
+		}
+		break;
+	case N_NONE:
+		fuse_reply_err(req, ENOENT);
+		return;
+	default:
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	fuse_reply_err(req, ENOENT);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fsd *d = fsd_of(req);
+	unsigned idx;
+	enum node n = node_of(d, ino, &idx);
+	struct stat st;
+
+	(void)fi;
+	if (n == N_NONE) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	fill_attr(&st, ino, n);
+	fuse_reply_attr(req, &st, 0);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct fsd *d = fsd_of(req);
+	unsigned idx;
+	enum node n = node_of(d, ino, &idx);
+	struct stat st;
+
+	(void)fi;
+	if (n == N_NONE) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0) {
+		/* truncate(2): what O_TRUNC at open does */
+		if (n == N_TRACE)
+			trace_reset(d);
+		else if (n == N_ERROR_LOG)
+			errlog_clear(d);
+	}
+	fill_attr(&st, ino, n);
+	fuse_reply_attr(req, &st, 0);
+}
+
+struct dirbuf {
+	char *p;
+	size_t size;
+};
+
+static void dirbuf_add(fuse_req_t req, struct dirbuf *b, const char *name, fuse_ino_t ino,
+		       enum node n)
+{
+	struct stat st;
+	size_t old = b->size, need;
+	char *p;
+
+	memset(&st, 0, sizeof(st));
+	st.st_ino = ino;
+	st.st_mode = mode_of(n);
+	need = fuse_add_direntry(req, NULL, 0, name, NULL, 0);
+	p = realloc(b->p, old + need);
+	if (!p)
+		return;
+	b->p = p;
+	b->size = old + need;
+	fuse_add_direntry(req, b->p + old, need, name, &st, (off_t)b->size);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct fsd *d = fsd_of(req);
+	unsigned idx, ns = up_trace_nspecs(d->tr);
+	enum node n = node_of(d, ino, &idx);
+	struct dirbuf b = { 0 };
+
+	(void)fi;
+	if (n == N_NONE) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (!S_ISDIR(mode_of(n))) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	dirbuf_add(req, &b, ".", ino, n);
+	dirbuf_add(req, &b, "..", ROOT_INO, N_ROOT);
+	switch (n) {
+	case N_ROOT:
+		for (size_t i = 0; i < NROOT; i++)
+			dirbuf_add(req, &b, root_files[i].name, 2 + i, root_files[i].node);
+		break;
+	case N_EVENTS_DIR:
+		for (unsigned g = 0; g < d->ngroups; g++)
+			if (group_live(d, g))
+				dirbuf_add(req, &b, d->groups[g], GROUP_INO + g, N_GROUP_DIR);
+		break;
+	case N_GROUP_DIR:
+		for (unsigned i = 0; i < ns; i++) {
+			const struct up_spec *s = event_spec(d, i);
+
+			if (s && !strcmp(s->group, d->groups[idx]))
+				dirbuf_add(req, &b, s->event, EVENT_INO + 4 * i, N_EVENT_DIR);
+		}
+		break;
+	case N_EVENT_DIR:
+		dirbuf_add(req, &b, "enable", EVENT_INO + 4 * idx + 1, N_ENABLE);
+		dirbuf_add(req, &b, "filter", EVENT_INO + 4 * idx + 2, N_FILTER);
+		break;
+	default:
+		break;
+	}
+	if ((size_t)off < b.size) {
+		size_t n2 = b.size - (size_t)off;
+
+		fuse_reply_buf(req, b.p + off, n2 < size ? n2 : size);
+	} else {
+		fuse_reply_buf(req, NULL, 0);
+	}
+	free(b.p);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fsd *d = fsd_of(req);
+	unsigned idx;
+	enum node n = node_of(d, ino, &idx);
+	int acc = fi->flags & O_ACCMODE;
+	bool wr = acc != O_RDONLY, rd = acc != O_WRONLY;
+	struct ofile *of;
+
+	if (n == N_NONE) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (S_ISDIR(mode_of(n))) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if (wr && !(mode_of(n) & 0200)) {
+		fuse_reply_err(req, EACCES); /* root too: these files take no writes */
+		return;
+	}
+	if (wr) {
+		switch (n) {
+		case N_UPROBE_EVENTS:
+		case N_UPROBES_EVENTS:
+			/* seed 008: "we have not used '>>' ... all existing probes will be cleared" */
+			if (!(fi->flags & O_APPEND))
+				clear_probes(d);
+			break;
+		case N_TRACE:
+			if (fi->flags & O_TRUNC)
+				trace_reset(d);
+			break;
+		case N_ERROR_LOG:
+			if (fi->flags & O_TRUNC)
+				errlog_clear(d);
+			break;
+		case N_SET_EVENT_PID:
+			if (fi->flags & O_TRUNC) {
+				d->npids = 0;
+				apply_pid_filter(d);
+			}
+			break;
+		default:
+			break;
+		}
+	}
+	of = calloc(1, sizeof(*of));
+	if (!of) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	of->node = n;
+	if (rd && n != N_TRACE_PIPE) {
+		struct text t = { 0 };
+		int rc = node_text(d, n, idx, &t);
+
+		if (rc) {
+			free(t.p);
+			free(of);
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		of->data = t.p;
+		of->len = t.len;
+	}
+	fi->fh = (uintptr_t)of;
+	fi->direct_io = 1; /* size 0 in stat, content anyway */
+	fi->keep_cache = 0;
+	if (n == N_TRACE_PIPE)
+		fi->nonseekable = 1;
+	fuse_reply_open(req, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fsd *d = fsd_of(req);
+	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	if (of->node == N_TRACE_PIPE) {
+		struct waiter *w;
+
+		if (!d->ring.len && (fi->flags & O_NONBLOCK)) {
+			fuse_reply_err(req, EAGAIN);
+			return;
+		}
+		w = calloc(1, sizeof(*w));
+		if (!w) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		w->req = req;
+		w->size = size;
+		w->next = d->waiters;
+		d->waiters = w;
+		fuse_req_interrupt_func(req, on_interrupt, w);
+		serve_waiters(d); /* at once when there are lines already */
+		return;
+	}
+	if (off < 0 || (size_t)off >= of->len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	fuse_reply_buf(req, of->data + off,
+		       of->len - (size_t)off < size ? of->len - (size_t)off : size);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct fsd *d = fsd_of(req);
+	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
+	unsigned idx;
+	enum node n = node_of(d, ino, &idx);
+	char *text;
+	int rc;
+
+	(void)off;
+	if (n == N_NONE || n != of->node) {
+		fuse_reply_err(req, ENOENT); /* the event went away while open */
+		return;
+	}
+	text = malloc(size + 1);
+	if (!text) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	memcpy(text, buf, size);
+	text[size] = '\0';
+	rc = node_write(d, n, idx, text);
+	free(text);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_write(req, size);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	if (of) {
+		free(of->data);
+		free(of);
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fsd *d = fsd_of(req);
+	unsigned idx;
+	enum node n = node_of(d, ino, &idx);
+
+	if (n == N_NONE)
+		fuse_reply_err(req, ENOENT);
+	else if (!S_ISDIR(mode_of(n)))
+		fuse_reply_err(req, ENOTDIR);
+	else
+		fuse_reply_open(req, fi);
+}
+
+/* tracefs makes no files: a name that is not there cannot be made either */
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	(void)parent;
+	(void)name;
+	(void)mode;
+	(void)fi;
+	fuse_reply_err(req, EACCES);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.create = op_create,
+	.init = op_init,
+	.lookup = op_lookup,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.open = op_open,
+	.read = op_read,
+	.write = op_write,
+	.release = op_release,
+};
+
+/* ---- the loop ------------------------------------------------------------------------------- */
+
+static void serve(struct fsd *d)
+{
+	struct fuse_buf fbuf = { .mem = NULL };
+	int tfd = up_trace_fd(d->tr);
+	struct pollfd pfd[3] = {
+		{ .fd = fuse_session_fd(d->se), .events = POLLIN },
+		{ .fd = tfd, .events = POLLIN },
+		{ .fd = d->opts->stop_fd, .events = POLLIN },
+	};
+	nfds_t nfds = d->opts->stop_fd >= 0 ? 3 : 2;
+
+	if (tfd < 0) {
+		fslog(d, "cannot wait for the traced processes: %s", strerror(-tfd));
+		pfd[1].fd = -1;
+	}
+	while (!fuse_session_exited(d->se)) {
+		int r = poll(pfd, nfds, -1);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			fslog(d, "poll: %s", strerror(errno));
+			break;
+		}
+		if (nfds == 3 && pfd[2].revents)
+			break;
+		if (pfd[1].revents & POLLIN)
+			up_trace_dispatch(d->tr);
+		if (pfd[0].revents) {
+			int res = fuse_session_receive_buf(d->se, &fbuf);
+
+			if (res == -EINTR || res == -EAGAIN)
+				continue;
+			if (res <= 0)
+				break; /* unmounted (0) or the channel failed */
+			fuse_session_process_buf(d->se, &fbuf);
+			/* a write may have attached: let the tracer catch up at once */
+			up_trace_dispatch(d->tr);
+		}
+		fflush(d->out);
+		serve_waiters(d);
+	}
+	free(fbuf.mem);
+}
+
+bool up_fs_supported(void)
+{
+	return true;
+}
+
+int up_fs_run(const struct up_fs_opts *opts)
+{
+	struct fsd d = { .opts = opts, .on = true };
+	struct up_trace_opts to = { .header = false, .follow = true, .verbose = opts->verbose,
+				    .log = session_log, .log_arg = &d };
+	static char a0[] = "uprobe", a1[] = "-o", a2[] = "fsname=uprobe,subtype=uprobe", a3[] = "-d";
+	char *argv[] = { a0, a1, a2, a3, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(opts->debug ? 4 : 3, argv);
+	int rc;
+
+	rc = up_fs_ring_init(&d.ring, opts->trace_size ? opts->trace_size : TRACE_SIZE_DEFAULT);
+	if (rc)
+		return rc;
+	d.out = up_fs_ring_open_stream(&d.ring);
+	if (!d.out) {
+		rc = -errno;
+		goto out_ring;
+	}
+	to.out = d.out;
+	rc = up_trace_new(&to, &d.tr);
+	if (rc)
+		goto out_file;
+	for (unsigned i = 0; i < opts->npids; i++) {
+		rc = up_trace_attach(d.tr, opts->pids[i]);
+		if (rc) {
+			fslog(&d, "cannot trace process %d: %s", (int)opts->pids[i], strerror(-rc));
+			goto out_trace;
+		}
+	}
+	d.se = fuse_session_new(&args, &ops, sizeof(ops), &d);
+	if (!d.se) {
+		rc = -EINVAL;
+		goto out_trace;
+	}
+	if (fuse_session_mount(d.se, opts->mountpoint)) {
+		fslog(&d, "cannot mount %s (is /dev/fuse there, fusermount3 installed?)",
+		      opts->mountpoint);
+		rc = -EIO;
+		goto out_session;
+	}
+	if (opts->on_ready)
+		opts->on_ready(opts->log_arg);
+	serve(&d);
+
+	/* readers of trace_pipe get the end of the file */
+	while (d.waiters) {
+		struct waiter *w = d.waiters;
+
+		d.waiters = w->next;
+		fuse_reply_buf(w->req, NULL, 0);
+		free(w);
+	}
+	up_trace_detach_all(d.tr);
+	fuse_session_unmount(d.se);
+	rc = 0;
+out_session:
+	fuse_session_destroy(d.se);
+out_trace:
+	up_trace_detach_all(d.tr);
+	up_trace_free(d.tr);
+out_file:
+	fclose(d.out);
+out_ring:
+	up_fs_ring_fini(&d.ring);
+	errlog_clear(&d);
+	for (unsigned g = 0; g < d.ngroups; g++)
+		free(d.groups[g]);
+	free(d.groups);
+	free(d.pids);
+	return rc;
+}
+
+#else /* !UPROBE_HAVE_FUSE3 */
+
+bool up_fs_supported(void)
+{
+	return false;
+}
+
+int up_fs_run(const struct up_fs_opts *opts)
+{
+	(void)opts;
+	return -ENOTSUP;
+}
+
+#endif

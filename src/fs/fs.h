@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control filesystem: a FUSE (libfuse3) filesystem whose files behave as
+ * tracefs's do for uprobes, so that scripts written for /sys/kernel/tracing drive
+ * this tracer unchanged, without root (seeds/008's interface):
+ *
+ *   uprobe_events, uprobes_events  a written line adds a probe (either spec form; a
+ *                                  seed line traces the PID it names); opening without
+ *                                  O_APPEND clears every probe first; "-:[GRP/]EVENT"
+ *                                  removes one; reading lists them (up_spec_format)
+ *   error_log                      why the last bad lines failed, with a caret
+ *   trace                          header + lines; opening with O_TRUNC clears it
+ *   trace_pipe                     blocking reads that consume the lines
+ *   tracing_on                     0 / 1
+ *   uprobe_profile                 hits per probe
+ *   set_event_pid                  processes to trace (attached) and filter on
+ *   events/GRP/EVENT/enable        0 / 1
+ *   events/GRP/EVENT/filter        "0" (no filter) only: other filters are refused
+ *
+ * One thread does everything: the FUSE requests and every ptrace call of the session
+ * are served from one poll() loop, so no lock is needed and the tracees are only ever
+ * touched by their tracer thread.  Prefix: up_fs_.
+ */
+#ifndef UPROBE_FS_FS_H
+#define UPROBE_FS_FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct up_fs_opts {
+	const char *mountpoint;
+	const pid_t *pids; /* processes to trace from the start (npids of them) */
+	unsigned npids;
+	size_t trace_size; /* bytes of trace kept; 0: 4 MiB */
+	int stop_fd;	   /* readable (a signal handler's pipe): unmount and return; -1: none */
+	bool debug;	   /* libfuse's request log on stderr */
+	int verbose;
+	void (*log)(void *arg, const char *msg);
+	void *log_arg;
+	/* called once the filesystem is mounted and served */
+	void (*on_ready)(void *arg);
+};
+
+/* True when built with libfuse3. */
+bool up_fs_supported(void);
+
+/*
+ * Mounts, serves until unmounted (fusermount3 -u) or stop_fd is readable, then
+ * lets every traced process go, its probes removed, and unmounts.  Returns 0, or a
+ * negative errno (-ENOTSUP when built without libfuse3; -EIO when mounting failed).
+ */
+int up_fs_run(const struct up_fs_opts *opts);
+
+#endif

@@ -1,0 +1,361 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# fs.*: `uprobe mount DIR` driven from plain shell (echo, cat, >, >>) as seed 008's
+# walkthrough drives /sys/kernel/tracing, against the seed's sample reading a fifo.
+#
+# usage: fs_walkthrough.sh MODE UPROBE SAMPLE
+#   seed       the walkthrough word for word: four `up PID ...` lines, cat uprobe_events
+#              (the seed's listing), two hits, cat trace (the seed's header, S/D/A lines:
+#              A exactly the seed's, D the bytes of global_str), then `>` with the string
+#              global_str_p points to (clears, trace reset, the seed's three D lines), then
+#              `echo > uprobes_events` (no probe left)
+#   remove     `-:GRP/EVENT` removes one probe, `-:` of a missing one fails
+#   error_log  a bad line fails the write (the shell sees it), error_log has the message,
+#              the line and a caret under the offending token; `echo > error_log` clears
+#   pipe       trace_pipe blocks, returns the lines as they come and consumes them;
+#              a blocked reader can be interrupted
+#   tracing_on 0: hits are not recorded; 1 again: they are
+#   event      a p: spec through the mount (set_event_pid brings the process in), its
+#              events/GRP/EVENT/enable and filter, uprobe_profile
+#   unmount    fusermount3 -u: the daemon exits, the sample runs on untraced, finishes 0
+#   sigterm    the same through SIGTERM on the daemon
+# Exit 77 (SKIP) with the reason when FUSE cannot be used here.
+set -u
+MODE=$1
+UPROBE=$2
+SAMPLE=$3
+
+skip() { echo "SKIP: $*"; cleanup; exit 77; }
+fail() { echo "FAIL: $*"; [ -s "$W/daemon.err" ] && sed 's/^/  daemon: /' "$W/daemon.err"; cleanup; exit 1; }
+ok() { echo "ok: $*"; }
+
+W=$(mktemp -d /tmp/uprobe-fs.XXXXXX)
+M=$W/mnt
+SPID= DPID= CPID=
+cleanup() {
+	trap - EXIT
+	[ -n "$CPID" ] && kill "$CPID" 2>/dev/null
+	if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
+		fusermount3 -u "$M" 2>/dev/null
+		kill "$DPID" 2>/dev/null
+		wait "$DPID" 2>/dev/null
+	fi
+	exec 7>&- 2>/dev/null
+	[ -n "$SPID" ] && kill "$SPID" 2>/dev/null
+	rm -rf "$W"
+}
+trap cleanup EXIT
+
+# wait_for CMD...: until it succeeds, 10 s at most (a wait, not a timing assertion)
+wait_for() {
+	i=0
+	while ! "$@"; do
+		i=$((i + 1))
+		[ $i -ge 200 ] && return 1
+		sleep 0.05
+	done
+	return 0
+}
+
+# same FILE WANT: cmp, through cat (cmp takes files of other sizes for different, and
+# every file here says size 0, as tracefs's do)
+same() { cat "$1" > "$W/got" && cmp -s "$W/got" "$2"; }
+
+# lines FILE N: FILE holds at least N lines
+lines_ge() { [ "$(wc -l < "$1")" -ge "$2" ]; }
+trace_lines_ge() { [ "$(grep -vc '^#' "$M/trace")" -ge "$1" ]; }
+
+[ -c /dev/fuse ] || skip "/dev/fuse is missing (no FUSE in this kernel or container)"
+command -v fusermount3 >/dev/null || skip "fusermount3 not found (Debian package fuse3)"
+command -v nm >/dev/null || skip "nm not found (Debian package binutils)"
+command -v objdump >/dev/null || skip "objdump not found (Debian package binutils)"
+
+# ---- the sample, reading a fifo, as the seed's 'ps -a | grep sample' process ----------
+mkfifo "$W/in" || fail "mkfifo"
+"$SAMPLE" < "$W/in" > "$W/sample.out" 2>&1 &
+SPID=$!
+exec 7> "$W/in"
+PID=$SPID
+
+# foo's address from `uprobe list`, the globals' from nm, as the seed says
+FOO=$("$UPROBE" list "$SAMPLE" foo | awk '$4 == "foo" { print $1 }')
+[ -n "$FOO" ] || fail "uprobe list $SAMPLE foo found nothing"
+NMFOO=$(nm "$SAMPLE" | awk '$3 == "foo" { print $1 }')
+[ "$((FOO))" -eq "$((0x$NMFOO))" ] || fail "uprobe list says foo is $FOO, nm says $NMFOO"
+GSTR=$(nm "$SAMPLE" | awk '$3 == "global_str" { print $1 }')
+GSTRP=$(nm "$SAMPLE" | awk '$3 == "global_str_p" { print $1 }')
+[ -n "$GSTR" ] && [ -n "$GSTRP" ] || fail "nm finds no global_str/global_str_p"
+FOO16=$(printf '0x%016x' "$FOO")	# the seed writes 0x0000000000400498
+FOOX=$(printf '0x%x' "$FOO")		# and lists 0x400498
+
+# ---- mount ------------------------------------------------------------------------------
+mkdir "$M"
+"$UPROBE" mount "$M" 2> "$W/daemon.err" &
+DPID=$!
+mounted() { [ -e "$M/uprobe_events" ] || ! kill -0 "$DPID" 2>/dev/null; }
+wait_for mounted
+if ! [ -e "$M/uprobe_events" ]; then
+	reason=$(cat "$W/daemon.err")
+	DPID=
+	skip "uprobe mount could not mount here: $reason"
+fi
+
+# the bytes of SIZE at VADDR in the sample's file, as "47 6c ..." (objdump -h, od)
+file_bytes() {
+	off=$(objdump -h "$SAMPLE" | while read -r _i name size vma _lma foff _rest; do
+		case $name in .*) ;; *) continue ;; esac
+		case $size$vma$foff in *[!0-9a-f]* | '') continue ;; esac
+		if [ $(($1)) -ge $((0x$vma)) ] && [ $(($1)) -lt $((0x$vma + 0x$size)) ]; then
+			echo $(($1 - 0x$vma + 0x$foff))
+			break
+		fi
+	done)
+	[ -n "$off" ] || fail "address $1 is in no section of $SAMPLE"
+	od -A n -t x1 -j "$off" -N "$2" "$SAMPLE" | tr -s ' \n' '  ' | sed 's/^ //; s/ $//'
+}
+
+# the FUNCTION column of the trace's record lines: "0x401126: S 0x7ff...: ..."
+records() { grep -v '^#' "$M/trace" | sed 's/^.*\] *[0-9]*\.[0-9]*: : //'; }
+
+SEED_RE='^ *[^ ]+-[0-9]+ +\[[0-9]{3}\] +[0-9]+\.[0-9]{6}: : 0x[0-9a-f]+: [SDA] '
+
+case $MODE in
+seed)
+	# --- as the seed: "Now set a probe at function foo() ..." ---
+	echo "up $PID $FOO16 S 100" > "$M/uprobes_events" || fail "S line refused"
+	echo "up $PID $FOO16 D $(printf '%016x' 0x$GSTR) 15" >> "$M/uprobes_events" || fail "D line refused"
+	echo "up $PID $FOO16 D $(printf '%016x' 0x$GSTRP) 8" >> "$M/uprobes_events" || fail "D line refused"
+	echo "up $PID $FOO16 A 5" >> "$M/uprobes_events" || fail "A line refused"
+	cat "$M/uprobe_events" > "$W/listing"
+	printf 'up %d %s S 100\nup %d %s D 0x%x 15\nup %d %s D 0x%x 8\nup %d %s A 5\n' \
+		"$PID" "$FOOX" "$PID" "$FOOX" 0x$GSTR "$PID" "$FOOX" 0x$GSTRP "$PID" "$FOOX" \
+		> "$W/listing.want"
+	cmp -s "$W/listing" "$W/listing.want" ||
+		fail "cat uprobe_events: $(cat "$W/listing") -- want the seed's: $(cat "$W/listing.want")"
+	same "$M/uprobes_events" "$W/listing.want" || fail "uprobes_events lists otherwise"
+	ok "cat uprobe_events is the seed's listing"
+	grep -q "^TracerPid:[[:space:]]*$DPID\$" /proc/$PID/status || fail "the sample is not traced by the daemon"
+	echo 1 > "$M/tracing_on" || fail "echo 1 > tracing_on"
+
+	printf 'ab' >&7
+	wait_for trace_lines_ge 42 || fail "two hits did not give 42 lines: $(cat "$M/trace")"
+	cat "$M/trace" > "$W/trace"
+	head -4 "$W/trace" > "$W/header"
+	printf '%s\n' '# tracer: nop' '#' \
+		'#           TASK-PID    CPU#    TIMESTAMP  FUNCTION' \
+		'#              | |       |          |         |' > "$W/header.want"
+	cmp -s "$W/header" "$W/header.want" || fail "trace header: $(cat "$W/header")"
+	n=$(grep -vc '^#' "$W/trace")
+	[ "$n" -eq 42 ] || fail "$n lines, want 2 hits x (13 S + 3 D + 5 A)"
+	bad=$(grep -v '^#' "$W/trace" | grep -Evc "$SEED_RE")
+	[ "$bad" -eq 0 ] || fail "$bad lines not in the seed's format: $(grep -v '^#' "$W/trace" | grep -Ev "$SEED_RE" | head -2)"
+	[ "$(grep -v '^#' "$W/trace" | grep -Evc -- "-$PID ")" -eq 0 ] || fail "lines of another pid"
+	records > "$W/rec"
+	[ "$(grep -vc "^$FOOX: " "$W/rec")" -eq 0 ] || fail "a line does not name foo, $FOOX"
+	kinds=$(sed 's/^[^ ]* \(.\).*/\1/' "$W/rec" | tr -d '\n')
+	hit=SSSSSSSSSSSSSDDDAAAAA
+	[ "$kinds" = "$hit$hit" ] || fail "line types $kinds, want $hit twice"
+	# A: exactly the seed's five lines, each hit
+	grep ": A " "$W/rec" > "$W/a"
+	for h in 1 2; do
+		for l in "ARG 1: 0000000000000004" "ARG 2: 00000000000000c8" \
+			"ARG 3: 00000000ff0000ed" "ARG 4: ffffffffffffffff" "ARG 5: 0000000000000048"; do
+			echo "$FOOX: A $l"
+		done
+	done > "$W/a.want"
+	cmp -s "$W/a" "$W/a.want" || fail "A lines: $(cat "$W/a")"
+	ok "A lines are the seed's"
+	# D of global_str: 15 bytes, 8 a line, as the seed prints them; the variable's own
+	# bytes (nm -S: 14) are the file's .data, the 15th is past it (.bss here: 0)
+	gsize=$(nm -S "$SAMPLE" | awk '$4 == "global_str" { print $2 }')
+	[ -n "$gsize" ] || fail "nm -S gives no size for global_str"
+	n=$((0x$gsize < 15 ? 0x$gsize : 15))
+	want=$(file_bytes 0x$GSTR $n)
+	a1=$(printf %x 0x$GSTR)
+	a2=$(printf %x $((0x$GSTR + 8)))
+	grep -E ": D 0x($a1|$a2): " "$W/rec" | head -2 > "$W/d"
+	got=$(sed 's/^[^:]*: D [^:]*: //' "$W/d" | cut -c 1-24 | tr -s ' \n' '  ' | cut -d' ' -f1-$n)
+	[ "$got" = "$want" ] || fail "D of global_str: $got, the file has $want"
+	grep -q ": D 0x$a1: .*  Global S\$" "$W/d" || fail "D line 1: $(head -1 "$W/d")"
+	grep -Eq ": D 0x$a2: ([0-9a-f]{2} ){7}    tring\.\.\$" "$W/d" || fail "D line 2: $(tail -1 "$W/d")"
+	[ "$(grep -c "Global S\$" "$W/rec")" -eq 2 ] || fail "global_str not dumped in each hit"
+	ok "D lines of global_str: $(cat "$W/d" | tr '\n' '|')"
+	# S: 100 bytes from the stack in 13 lines; the sample's string is on it
+	[ "$(grep ': S ' "$W/rec" | grep -c 'This str$')" -eq 2 ] || fail "S: no 'This str' on the stack"
+	# D of global_str_p: 8 bytes, the address of the string literal
+	ptr=$(grep ": D 0x$(printf %x 0x$GSTRP): " "$W/rec" | head -1 |
+		awk '{ for (i = 8; i >= 1; i--) printf "%s", $(i + 3); print "" }')
+	[ -n "$ptr" ] || fail "no D line of global_str_p"
+	lit=$(file_bytes 0x$ptr 21)
+	[ "$lit" = "$(printf 'Global String pointer' | od -A n -t x1 | tr -s ' \n' '  ' | sed 's/^ //; s/ $//')" ] ||
+		fail "global_str_p holds 0x$ptr, where the file has $lit, not \"Global String pointer\""
+	ok "D of global_str_p: 0x$ptr, the literal"
+
+	# --- "we have not used '>>' here; ... all existing probes will be cleared" ---
+	echo "up $PID $FOO16 D $(printf '0x%016x' 0x$ptr) 24" > "$M/uprobes_events" || fail "> refused"
+	printf 'up %d %s D 0x%x 24\n' "$PID" "$FOOX" 0x$ptr > "$W/listing.want"
+	same "$M/uprobe_events" "$W/listing.want" || fail "after >: $(cat "$M/uprobe_events")"
+	[ "$(grep -vc '^#' "$M/trace")" -eq 0 ] || fail "removing the probes did not reset trace"
+	printf 'c' >&7
+	wait_for trace_lines_ge 3 || fail "the new probe gave no lines"
+	records > "$W/rec"
+	sed 's/^.*  //' "$W/rec" > "$W/ascii"
+	printf '%s\n' "Global S" "tring po" "inter..." > "$W/ascii.want"
+	cmp -s "$W/ascii" "$W/ascii.want" || fail "D 24 of the literal: $(cat "$W/rec")"
+	head -2 "$W/rec" | cut -d' ' -f4-11 > "$W/hex"
+	printf '%s\n' "47 6c 6f 62 61 6c 20 53" "74 72 69 6e 67 20 70 6f" > "$W/hex.want"
+	cmp -s "$W/hex" "$W/hex.want" || fail "D 24 bytes: $(cat "$W/hex")"
+	ok "'>' cleared the probes; the seed's three D lines of the literal"
+
+	# --- "To clear all the probe events" ---
+	echo > "$M/uprobes_events" || fail "echo > uprobes_events"
+	[ -z "$(cat "$M/uprobe_events")" ] || fail "probes left: $(cat "$M/uprobe_events")"
+	printf 'd' >&7
+	ok "echo > uprobes_events: no probe left"
+	;;
+
+remove)
+	echo "up $PID $FOOX A 1" > "$M/uprobe_events" || fail "seed line"
+	echo "p:grp/ev1 $SAMPLE:foo a=%di:s32" >> "$M/uprobe_events" || fail "p:grp/ev1"
+	echo "p:grp/ev2 $SAMPLE:foo" >> "$M/uprobe_events" || fail "p:grp/ev2"
+	[ -d "$M/events/grp/ev1" ] || fail "no events/grp/ev1"
+	echo "-:grp/ev1" >> "$M/uprobe_events" || fail "-:grp/ev1 refused"
+	printf 'up %d %s A 1\np:grp/ev2 %s:foo\n' "$PID" "$FOOX" "$SAMPLE" > "$W/want"
+	same "$M/uprobe_events" "$W/want" || fail "after -:grp/ev1: $(cat "$M/uprobe_events")"
+	[ -e "$M/events/grp/ev1" ] && fail "events/grp/ev1 still there"
+	[ -d "$M/events/grp/ev2" ] || fail "events/grp/ev2 went too"
+	if echo "-:grp/nosuch" >> "$M/uprobe_events" 2> /dev/null; then fail "-: of a missing event succeeded"; fi
+	echo "-:ev2" >> "$M/uprobe_events" || fail "-:EVENT without a group refused"
+	[ -e "$M/events/grp" ] && fail "events/grp still there with no event"
+	printf 'up %d %s A 1\n' "$PID" "$FOOX" > "$W/want"
+	same "$M/uprobe_events" "$W/want" || fail "after -:ev2: $(cat "$M/uprobe_events")"
+	printf 'a' >&7
+	wait_for trace_lines_ge 1 || fail "the seed probe left fires no more"
+	ok "-: removes one probe"
+	;;
+
+error_log)
+	echo "up $PID $FOOX A 2" > "$M/uprobe_events" || fail "good line refused"
+	bad="up $PID $FOOX Q 5"
+	if echo "$bad" >> "$M/uprobe_events" 2> /dev/null; then fail "a bad line was accepted"; fi
+	# dash's echo says "I/O error" whatever the errno: coreutils' names it
+	if [ -x /bin/echo ]; then
+		/bin/echo "$bad" >> "$M/uprobe_events" 2> "$W/echo.err"
+		grep -q "Invalid argument" "$W/echo.err" || fail "the write did not fail with EINVAL: $(cat "$W/echo.err")"
+	fi
+	cat "$M/error_log" > "$W/log"
+	grep -Eq '^\[ *[0-9]+\.[0-9]{6}\] trace_uprobe: error: Invalid dump type' "$W/log" ||
+		fail "error_log: $(cat "$W/log")"
+	grep -qx "  Command: $bad" "$W/log" || fail "error_log has not the command: $(cat "$W/log")"
+	# the caret under Q: "  Command: " is 11 columns
+	col=$(awk -v s="$bad" 'BEGIN { print index(s, " Q ") + 12 }')
+	caret=$(awk '/^  Command: /{ getline; print; exit }' "$W/log")
+	[ "$(printf '%s' "$caret" | awk '{ print index($0, "^") }')" -eq "$col" ] ||
+		fail "the caret is not under Q: '$caret' (want column $col)"
+	printf 'up %d %s A 2\n' "$PID" "$FOOX" > "$W/want"
+	same "$M/uprobe_events" "$W/want" || fail "probes changed: $(cat "$M/uprobe_events")"
+	ok "bad line: EINVAL, error_log: $(grep error: "$W/log")"
+	if echo "p:g/e $SAMPLE:no_such_function" >> "$M/uprobe_events" 2> /dev/null; then
+		fail "an unknown symbol was accepted"
+	fi
+	grep -q "no function 'no_such_function'" "$M/error_log" || fail "error_log: $(cat "$M/error_log")"
+	if echo "up 4194304 $FOOX A 1" >> "$M/uprobe_events" 2> /dev/null; then fail "a missing pid was accepted"; fi
+	echo > "$M/error_log"
+	[ -z "$(cat "$M/error_log")" ] || fail "echo > error_log did not clear it"
+	ok "error_log cleared"
+	;;
+
+pipe)
+	echo "up $PID $FOOX A 2" > "$M/uprobe_events" || fail "A line refused"
+	: > "$W/pipe"
+	cat "$M/trace_pipe" > "$W/pipe" &
+	CPID=$!
+	printf 'a' >&7
+	wait_for lines_ge "$W/pipe" 2 || fail "trace_pipe returned nothing"
+	kill -0 $CPID 2>/dev/null || fail "cat trace_pipe ended: it should block"
+	printf 'b' >&7
+	wait_for lines_ge "$W/pipe" 4 || fail "trace_pipe did not return the second hit"
+	grep -Evc "$SEED_RE" "$W/pipe" | grep -qx 0 || fail "trace_pipe lines: $(cat "$W/pipe")"
+	[ "$(grep -c "A ARG 1: 0000000000000004" "$W/pipe")" -eq 2 ] || fail "trace_pipe: $(cat "$W/pipe")"
+	[ "$(grep -vc '^#' "$M/trace")" -eq 0 ] || fail "trace_pipe did not consume: $(cat "$M/trace")"
+	kill -TERM $CPID	# (background jobs of sh ignore SIGINT)
+	wait $CPID
+	CPID=
+	ok "trace_pipe: blocking, as they come, consumed; the reader interrupted"
+	;;
+
+tracing_on)
+	echo "up $PID $FOOX A 1" > "$M/uprobe_events" || fail "A line refused"
+	[ "$(cat "$M/tracing_on")" = 1 ] || fail "tracing_on is not 1 at first"
+	echo 0 > "$M/tracing_on"
+	[ "$(cat "$M/tracing_on")" = 0 ] || fail "tracing_on does not read 0"
+	printf 'a' >&7
+	echo 1 > "$M/tracing_on"
+	printf 'b' >&7
+	wait_for trace_lines_ge 1 || fail "nothing recorded with tracing_on 1"
+	# the fifo is in order: 'a' was handled (while off) before 'b' made its line
+	[ "$(grep -vc '^#' "$M/trace")" -eq 1 ] || fail "a hit was recorded while off: $(cat "$M/trace")"
+	if echo x > "$M/tracing_on" 2> /dev/null; then fail "tracing_on took 'x'"; fi
+	ok "tracing_on 0 records nothing"
+	;;
+
+event)
+	echo "$PID" > "$M/set_event_pid" || fail "set_event_pid refused $PID"
+	[ "$(cat "$M/set_event_pid")" = "$PID" ] || fail "set_event_pid reads $(cat "$M/set_event_pid")"
+	spec="p:grp/foo $SAMPLE:foo a=%di:s32 b=%si:u32 e=%r8:s8"
+	echo "$spec" > "$M/uprobe_events" || fail "p: spec refused: $(cat "$M/error_log")"
+	[ "$(cat "$M/uprobe_events")" = "$spec" ] || fail "listing: $(cat "$M/uprobe_events")"
+	[ "$(cat "$M/events/grp/foo/enable")" = 1 ] || fail "enable is not 1"
+	printf 'a' >&7
+	wait_for trace_lines_ge 1 || fail "the p: probe recorded nothing"
+	grep -q '^#           TASK-PID     CPU#     TIMESTAMP  FUNCTION$' "$M/trace" || fail "event header: $(head -4 "$M/trace")"
+	grep -v '^#' "$M/trace" > "$W/ev"
+	grep -Eq "^ *sample-$PID +\[[0-9]{3}\] +[0-9]+\.[0-9]{6}: foo: \($FOOX\) a=4 b=200 e=72\$" "$W/ev" ||
+		fail "event line: $(cat "$W/ev")"
+	ok "p: through the mount: $(cat "$W/ev")"
+	echo 0 > "$M/events/grp/foo/enable"
+	printf 'b' >&7
+	echo 1 > "$M/events/grp/foo/enable"
+	printf 'c' >&7
+	wait_for trace_lines_ge 2 || fail "no line after enable 1"
+	[ "$(grep -vc '^#' "$M/trace")" -eq 2 ] || fail "a hit recorded while disabled"
+	awk '$2 == "grp/foo" { print $3 }' "$M/uprobe_profile" > "$W/hits"
+	[ "$(cat "$W/hits")" = 2 ] || fail "uprobe_profile: $(cat "$M/uprobe_profile")"
+	ok "enable 0/1, uprobe_profile: $(cat "$M/uprobe_profile")"
+	echo 0 > "$M/events/grp/foo/filter" || fail "filter 0 refused"
+	[ "$(cat "$M/events/grp/foo/filter")" = none ] || fail "filter reads $(cat "$M/events/grp/foo/filter")"
+	if echo 'a == 4' > "$M/events/grp/foo/filter" 2> /dev/null; then fail "a filter was taken, not applied"; fi
+	ok "filter: 0 taken, 'a == 4' refused"
+	;;
+
+unmount|sigterm)
+	echo "up $PID $FOOX A 1" > "$M/uprobe_events" || fail "A line refused"
+	printf 'a' >&7
+	wait_for trace_lines_ge 1 || fail "no line"
+	grep -q "^TracerPid:[[:space:]]*$DPID\$" /proc/$PID/status || fail "not traced by the daemon"
+	if [ "$MODE" = unmount ]; then
+		fusermount3 -u "$M" || fail "fusermount3 -u failed"
+	else
+		kill -TERM "$DPID"
+	fi
+	wait "$DPID"
+	st=$?
+	DPID=
+	[ "$st" -eq 0 ] || fail "the daemon exited $st"
+	[ -e "$M/uprobe_events" ] && fail "still mounted"
+	grep -q "^TracerPid:[[:space:]]*0\$" /proc/$PID/status || fail "still traced: $(grep TracerPid /proc/$PID/status)"
+	printf 'bcd' >&7
+	exec 7>&-
+	wait "$SPID"
+	st=$?
+	SPID=
+	[ "$st" -eq 0 ] || fail "the sample exited $st after the unmount"
+	ok "$MODE: probes removed, the sample ran on and exited 0"
+	;;
+
+*)
+	fail "unknown mode $MODE"
+	;;
+esac
+cleanup
+exit 0

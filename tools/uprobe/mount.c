@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT
+/*
+ * uprobe mount: the control filesystem, tracefs's files for uprobes served by FUSE
+ * (src/fs/fs.c does the work).  Runs in the foreground until unmounted.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "fs/fs.h"
+
+static int stop_pipe[2] = { -1, -1 };
+
+static void on_stop_signal(int sig)
+{
+	int saved = errno;
+	char c = (char)sig;
+
+	if (write(stop_pipe[1], &c, 1) < 0) {
+		/* full: a stop is pending already */
+	}
+	errno = saved;
+}
+
+static void mount_usage(FILE *out)
+{
+	fputs("usage: uprobe mount [-p PID]... [-v] [-d] DIR\n"
+	      "\n"
+	      "Serves in DIR the files tracefs has for uprobes, so that what is written for\n"
+	      "/sys/kernel/tracing works here, without root, on every process you may ptrace:\n"
+	      "  uprobe_events, uprobes_events  write a probe spec a line ('>' clears every\n"
+	      "                   probe first, '>>' adds; '-:[GRP/]EVENT' removes one); read:\n"
+	      "                   the probes.  Seed lines (up PID ADDR D|S|A ...) trace PID.\n"
+	      "  error_log        why a written line was refused, with a caret under it\n"
+	      "  trace            the trace (header and lines); '> trace' clears it\n"
+	      "  trace_pipe       the same lines, read as they come (blocking, consuming)\n"
+	      "  tracing_on       1 records, 0 does not\n"
+	      "  uprobe_profile   hits per probe\n"
+	      "  set_event_pid    PIDs written here are traced (p:/r: probes act on them) and,\n"
+	      "                   when there is one, only its hits are recorded\n"
+	      "  events/GRP/EVENT/enable   1 / 0\n"
+	      "  events/GRP/EVENT/filter   0 only (no filter): other filters are refused\n"
+	      "Removing probes clears trace, as the kernel does.  Runs until unmounted\n"
+	      "(fusermount3 -u DIR) or Ctrl-C/SIGTERM: every probe is then taken out and the\n"
+	      "processes run on.\n"
+	      "\n"
+	      "options:\n"
+	      "  -p, --pid PID     trace this process from the start (repeatable)\n"
+	      "  -v, --verbose     say where each probe was armed\n"
+	      "  -d, --debug       libfuse's request log\n"
+	      "\n"
+	      "example (seed 008's walkthrough):\n"
+	      "  uprobe mount /tmp/t &\n"
+	      "  echo \"up $(pidof sample) 0x401126 A 5\" > /tmp/t/uprobes_events\n"
+	      "  cat /tmp/t/trace\n",
+	      out);
+}
+
+static void log_msg(void *arg, const char *msg)
+{
+	(void)arg;
+	fprintf(stderr, "uprobe mount: %s\n", msg);
+}
+
+static int mount_run(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "debug", no_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct up_fs_opts o = { .stop_fd = -1, .log = log_msg };
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+	pid_t *pids = NULL;
+	unsigned npids = 0;
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+p:vdh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			pid_t *np;
+
+			if (*end || v <= 0 || v > 0x7fffffff) {
+				free(pids);
+				return cli_usage_error(&cli_cmd_mount, "'%s' is not a process id",
+						       optarg);
+			}
+			np = realloc(pids, (npids + 1) * sizeof(*np));
+			if (!np) {
+				free(pids);
+				cli_err("mount", "%s", strerror(ENOMEM));
+				return CLI_FAIL;
+			}
+			pids = np;
+			pids[npids++] = (pid_t)v;
+			break;
+		}
+		case 'v':
+			o.verbose++;
+			break;
+		case 'd':
+			o.debug = true;
+			break;
+		case 'h':
+			mount_usage(stdout);
+			free(pids);
+			return CLI_OK;
+		default:
+			free(pids);
+			return cli_usage_error(&cli_cmd_mount, "unknown option");
+		}
+	}
+	if (optind != argc - 1) {
+		free(pids);
+		return cli_usage_error(&cli_cmd_mount, optind == argc ? "no mount point: give DIR"
+								      : "one DIR only");
+	}
+	if (!up_fs_supported()) {
+		free(pids);
+		cli_err("mount", "built without FUSE (install libfuse3-dev and rebuild)");
+		return CLI_FAIL;
+	}
+	if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		free(pids);
+		cli_err("mount", "pipe: %s", strerror(errno));
+		return CLI_FAIL;
+	}
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	o.mountpoint = argv[optind];
+	o.pids = pids;
+	o.npids = npids;
+	o.stop_fd = stop_pipe[0];
+	rc = up_fs_run(&o);
+	free(pids);
+	close(stop_pipe[0]);
+	close(stop_pipe[1]);
+	if (rc) {
+		cli_err("mount", "%s: %s", o.mountpoint,
+			rc == -EIO ? "cannot mount" : strerror(-rc));
+		return CLI_FAIL;
+	}
+	return CLI_OK;
+}
+
+const struct cli_cmd cli_cmd_mount = {
+	.name = "mount",
+	.run = mount_run,
+	.synopsis = "mount [-p PID]... [-v] [-d] DIR",
+	.summary = "serve tracefs's uprobe files in DIR (FUSE), for shell scripts",
+	.usage = mount_usage,
+};
