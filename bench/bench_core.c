@@ -1,194 +1,738 @@
 // SPDX-License-Identifier: MIT
 /*
- * Per-hit cost of a probe for each plan, beside one bare ptrace stop and resume, all
- * measured in one run, interleaved round by round (the machine is shared and noisy):
+ * `make bench`: the per-hit cost of a probe, for each workload of bench_target.c and
+ * each tool, measured side by side in one run:
  *
- *   bench_core BENCH_TARGET [N] [ROUNDS]
+ *   bench_core BUILD_DIR        (env: BENCH_ROUNDS, BENCH_RUN_SECONDS, BENCH_GDB_N)
  *
- * Each measurement runs BENCH_TARGET (bench_target.c) for N calls of its hot function
- * and subtracts the same program's unprobed time; the medians over ROUNDS are printed.
+ * Every round runs every (workload, tool) once, round-robin, so that a noisy moment of
+ * the machine falls on all of them alike.  A run's time is the target's own loop time
+ * (BENCH_OUT), so start-up and attach are not counted; ns per hit is that time per
+ * iteration minus the unprobed loop's time per iteration from the same round.  Every
+ * run's hit count is checked against the iterations; a wrong one ends the benchmark.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <fcntl.h>
 
 #include <uprobe/uprobe.h>
 
+#include "bench.h"
+#include "arch/x86/insn.h"
 #include "sym/sym.h"
 
-static double now(void)
+const char *const bench_tool_names[T_NTOOLS] = {
+	"unprobed loop",     "uprobe (library)", "uprobe trace -c", "uprobe fast path",
+	"kernel (tracefs)",  "bpftrace",	 "gdb dprintf",
+	"ptrace floor",	     "floor-samecpu",	 "floor-diffcpu",
+};
+const char *const bench_tool_keys[T_NTOOLS] = {
+	"baseline", "uprobe",	"uprobe_cli",	"uprobe_fast",	 "kernel",	  "bpftrace",
+	"gdb",	    "floor",	"floor_samecpu", "floor_diffcpu",
+};
+
+double bench_now(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static unsigned long hits;
-
-static void count(struct uprobe *u, uprobe_regs_t *regs)
+void bench_die(const char *fmt, ...)
 {
-	(void)u;
-	(void)regs;
-	hits++;
+	va_list ap;
+
+	fputs("bench: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	bench_kernel_cleanup();
+	exit(1);
 }
 
-static void quiet_stdout(void)
-{
-	int fd = open("/dev/null", O_WRONLY);
-
-	dup2(fd, 1);
-	close(fd);
-}
-
-/* One run through the library: probe at vaddr (0: none). Seconds. */
-static double run_probed(const char *target, const char *mode, long n, uint64_t vaddr,
-			 bool no_xol, enum uprobe_plan *plan)
-{
-	char nbuf[32];
-	char *argv[] = { (char *)target, (char *)mode, nbuf, NULL };
-	struct uprobe_ctx_opts opts = { .no_xol = no_xol };
-	struct uprobe u = { .vaddr = vaddr, .handler = count };
-	struct uprobe_ctx *ctx;
-	double t0, t;
-	int rc;
-
-	snprintf(nbuf, sizeof(nbuf), "%ld", n);
-	if (uprobe_ctx_new(&opts, &ctx))
-		exit(1);
-	t0 = now();
-	rc = uprobe_spawn(ctx, argv, &u.pid);
-	if (rc) {
-		fprintf(stderr, "bench_core: spawn %s: %s\n", target, strerror(-rc));
-		exit(1);
-	}
-	if (vaddr) {
-		rc = register_uprobe(ctx, &u);
-		if (rc) {
-			fprintf(stderr, "bench_core: probe 0x%" PRIx64 ": %s\n", vaddr, strerror(-rc));
-			exit(1);
-		}
-		if (plan)
-			uprobe_plan(ctx, &u, plan);
-	}
-	hits = 0;
-	uprobe_resume(ctx, u.pid);
-	uprobe_ctx_run(ctx, NULL);
-	t = now() - t0;
-	if (vaddr && hits != (unsigned long)n) {
-		fprintf(stderr, "bench_core: %lu hits, expected %ld\n", hits, n);
-		exit(1);
-	}
-	uprobe_ctx_free(ctx);
-	return t;
-}
-
-/* One run under a minimal tracer that only continues from the program's own int3s. */
-static double run_bare(const char *target, long n)
-{
-	char nbuf[32];
-	double t0 = now();
-	long stops = 0;
-	int status;
-	pid_t pid;
-
-	snprintf(nbuf, sizeof(nbuf), "%ld", n);
-	pid = fork();
-	if (pid == 0) {
-		ptrace(PTRACE_TRACEME, 0, 0, 0);
-		execl(target, target, "int3", nbuf, (char *)NULL);
-		_exit(127);
-	}
-	while (waitpid(pid, &status, 0) == pid && WIFSTOPPED(status)) {
-		stops++;
-		ptrace(PTRACE_CONT, pid, 0, 0);
-	}
-	if (stops != n + 1) /* + the exec stop */
-		fprintf(stderr, "bench_core: bare run stopped %ld times\n", stops);
-	return now() - t0;
-}
-
-static int cmp(const void *a, const void *b)
+static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return x < y ? -1 : x > y;
 }
 
-static uint64_t sym(struct up_sym_elf *elf, const char *name)
+void bench_stats(const double *v, int n, double *med, double *lo, double *hi)
+{
+	double s[BENCH_MAX_ROUNDS];
+
+	memcpy(s, v, sizeof(*v) * (size_t)n);
+	qsort(s, (size_t)n, sizeof(*s), cmp_double);
+	*med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	*lo = s[0];
+	*hi = s[n - 1];
+}
+
+double bench_read_loop_ns(struct bench *b)
+{
+	char buf[64] = "";
+	int fd = open(b->out_path, O_RDONLY);
+	ssize_t len;
+
+	if (fd < 0)
+		bench_die("the target wrote no loop time (%s): %s", b->out_path, strerror(errno));
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	unlink(b->out_path);
+	if (len <= 0)
+		bench_die("empty loop time in %s", b->out_path);
+	return strtod(buf, NULL);
+}
+
+static void to_devnull(int fd)
+{
+	int nul = open("/dev/null", O_WRONLY);
+
+	if (nul >= 0) {
+		dup2(nul, fd);
+		close(nul);
+	}
+}
+
+pid_t bench_child_start(struct bench *b, const char *mode, long n, int *go_fd)
+{
+	char nbuf[32];
+	int p[2];
+	pid_t pid;
+
+	snprintf(nbuf, sizeof(nbuf), "%ld", n);
+	if (pipe(p))
+		bench_die("pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		bench_die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		char c;
+
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			_exit(126);
+		close(p[0]);
+		to_devnull(1);
+		execl(b->target, b->target, mode, nbuf, (char *)NULL);
+		_exit(127);
+	}
+	close(p[0]);
+	*go_fd = p[1];
+	return pid;
+}
+
+void bench_child_go(int go_fd)
+{
+	if (write(go_fd, "g", 1) != 1)
+		bench_die("cannot start the target");
+	close(go_fd);
+}
+
+int bench_child_wait(pid_t pid)
+{
+	int status;
+
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			bench_die("waitpid: %s", strerror(errno));
+	return status;
+}
+
+static void check_exit(const char *what, int status)
+{
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		bench_die("%s: the target ended with status 0x%x", what, status);
+}
+
+/* ---- unprobed ---- */
+
+static double run_base(struct bench *b, struct bench_workload *w, long n)
+{
+	int go;
+	pid_t pid = bench_child_start(b, w->mode, n, &go);
+
+	bench_child_go(go);
+	check_exit("unprobed run", bench_child_wait(pid));
+	return bench_read_loop_ns(b);
+}
+
+/* ---- the library ---- */
+
+static unsigned long lib_hits, lib_bad;
+
+static void count_hit(struct uprobe *u, uprobe_regs_t *regs)
+{
+	(void)u;
+	(void)regs;
+	lib_hits++;
+}
+
+/* hot_args(i, 2, 3, 4, 5, 6): the six argument registers, read and checked */
+static void read_args(struct uprobe *u, uprobe_regs_t *regs)
+{
+	uint64_t a[6] = { regs->rdi, regs->rsi, regs->rdx, regs->rcx, regs->r8, regs->r9 };
+
+	(void)u;
+	for (int i = 1; i < 6; i++)
+		if (a[i] != (uint64_t)i + 1)
+			lib_bad++;
+	lib_hits++;
+}
+
+static void lib_log(void *arg, const char *msg)
+{
+	(void)arg;
+	fprintf(stderr, "bench: uprobe: %s\n", msg);
+}
+
+static double run_lib(struct bench *b, struct bench_workload *w, long n)
+{
+	char nbuf[32];
+	char *argv[] = { (char *)b->target, (char *)w->mode, nbuf, NULL };
+	struct uprobe_ctx_opts opts = { .log = lib_log };
+	struct uprobe u = { .vaddr = w->vaddr };
+	struct uprobe_ctx *ctx;
+	int rc;
+
+	snprintf(nbuf, sizeof(nbuf), "%ld", n);
+	if (w->kind == BK_RET)
+		u.ret_handler = count_hit;
+	else if (w->kind == BK_ARGS)
+		u.handler = read_args;
+	else
+		u.handler = count_hit;
+	rc = uprobe_ctx_new(&opts, &ctx);
+	if (rc)
+		bench_die("uprobe_ctx_new: %s", strerror(-rc));
+	rc = uprobe_spawn(ctx, argv, &u.pid);
+	if (rc)
+		bench_die("uprobe_spawn %s: %s", b->target, strerror(-rc));
+	rc = register_uprobe(ctx, &u);
+	if (rc)
+		bench_die("register_uprobe %s at 0x%" PRIx64 ": %s", w->sym, w->vaddr,
+			  strerror(-rc));
+	lib_hits = lib_bad = 0;
+	uprobe_resume(ctx, u.pid);
+	rc = uprobe_ctx_run(ctx, NULL);
+	if (rc)
+		bench_die("uprobe_ctx_run: %s", strerror(-rc));
+	uprobe_ctx_free(ctx);
+	if (lib_hits != (unsigned long)n || lib_bad)
+		bench_die("uprobe (library) on (%s) %s: %lu hits (%lu with wrong arguments), "
+			  "expected %ld",
+			  w->key, w->label, lib_hits, lib_bad, n);
+	return bench_read_loop_ns(b);
+}
+
+/* The fast path: a counting probe (UPROBE_F_COUNT, no handler), a jmp to a trampoline. */
+static double run_fast(struct bench *b, struct bench_workload *w, long n)
+{
+	char nbuf[32];
+	char *argv[] = { (char *)b->target, (char *)w->mode, nbuf, NULL };
+	struct uprobe_ctx_opts opts = { .log = lib_log };
+	struct uprobe u = { .vaddr = w->vaddr, .flags = UPROBE_F_COUNT };
+	struct uprobe_ctx *ctx;
+	enum uprobe_plan plan;
+	uint64_t hits = 0;
+	int rc;
+
+	snprintf(nbuf, sizeof(nbuf), "%ld", n);
+	rc = uprobe_ctx_new(&opts, &ctx);
+	if (rc)
+		bench_die("uprobe_ctx_new: %s", strerror(-rc));
+	rc = uprobe_spawn(ctx, argv, &u.pid);
+	if (rc)
+		bench_die("uprobe_spawn %s: %s", b->target, strerror(-rc));
+	rc = register_uprobe(ctx, &u);
+	if (rc)
+		bench_die("register_uprobe %s: %s", w->sym, strerror(-rc));
+	if (uprobe_plan(ctx, &u, &plan) || plan != UPROBE_PLAN_FAST)
+		bench_die("(%s) %s: not on the fast path", w->key, w->label);
+	uprobe_resume(ctx, u.pid);
+	rc = uprobe_ctx_run(ctx, NULL);
+	if (rc)
+		bench_die("uprobe_ctx_run: %s", strerror(-rc));
+	uprobe_count(ctx, &u, &hits);
+	uprobe_ctx_free(ctx);
+	if (hits != (uint64_t)n)
+		bench_die("uprobe fast path on (%s) %s: %" PRIu64 " hits, expected %ld", w->key,
+			  w->label, hits, n);
+	return bench_read_loop_ns(b);
+}
+
+/* ---- a command whose stdout we read (the CLI, gdb) ---- */
+
+static char *run_capture(char *const argv[], int *status)
+{
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	int p[2];
+	pid_t pid;
+	ssize_t r;
+
+	if (!buf || pipe(p))
+		bench_die("pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		bench_die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		close(p[0]);
+		dup2(p[1], 1);
+		close(p[1]);
+		if (!getenv("BENCH_VERBOSE"))
+			to_devnull(2);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(p[1]);
+	for (;;) {
+		if (len + 4096 > cap) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			if (!buf)
+				bench_die("out of memory");
+		}
+		r = read(p[0], buf + len, cap - len - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	buf[len] = 0;
+	close(p[0]);
+	*status = bench_child_wait(pid);
+	return buf;
+}
+
+static double run_cli(struct bench *b, struct bench_workload *w, long n)
+{
+	char spec[PATH_MAX + 256], nbuf[32];
+	char *argv[] = { (char *)b->cli, "trace", "-c", "-e", spec, "--", (char *)b->target,
+			 (char *)w->mode, nbuf, NULL };
+	char *out, *line;
+	long hits = -1;
+	int status;
+
+	snprintf(nbuf, sizeof(nbuf), "%ld", n);
+	switch (w->kind) {
+	case BK_RET:
+		snprintf(spec, sizeof(spec), "r:ubench/%s %s:%s", w->key, b->target, w->sym);
+		break;
+	case BK_ARGS:
+		snprintf(spec, sizeof(spec),
+			 "p:ubench/%s %s:%s di=%%di si=%%si dx=%%dx cx=%%cx r8=%%r8 r9=%%r9",
+			 w->key, b->target, w->sym);
+		break;
+	case BK_MALLOC:
+		snprintf(spec, sizeof(spec), "p:ubench/%s %s:malloc", w->key, b->libc);
+		break;
+	default:
+		snprintf(spec, sizeof(spec), "p:ubench/%s %s:%s", w->key, b->target, w->sym);
+		break;
+	}
+	out = run_capture(argv, &status);
+	check_exit("uprobe trace -c", status);
+	for (line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+		char name[64];
+
+		snprintf(name, sizeof(name), " ubench/%s ", w->key);
+		if (strstr(line, name)) {
+			char *end = line + strlen(line);
+
+			while (end > line && end[-1] == ' ')
+				end--;
+			while (end > line && end[-1] >= '0' && end[-1] <= '9')
+				end--;
+			hits = atol(end);
+		}
+	}
+	free(out);
+	if (hits != n)
+		bench_die("uprobe trace -c on (%s) %s: %ld hits, expected %ld", w->key, w->label,
+			  hits, n);
+	return bench_read_loop_ns(b);
+}
+
+/* ---- gdb ---- */
+
+static double run_gdb(struct bench *b, struct bench_workload *w, long n)
+{
+	char dp[256], nbuf[32];
+	char *argv[] = { "gdb", "-nx", "-batch", "-ex", "set startup-with-shell off",
+			 "-ex", "set pagination off", "-ex", "set confirm off",
+			 "-ex", "break main", "-ex", "run", "-ex", "delete",
+			 "-ex", dp, "-ex", "continue", "--args", (char *)b->target,
+			 (char *)w->mode, nbuf, NULL };
+	char *out, *line;
+	long hits = 0;
+	int status;
+
+	snprintf(nbuf, sizeof(nbuf), "%ld", n);
+	if (w->kind == BK_MALLOC)
+		snprintf(dp, sizeof(dp), "dprintf *malloc,\"HIT\\n\"");
+	else if (w->kind == BK_ARGS)
+		snprintf(dp, sizeof(dp),
+			 "dprintf *0x%" PRIx64 ",\"HIT %%lx %%lx %%lx %%lx %%lx %%lx\\n\","
+			 "$rdi,$rsi,$rdx,$rcx,$r8,$r9",
+			 w->vaddr);
+	else
+		snprintf(dp, sizeof(dp), "dprintf *0x%" PRIx64 ",\"HIT\\n\"", w->vaddr);
+	out = run_capture(argv, &status);
+	for (line = strtok(out, "\n"); line; line = strtok(NULL, "\n"))
+		if (!strncmp(line, "HIT", 3))
+			hits++;
+	free(out);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		bench_die("gdb on (%s): status 0x%x", w->key, status);
+	if (hits != n)
+		bench_die("gdb dprintf on (%s) %s: %ld hits, expected %ld", w->key, w->label, hits,
+			  n);
+	return bench_read_loop_ns(b);
+}
+
+/* ---- the ptrace floor: the target's own int3, waitpid + PTRACE_CONT ---- */
+
+static cpu_set_t all_cpus;
+
+static void pin(pid_t pid, int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0) {
+		set = all_cpus;
+	} else {
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+	}
+	if (sched_setaffinity(pid, sizeof(set), &set))
+		bench_die("sched_setaffinity: %s", strerror(errno));
+}
+
+/* the two CPUs we may run on, for the pinned variants */
+static int cpu_nth(int k)
+{
+	for (int c = 0, seen = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &all_cpus) && seen++ == k)
+			return c;
+	return -1;
+}
+
+static double run_floor(struct bench *b, long n, int tracer_cpu, int tracee_cpu)
+{
+	char nbuf[32];
+	long stops = 0;
+	int status;
+	pid_t pid;
+
+	snprintf(nbuf, sizeof(nbuf), "%ld", n);
+	pin(0, tracer_cpu);
+	pid = fork();
+	if (pid < 0)
+		bench_die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		pin(0, tracee_cpu);
+		to_devnull(1);
+		ptrace(PTRACE_TRACEME, 0, 0, 0);
+		execl(b->target, b->target, "int3", nbuf, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) == pid && WIFSTOPPED(status)) {
+		stops++;
+		ptrace(PTRACE_CONT, pid, 0, 0);
+	}
+	pin(0, -1);
+	check_exit("ptrace floor", status);
+	if (stops != n + 1) /* + the exec stop */
+		bench_die("ptrace floor: %ld stops, expected %ld", stops, n + 1);
+	return bench_read_loop_ns(b);
+}
+
+/* ---- one run of a cell ---- */
+
+static double run_one(struct bench *b, int wi, int tool, long n)
+{
+	struct bench_workload *w = &b->w[wi];
+	int c0 = cpu_nth(0), c1 = cpu_nth(1);
+
+	switch (tool) {
+	case T_BASE:
+		return run_base(b, w, n);
+	case T_UPROBE:
+		return run_lib(b, w, n);
+	case T_UPROBE_CLI:
+		return run_cli(b, w, n);
+	case T_FAST:
+		return run_fast(b, w, n);
+	case T_KERNEL:
+		return bench_kernel_run(b, wi, n);
+	case T_GDB:
+		return run_gdb(b, w, n);
+	case T_FLOOR:
+		return run_floor(b, n, -1, -1);
+	case T_FLOOR_SAME:
+		return run_floor(b, n, c0, c0);
+	case T_FLOOR_DIFF:
+		return run_floor(b, n, c0, c1);
+	}
+	bench_die("no tool %d", tool);
+}
+
+/* ---- setup ---- */
+
+static uint64_t sym_value(struct up_sym_elf *elf, const char *path, const char *name)
 {
 	struct up_sym s;
 
-	if (up_sym_elf_lookup(elf, name, &s)) {
-		fprintf(stderr, "bench_core: no symbol %s\n", name);
-		exit(1);
-	}
+	if (up_sym_elf_lookup(elf, name, &s))
+		bench_die("no symbol %s in %s", name, path);
 	return s.value;
 }
 
-enum { NONE, NONE_SYS, BARE, NOP, EMU, XOL, STEP, INLINE, NCASES };
+static char *find_libc(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[PATH_MAX + 128];
+	char *path = NULL;
+
+	while (f && !path && fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, '/');
+
+		if (p && strstr(p, "/libc.so")) {
+			p[strcspn(p, "\n")] = 0;
+			path = strdup(p);
+		}
+	}
+	if (f)
+		fclose(f);
+	if (!path)
+		bench_die("libc not found in /proc/self/maps");
+	return path;
+}
+
+static bool in_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char buf[PATH_MAX];
+
+	while (path && *path) {
+		size_t len = strcspn(path, ":");
+
+		snprintf(buf, sizeof(buf), "%.*s/%s", (int)len, path, prog);
+		if (access(buf, X_OK) == 0)
+			return true;
+		path += len + (path[len] == ':');
+	}
+	return false;
+}
+
+static void add_workload(struct bench *b, const char *key, const char *label, const char *mode,
+			 const char *sym, enum bench_kind kind)
+{
+	struct bench_workload *w = &b->w[b->nw++];
+
+	*w = (struct bench_workload){ .key = key, .label = label, .mode = mode, .sym = sym, .kind = kind };
+}
+
+static void setup(struct bench *b, const char *build)
+{
+	static char target[PATH_MAX], cli[PATH_MAX];
+	struct up_sym_elf *elf;
+	struct utsname un;
+	char path[PATH_MAX];
+	const char *env;
+	uint64_t off;
+
+	b->build = build;
+	snprintf(path, sizeof(path), "%s/bench/bench_target", build);
+	if (!realpath(path, target))
+		bench_die("%s: %s (run make first)", path, strerror(errno));
+	snprintf(path, sizeof(path), "%s/uprobe", build);
+	if (!realpath(path, cli))
+		bench_die("%s: %s", path, strerror(errno));
+	b->target = target;
+	b->cli = cli;
+	b->libc = find_libc();
+	env = getenv("BENCH_ROUNDS");
+	b->rounds = env ? atoi(env) : 5;
+	if (b->rounds < 1 || b->rounds > BENCH_MAX_ROUNDS)
+		bench_die("BENCH_ROUNDS must be 1..%d", BENCH_MAX_ROUNDS);
+	env = getenv("BENCH_RUN_SECONDS");
+	b->run_seconds = env ? atof(env) : 0.2;
+	snprintf(b->out_path, sizeof(b->out_path), "/tmp/ubench.%d.ns", (int)getpid());
+	setenv("BENCH_OUT", b->out_path, 1);
+	uname(&un);
+	snprintf(b->kernel_release, sizeof(b->kernel_release), "%s", un.release);
+	sched_getaffinity(0, sizeof(all_cpus), &all_cpus);
+	b->ncpus = CPU_COUNT(&all_cpus);
+
+	add_workload(b, "a", "lea 1(%rdi),%rax", "lea", "hot_lea", BK_ENTRY);
+	add_workload(b, "b", "push %rbp", "push", "hot_push", BK_ENTRY);
+	add_workload(b, "c", "5-byte nop", "nop5", "hot_nop5", BK_ENTRY);
+	add_workload(b, "d", "return probe", "ret", "hot_ret", BK_RET);
+	add_workload(b, "e", "6 arguments fetched", "args", "hot_args", BK_ARGS);
+	add_workload(b, "f", "libc malloc+free loop", "malloc", NULL, BK_MALLOC);
+	add_workload(b, "g", "2 threads, one probe", "mt", "hot_mt", BK_MT);
+	add_workload(b, "floor", "int3 + PTRACE_CONT", "nop5", NULL, BK_FLOOR);
+
+	if (up_sym_elf_open(target, &elf))
+		bench_die("cannot open %s", target);
+	for (int i = 0; i < b->nw; i++) {
+		struct bench_workload *w = &b->w[i];
+
+		if (!w->sym)
+			continue;
+		w->vaddr = sym_value(elf, target, w->sym);
+		if (up_sym_elf_vaddr_to_offset(elf, w->vaddr, &w->offset))
+			bench_die("%s: no file offset for %s", target, w->sym);
+		{
+			const uint8_t *code;
+
+			if (!up_sym_elf_code(elf, w->vaddr, 16, &code))
+				w->first_len = up_insn_length(code, 16, UP_MODE_64);
+		}
+	}
+	b->big_fn = sym_value(elf, target, "big_fn");
+	if (up_sym_elf_vaddr_to_offset(elf, b->big_fn, &off))
+		bench_die("%s: no file offset for big_fn", target);
+	b->text_delta = b->big_fn - off;
+	up_sym_elf_close(elf);
+	if (up_sym_elf_open(b->libc, &elf))
+		bench_die("cannot open %s", b->libc);
+	b->w[5].vaddr = sym_value(elf, b->libc, "malloc");
+	if (up_sym_elf_vaddr_to_offset(elf, b->w[5].vaddr, &b->w[5].offset))
+		bench_die("%s: no file offset for malloc", b->libc);
+	up_sym_elf_close(elf);
+
+	b->kernel_skip = bench_kernel_setup(b);
+	b->bpftrace_skip = in_path("bpftrace") ? "installed, but runs through it are not "
+						 "implemented here"
+					       : "not installed";
+
+	for (int i = 0; i < b->nw; i++) {
+		struct bench_workload *w = &b->w[i];
+		struct bench_cell *c = b->cell[i];
+
+		c[T_BASE].used = true;
+		if (w->kind == BK_FLOOR) {
+			c[T_FLOOR].used = c[T_FLOOR_SAME].used = true;
+			c[T_FLOOR_DIFF].used = true;
+			if (b->ncpus < 2)
+				c[T_FLOOR_DIFF].skip = "fewer than 2 CPUs";
+			continue;
+		}
+		c[T_UPROBE].used = w->kind != BK_MALLOC;
+		c[T_UPROBE_CLI].used = w->kind == BK_RET || w->kind == BK_ARGS ||
+				       w->kind == BK_MALLOC;
+		c[T_FAST].used = w->kind == BK_ENTRY || w->kind == BK_MT;
+		if (c[T_FAST].used && w->first_len < 5)
+			c[T_FAST].skip = "first instruction under 5 bytes: no room for the jmp";
+		c[T_KERNEL].used = true;
+		c[T_KERNEL].skip = b->kernel_skip;
+		c[T_BPFTRACE].used = true;
+		c[T_BPFTRACE].skip = b->bpftrace_skip;
+		c[T_GDB].used = true;
+		if (w->kind == BK_RET)
+			c[T_GDB].skip = "gdb's dprintf has no return probe";
+		else if (!in_path("gdb"))
+			c[T_GDB].skip = "gdb not installed";
+	}
+}
+
+/* Picks n so that a run takes about b->run_seconds, from one short run. */
+static void calibrate(struct bench *b)
+{
+	long gdb_n = getenv("BENCH_GDB_N") ? atol(getenv("BENCH_GDB_N")) : 200;
+
+	for (int i = 0; i < b->nw; i++)
+		for (int t = 0; t < T_NTOOLS; t++) {
+			struct bench_cell *c = &b->cell[i][t];
+			long probe_n = t == T_BASE ? 200000 : 2000;
+			double per;
+
+			if (!c->used || c->skip)
+				continue;
+			if (t == T_GDB) {
+				c->n = gdb_n;
+				continue;
+			}
+			per = run_one(b, i, t, probe_n) / (double)probe_n;
+			c->n = (long)(b->run_seconds * 1e9 / (per > 0.1 ? per : 0.1));
+			if (c->n < 2000)
+				c->n = 2000;
+			if (c->n > (t == T_BASE ? 50000000 : 2000000))
+				c->n = t == T_BASE ? 50000000 : 2000000;
+			c->n &= ~1L; /* two threads: an even split */
+		}
+}
+
+static void measure(struct bench *b)
+{
+	for (int r = 0; r < b->rounds; r++) {
+		fprintf(stderr, "bench: round %d/%d\n", r + 1, b->rounds);
+		for (int i = 0; i < b->nw; i++)
+			for (int t = 0; t < T_NTOOLS; t++) {
+				struct bench_cell *c = &b->cell[i][t];
+
+				if (c->used && !c->skip)
+					c->ns[r] = run_one(b, i, t, c->n);
+			}
+	}
+	for (int i = 0; i < b->nw; i++) {
+		struct bench_cell *base = &b->cell[i][T_BASE];
+
+		for (int t = 0; t < T_NTOOLS; t++) {
+			struct bench_cell *c = &b->cell[i][t];
+
+			if (!c->used || c->skip)
+				continue;
+			for (int r = 0; r < b->rounds; r++)
+				c->per_hit[r] = c->ns[r] / (double)c->n -
+						(t == T_BASE ? 0 : base->ns[r] / (double)base->n);
+			bench_stats(c->per_hit, b->rounds, &c->med, &c->lo, &c->hi);
+		}
+	}
+}
+
+static void on_signal(int sig)
+{
+	bench_kernel_cleanup();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
 
 int main(int argc, char **argv)
 {
-	static const char *names[NCASES] = { "unprobed loop", "unprobed syscall loop",
-					      "bare ptrace stop+resume", "probe on nop5",
-					      "probe on push %rbp",
-					      "probe on lea", "probe on syscall",
-					      "probe on lea, no_xol" };
-	const char *target = argc > 1 ? argv[1] : "build/bench/bench_target";
-	long n = argc > 2 ? atol(argv[2]) : 20000;
-	int rounds = argc > 3 ? atoi(argv[3]) : 5;
-	double *t[NCASES];
-	enum uprobe_plan plans[NCASES] = { 0 };
-	struct up_sym_elf *elf;
-	uint64_t a_emu, a_xol, a_step, a_nop;
+	static struct bench b;
+	double t0 = bench_now();
 
-	if (up_sym_elf_open(target, &elf)) {
-		fprintf(stderr, "bench_core: cannot open %s\n", target);
-		return 1;
-	}
-	a_emu = sym(elf, "hot_emulate");
-	a_nop = sym(elf, "hot_nop");
-	a_xol = sym(elf, "hot_xol");
-	a_step = sym(elf, "hot_step") + 5; /* past mov $110,%eax: the syscall */
-	up_sym_elf_close(elf);
-	quiet_stdout();
-	for (int c = 0; c < NCASES; c++)
-		t[c] = calloc((size_t)rounds, sizeof(double));
-	for (int r = 0; r < rounds; r++) {
-		t[NONE][r] = run_probed(target, "none", n, 0, false, NULL);
-		t[NONE_SYS][r] = run_probed(target, "syscall", n, 0, false, NULL);
-		t[BARE][r] = run_bare(target, n);
-		t[NOP][r] = run_probed(target, "nop", n, a_nop, false, &plans[NOP]);
-		t[EMU][r] = run_probed(target, "none", n, a_emu, false, &plans[EMU]);
-		t[XOL][r] = run_probed(target, "xol", n, a_xol, false, &plans[XOL]);
-		t[STEP][r] = run_probed(target, "syscall", n, a_step, false, &plans[STEP]);
-		t[INLINE][r] = run_probed(target, "xol", n, a_xol, true, &plans[INLINE]);
-	}
-	for (int c = 0; c < NCASES; c++)
-		qsort(t[c], (size_t)rounds, sizeof(double), cmp);
-	{
-		double base = t[NONE][rounds / 2], base_sys = t[NONE_SYS][rounds / 2];
-		double bare = (t[BARE][rounds / 2] - base) / n * 1e6;
-		static const char *plan_names[] = { "emulate", "xol", "step", "inline" };
-
-		fprintf(stderr, "bench_core: %ld hits per run, median of %d rounds\n", n, rounds);
-		fprintf(stderr, "%-26s %10s %8s  %s\n", "case", "us/hit", "x bare", "plan");
-		for (int c = BARE; c < NCASES; c++) {
-			double b = c == STEP ? base_sys : base;
-			double us = (t[c][rounds / 2] - b) / n * 1e6;
-
-			fprintf(stderr, "%-26s %10.2f %8.2f  %s\n", names[c], us, us / bare,
-				c == BARE ? "-" : plan_names[plans[c]]);
-		}
-	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	setup(&b, argc > 1 ? argv[1] : "build");
+	fprintf(stderr, "bench: calibrating (about %.2f s per run)\n", b.run_seconds);
+	calibrate(&b);
+	measure(&b);
+	fprintf(stderr, "bench: registration\n");
+	bench_reg_run(&b);
+	bench_kernel_cleanup();
+	bench_report(&b);
+	fprintf(stderr, "bench: done in %.0f s\n", bench_now() - t0);
 	return 0;
 }

@@ -1,7 +1,17 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# usage: scripts/bench.sh BUILD — `make bench`: every benchmark, ratios measured side by side.
+# usage: scripts/bench.sh BUILD — `make bench`: per-hit cost of a probe for each workload
+# and tool, measured side by side (bench/bench_core.c), and the cost of registration.
+# Env: BENCH_ROUNDS (default 5), BENCH_RUN_SECONDS (default 0.2 s per run), BENCH_GDB_N
+# (default 200 hits per gdb run), BENCH_REG_ROUNDS (default min(BENCH_ROUNDS, 3)).
+# Results: stdout, BUILD/bench/results.json and BUILD/bench/results.svg.
 set -e
 build=${1:-build}
-echo "== per-hit cost of a probe, by plan, beside a bare ptrace stop (bench/bench_core.c) =="
-"$build/bench/bench_core" "$build/bench/bench_target" "${BENCH_N:-20000}" "${BENCH_ROUNDS:-5}"
+if [ ! -x "$build/bench/bench_core" ] || [ ! -x "$build/bench/bench_target" ]; then
+	echo "bench: $build/bench/bench_core is missing: run make first" >&2
+	exit 1
+fi
+command -v gdb >/dev/null 2>&1 || echo "bench: gdb not installed: its rows are skipped"
+command -v bpftrace >/dev/null 2>&1 || echo "bench: bpftrace not installed: its rows are skipped"
+[ "$(id -u)" = 0 ] || echo "bench: not root: the kernel's uprobe tracer rows are skipped"
+exec "$build/bench/bench_core" "$build"

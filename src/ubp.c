@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sym/sym.h"
@@ -15,6 +16,7 @@ void up_ubp_files_clear(struct up_ubp_files *files)
 {
 	for (unsigned i = 0; i < files->n; i++)
 		up_sym_elf_close(files->f[i].elf);
+	free(files->fn.starts);
 	memset(files, 0, sizeof(*files));
 }
 
@@ -32,6 +34,10 @@ struct up_sym_elf *up_ubp_file(struct up_ubp_files *files, const char *path)
 		slot = files->n++;
 	} else {
 		slot = files->next++ % files->n;
+		if (files->fn.elf == files->f[slot].elf) {
+			free(files->fn.starts);
+			memset(&files->fn, 0, sizeof(files->fn));
+		}
 		up_sym_elf_close(files->f[slot].elf);
 	}
 	snprintf(files->f[slot].path, sizeof(files->f[slot].path), "%s", path);
@@ -44,6 +50,42 @@ struct up_sym_elf *up_ubp_file(struct up_ubp_files *files, const char *path)
  * process's) falls on an instruction start or nothing is known, -EINVAL when it does
  * not, with the instruction it splits in msg.
  */
+/*
+ * The instruction starts of one function, decoded once: registering every
+ * instruction of a big function must not decode it again from its start for each.
+ * starts[i] holds the length of the instruction at offset i (0: not a start); a
+ * decoder gap ends the map there (limit).
+ */
+static int function_map(struct up_ubp_files *files, struct up_sym_elf *elf,
+			const struct up_sym *sym, const uint8_t *code)
+{
+	struct up_ubp_fn *fc = &files->fn;
+	enum up_insn_mode mode = up_sym_elf_class(elf) == 32 ? UP_MODE_32 : UP_MODE_64;
+	uint64_t at;
+
+	if (fc->elf == elf && fc->start == sym->value && fc->size == sym->size)
+		return 0;
+	free(fc->starts);
+	memset(fc, 0, sizeof(*fc));
+	fc->starts = calloc(sym->size, 1);
+	if (!fc->starts)
+		return -ENOMEM;
+	fc->elf = elf;
+	fc->start = sym->value;
+	fc->size = sym->size;
+	for (at = sym->value; at < sym->value + sym->size;) {
+		unsigned len = up_insn_length(code + (at - sym->value), sym->size - (at - sym->value),
+					      mode);
+
+		if (!len)
+			break; /* data in the function, or a decoder gap: cannot tell past it */
+		fc->starts[at - sym->value] = (uint8_t)len;
+		at += len;
+	}
+	fc->limit = at;
+	return 0;
+}
+
 static int check_boundary(struct up_ubp_files *files, const struct up_map *m, uint64_t vaddr,
 			  char *msg, size_t msglen)
 {
@@ -51,7 +93,8 @@ static int check_boundary(struct up_ubp_files *files, const struct up_map *m, ui
 	const uint8_t *code;
 	struct up_sym sym;
 	uint64_t fv, at;
-	enum up_insn_mode mode;
+	struct up_insn insn;
+	char text[96];
 
 	if (m->path[0] != '/')
 		return 0;
@@ -64,25 +107,20 @@ static int check_boundary(struct up_ubp_files *files, const struct up_map *m, ui
 		return 0;
 	if (up_sym_elf_code(elf, sym.value, sym.size, &code))
 		return 0;
-	mode = up_sym_elf_class(elf) == 32 ? UP_MODE_32 : UP_MODE_64;
-	for (at = sym.value; at < fv;) {
-		struct up_insn insn;
-		char text[96];
-
-		up_insn_analyze(&insn, code + (at - sym.value), sym.size - (at - sym.value), at, mode);
-		if (!insn.length)
-			return 0; /* data in the function, or a decoder gap: cannot tell */
-		if (at + insn.length > fv) {
-			snprintf(msg, msglen,
-				 "0x%" PRIx64 " is not an instruction boundary: it is inside %s+0x%" PRIx64
-				 " (%u bytes: %s)",
-				 vaddr, sym.name, at - sym.value, insn.length,
-				 up_insn_format(&insn, text, sizeof(text)));
-			return -EINVAL;
-		}
-		at += insn.length;
-	}
-	return 0;
+	if (function_map(files, elf, &sym, code))
+		return 0;
+	if (fv >= files->fn.limit || files->fn.starts[fv - sym.value])
+		return 0; /* a start, or past what could be decoded */
+	for (at = fv; at > sym.value && !files->fn.starts[at - sym.value];)
+		at--;
+	up_insn_analyze(&insn, code + (at - sym.value), sym.size - (at - sym.value), at,
+			up_sym_elf_class(elf) == 32 ? UP_MODE_32 : UP_MODE_64);
+	snprintf(msg, msglen,
+		 "0x%" PRIx64 " is not an instruction boundary: it is inside %s+0x%" PRIx64
+		 " (%u bytes: %s)",
+		 vaddr, sym.name, at - sym.value, insn.length,
+		 up_insn_format(&insn, text, sizeof(text)));
+	return -EINVAL;
 }
 
 int up_ubp_prepare(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
@@ -95,11 +133,17 @@ int up_ubp_prepare(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr
 
 	memset(b, 0, sizeof(*b));
 	b->vaddr = vaddr;
-	if (up_proc_find_map(p, vaddr, &m)) {
+	if (files->map_proc == p && files->map_gen == files->gen && vaddr >= files->map.start &&
+	    vaddr < files->map.end) {
+		m = files->map;
+	} else if (up_proc_find_map(p, vaddr, &m)) {
 		snprintf(msg, msglen, "0x%" PRIx64 " is not mapped in process %d", vaddr,
 			 (int)up_proc_pid(p));
 		return -EINVAL;
 	}
+	files->map = m;
+	files->map_proc = p;
+	files->map_gen = files->gen;
 	if (!m.x) {
 		snprintf(msg, msglen, "0x%" PRIx64 " is not in executable memory (%s%s)", vaddr,
 			 m.path[0] ? m.path : "anonymous", m.path[0] ? "" : " mapping");

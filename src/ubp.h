@@ -17,6 +17,13 @@
 
 struct up_sym_elf;
 
+/* The instruction starts of the last function checked (ubp.c). */
+struct up_ubp_fn {
+	struct up_sym_elf *elf;
+	uint64_t start, size, limit;
+	uint8_t *starts;
+};
+
 /* ELF files opened to check instruction boundaries, kept across calls. */
 struct up_ubp_files {
 	struct {
@@ -24,6 +31,12 @@ struct up_ubp_files {
 		struct up_sym_elf *elf;
 	} f[16];
 	unsigned n, next;
+	struct up_ubp_fn fn;
+	/* the mapping found last, reused within one batch (gen: bumped by the caller per
+	   batch, as mappings may change between batches) */
+	struct up_map map;
+	struct up_proc *map_proc;
+	unsigned gen, map_gen;
 };
 void up_ubp_files_clear(struct up_ubp_files *files);
 /* The opened ELF file at path (kept in files), or NULL when it cannot be read. */

@@ -739,6 +739,8 @@ static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, 
 	int first = 0;
 	size_t i = 0;
 
+	ctx->files.gen++; /* mappings may have changed since the last batch */
+
 	while (i < n) {
 		struct uproc *up = uproc_of_pid(ctx, us[i]->pid);
 		size_t j = i;

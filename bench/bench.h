@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The benchmark harness (`make bench`): per-hit cost of a probe for each workload and
+ * tool, measured side by side (rounds interleaved round-robin), and the cost of
+ * inserting and removing probes.  bench_core.c runs the tools, bench_kernel.c drives
+ * the kernel's uprobe tracer through tracefs, bench_reg.c times registration,
+ * bench_report.c prints the table and writes the JSON and the SVG.
+ */
+#ifndef BENCH_BENCH_H
+#define BENCH_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define BENCH_MAX_ROUNDS 64
+
+enum bench_kind { BK_ENTRY, BK_RET, BK_ARGS, BK_MALLOC, BK_MT, BK_FLOOR };
+
+struct bench_workload {
+	const char *key;   /* "a".."g", "floor" */
+	const char *label; /* for the table */
+	const char *mode;  /* bench_target's argv[1] */
+	const char *sym;   /* the hot function (NULL: malloc in libc, or none) */
+	enum bench_kind kind;
+	uint64_t vaddr;	   /* in bench_target (or libc's st_value for malloc) */
+	uint64_t offset;   /* file offset, for the kernel */
+	unsigned first_len; /* length of the hot function's first instruction */
+};
+
+enum bench_tool {
+	T_BASE,
+	T_UPROBE,     /* the library, a handler per hit */
+	T_UPROBE_CLI, /* uprobe trace -c */
+	T_FAST,	      /* the library, a counting probe on the fast path (no stop) */
+	T_KERNEL,
+	T_BPFTRACE,
+	T_GDB,
+	T_FLOOR,
+	T_FLOOR_SAME,
+	T_FLOOR_DIFF,
+	T_NTOOLS
+};
+
+struct bench_cell {
+	bool used;		/* this tool runs on this workload */
+	const char *skip;	/* why not (printed), or NULL */
+	long n;			/* iterations (= hits) per run */
+	double ns[BENCH_MAX_ROUNDS];	/* loop time of each round, ns */
+	double per_hit[BENCH_MAX_ROUNDS]; /* ns per hit, baseline subtracted */
+	double med, lo, hi;	/* over the rounds */
+};
+
+struct bench_reg_row {
+	const char *tool; /* "uprobe" or "kernel" */
+	long nprobes;
+	const char *skip;
+	double attach[BENCH_MAX_ROUNDS], insert[BENCH_MAX_ROUNDS], remove[BENCH_MAX_ROUNDS];
+	double attach_med, insert_med, insert_lo, insert_hi, remove_med, remove_lo, remove_hi;
+};
+
+struct bench {
+	const char *build, *target, *cli, *libc;
+	char out_path[64];
+	int rounds;
+	double run_seconds;
+	int nw;
+	struct bench_workload w[8];
+	struct bench_cell cell[8][T_NTOOLS];
+	int nreg, reg_rounds;
+	struct bench_reg_row reg[8];
+	uint64_t big_fn;       /* registration sites */
+	uint64_t text_delta;   /* bench_target's vaddr - file offset, in its text */
+	const char *kernel_skip; /* why the kernel tracer is not measured, or NULL */
+	const char *bpftrace_skip;
+	char kernel_release[128];
+	int ncpus;
+};
+
+extern const char *const bench_tool_names[T_NTOOLS];
+extern const char *const bench_tool_keys[T_NTOOLS];
+
+/* bench_core.c */
+double bench_now(void);
+_Noreturn void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void bench_stats(const double *v, int n, double *med, double *lo, double *hi);
+/* Forks BENCH_TARGET MODE N held until bench_child_go(); stdout to /dev/null. */
+pid_t bench_child_start(struct bench *b, const char *mode, long n, int *go_fd);
+void bench_child_go(int go_fd);
+int bench_child_wait(pid_t pid);
+double bench_read_loop_ns(struct bench *b);
+
+/* bench_kernel.c: NULL when usable, or the reason it is not */
+const char *bench_kernel_setup(struct bench *b);
+double bench_kernel_run(struct bench *b, int wi, long n);
+/* inserts n probes at sites into pid, then removes them; seconds in *ins and *rem */
+void bench_kernel_reg(struct bench *b, pid_t pid, const uint64_t *sites, long n,
+		      double *ins, double *rem);
+void bench_kernel_cleanup(void);
+
+/* bench_reg.c */
+void bench_reg_run(struct bench *b);
+
+/* bench_report.c */
+void bench_report(struct bench *b);
+
+#endif
