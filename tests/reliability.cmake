@@ -3,3 +3,12 @@ add_test(NAME reliability.valgrind.trace
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/valgrind_trace.sh
     $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:sample>)
 set_tests_properties(reliability.valgrind.trace PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# the tracer stopped by a signal while 4 threads hit int3 and fast-path probes flat out:
+# every byte back, the target untraced, its output and status as unprobed
+foreach(sig INT TERM HUP)
+  add_test(NAME reliability.stop.${sig}
+    COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_stop.py
+      $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:core_fast> ${sig})
+  set_tests_properties(reliability.stop.${sig} PROPERTIES TIMEOUT 90)
+endforeach()
