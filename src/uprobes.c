@@ -29,7 +29,7 @@
 #include "ubp.h"
 #include "xol.h"
 
-#define PPT_HASH 256
+#define PPT_HASH 4096
 #define KIND_PPT 0
 #define KIND_FAST 1
 #define FAST_SLOTS 2 /* 128 bytes of trampoline */
