@@ -1236,6 +1236,7 @@ out_ring:
 		free(d.groups[g]);
 	free(d.groups);
 	free(d.pids);
+	fuse_opt_free_args(&args); /* libfuse may have copied them */
 	return rc;
 }
 
