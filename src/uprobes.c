@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -1497,6 +1498,22 @@ static void cb_fork(void *arg, struct up_task *parent_t, struct up_proc *child, 
 		ctx->opts.on_fork(ctx->opts.arg, pu->pid, cu->pid);
 }
 
+/*
+ * A traced exec of a set-uid/set-gid file runs without its privileges (unless the
+ * tracer has CAP_SYS_PTRACE): say so, as the program may then fail where it would not.
+ */
+static void warn_setid(struct uprobe_ctx *ctx, pid_t pid)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (geteuid() != 0 && stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)))
+		logf_(ctx, "process %d runs a set-%cid program: traced, the kernel runs it without "
+			   "those privileges (trace as root to keep them)",
+		      (int)pid, (st.st_mode & S_ISUID) ? 'u' : 'g');
+}
+
 static void cb_exec(void *arg, struct up_proc *p, struct up_task *t)
 {
 	struct uprobe_ctx *ctx = arg;
@@ -1505,6 +1522,7 @@ static void cb_exec(void *arg, struct up_proc *p, struct up_task *t)
 	(void)t;
 	if (!up)
 		return;
+	warn_setid(ctx, up->pid);
 	for (struct up_task *x = up_proc_first_task(p); x; x = up_proc_next_task(x)) {
 		struct utask *ut = up_task_data(x);
 
@@ -1729,6 +1747,7 @@ int uprobe_spawn(struct uprobe_ctx *ctx, char *const argv[], pid_t *pid)
 	}
 	if (pid)
 		*pid = up_proc_pid(p);
+	warn_setid(ctx, up_proc_pid(p));
 	return 0;
 }
 

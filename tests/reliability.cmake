@@ -15,3 +15,8 @@ foreach(sig INT TERM HUP)
       $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:core_fast> ${sig})
   set_tests_properties(reliability.stop.${sig} PROPERTIES TIMEOUT 90)
 endforeach()
+
+# privilege: an unprivileged trace of a set-uid program says what the kernel does to it
+add_test(NAME reliability.setid_exec
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/setid_exec.sh $<TARGET_FILE:uprobe-cli>)
+set_tests_properties(reliability.setid_exec PROPERTIES SKIP_RETURN_CODE 77)
