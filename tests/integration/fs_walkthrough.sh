@@ -119,6 +119,20 @@ records() { grep -v '^#' "$M/trace" | sed 's/^.*\] *[0-9]*\.[0-9]*: : //'; }
 
 SEED_RE='^ *[^ ]+-[0-9]+ +\[[0-9]{3}\] +[0-9]+\.[0-9]{6}: : 0x[0-9a-f]+: [SDA] '
 
+# until the sample has read what was just written to it and sleeps in its next read
+wait_consumed() { # RCHAR-BEFORE
+	i=0
+	while [ $i -lt 200 ]; do
+		now=$(awk '/^rchar/{print $2}' /proc/$PID/io)
+		st=$(awk '/^State/{print $2}' /proc/$PID/status)
+		[ "$now" -gt "$1" ] && [ "$st" = S ] && break
+		sleep 0.02
+		i=$((i + 1))
+	done
+	sleep 0.05
+}
+rchar() { awk '/^rchar/{print $2}' /proc/$PID/io; }
+
 case $MODE in
 seed)
 	# --- as the seed: "Now set a probe at function foo() ..." ---
@@ -289,7 +303,9 @@ tracing_on)
 	[ "$(cat "$M/tracing_on")" = 1 ] || fail "tracing_on is not 1 at first"
 	echo 0 > "$M/tracing_on"
 	[ "$(cat "$M/tracing_on")" = 0 ] || fail "tracing_on does not read 0"
+	before=$(rchar)
 	printf 'a' >&7
+	wait_consumed "$before" # 'a' hit foo, off
 	echo 1 > "$M/tracing_on"
 	printf 'b' >&7
 	wait_for trace_lines_ge 1 || fail "nothing recorded with tracing_on 1"
@@ -314,7 +330,9 @@ event)
 		fail "event line: $(cat "$W/ev")"
 	ok "p: through the mount: $(cat "$W/ev")"
 	echo 0 > "$M/events/grp/foo/enable"
+	before=$(rchar)
 	printf 'b' >&7
+	wait_consumed "$before" # 'b' hit foo, disabled
 	echo 1 > "$M/events/grp/foo/enable"
 	printf 'c' >&7
 	wait_for trace_lines_ge 2 || fail "no line after enable 1"
