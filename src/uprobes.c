@@ -1700,7 +1700,11 @@ static int release(struct uprobe_ctx *ctx, struct uproc *up)
 	}
 	uproc_unlink(ctx, up);
 	free(up);
-	up_proc_unquiesce(p);
+	/*
+	 * Still quiesced: the detach that follows lets the threads go from exactly the
+	 * state set here.  Resuming them in between would let a thread trap on a byte
+	 * about to be restored, or run from a rip moved home, before the detach sees it.
+	 */
 	return 0;
 }
 

@@ -20,3 +20,9 @@ endforeach()
 add_test(NAME reliability.setid_exec
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/setid_exec.sh $<TARGET_FILE:uprobe-cli>)
 set_tests_properties(reliability.setid_exec PROPERTIES SKIP_RETURN_CODE 77)
+
+# detach with return probes live, threads trapping in the trampoline at that moment
+add_test(NAME reliability.detach.returns
+  COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_detach_ret.py
+    $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:core_threads> 12)
+set_tests_properties(reliability.detach.returns PROPERTIES TIMEOUT 120)

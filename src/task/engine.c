@@ -1326,6 +1326,55 @@ int up_proc_resume(struct up_proc *p)
 	return err;
 }
 
+/* Is a SIGTRAP waiting in the thread's own queue (/proc/TID/status SigPnd)? */
+static bool sigtrap_pending(pid_t tid)
+{
+	char path[64], line[256];
+	bool pending = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "SigPnd:", 7)) {
+			pending = strtoull(line + 7, NULL, 16) & (1ULL << (SIGTRAP - 1));
+			break;
+		}
+	}
+	fclose(f);
+	return pending;
+}
+
+/*
+ * A thread our interrupt stopped right after an int3 trapped: the int3's SIGTRAP still
+ * waits in its queue, and detached it would kill the program.  Let the thread take it
+ * (it stops again before running any instruction), and treat it as a breakpoint stop:
+ * the signal to pass on at the detach (0 for one of ours).
+ */
+static int drain_sigtrap(struct up_engine *e, struct up_task *t)
+{
+	bool client_set = t->regs_valid && t->regs_dirty;
+	int st;
+
+	flush_regs(t);
+	if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 || up__wait_tid(e, t->tid, &st) < 0)
+		return 0;
+	if (!WIFSTOPPED(st) || (st >> 16) != 0 || WSTOPSIG(st) != SIGTRAP) {
+		/* something else came first: pass it on, the SIGTRAP question stays */
+		return WIFSTOPPED(st) && (st >> 16) == 0 ? WSTOPSIG(st) : 0;
+	}
+	t->state = UP_TS_STOPPED;
+	t->stop = UP_ST_SIGNAL;
+	t->regs_valid = false;
+	if (ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) < 0 || t->info.si_code != SI_KERNEL)
+		return SIGTRAP; /* the program's own */
+	if (client_set)
+		return 0; /* the client put the thread right already */
+	return stale_breakpoint(t) ? 0 : SIGTRAP;
+}
+
 int up_proc_detach(struct up_proc *p)
 {
 	struct up_engine *e = p->e;
@@ -1353,7 +1402,12 @@ int up_proc_detach(struct up_proc *p)
 				sig = WSTOPSIG(st);
 				if (sig == SIGTRAP &&
 				    ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) == 0) {
-					if (t->info.si_code == SI_KERNEL) {
+					if (t->info.si_code == SI_KERNEL && t->regs_valid &&
+					    t->regs_dirty) {
+						/* the client has put this thread right already
+						   (a return through its trampoline, say) */
+						sig = 0;
+					} else if (t->info.si_code == SI_KERNEL) {
 						/* ours if the client removed it; else the program's */
 						t->regs_valid = false;
 						sig = stale_breakpoint(t) ? 0 : SIGTRAP;
@@ -1369,6 +1423,8 @@ int up_proc_detach(struct up_proc *p)
 			sig = t->sig;
 			if (sig && t->info_clobbered && t->info.si_signo == sig)
 				ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->info);
+		} else if (t->stop == UP_ST_EVENT && sigtrap_pending(t->tid)) {
+			sig = drain_sigtrap(e, t);
 		}
 		flush_regs(t);
 		if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)sig) < 0 && errno != ESRCH)
