@@ -136,6 +136,9 @@ int up_ubp_prepare(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr
 	if (files->map_proc == p && files->map_gen == files->gen && vaddr >= files->map.start &&
 	    vaddr < files->map.end) {
 		m = files->map;
+	} else if (!up_proc_first_task(p)) {
+		snprintf(msg, msglen, "process %d is exiting", (int)up_proc_pid(p));
+		return -ESRCH;
 	} else if (up_proc_find_map(p, vaddr, &m)) {
 		snprintf(msg, msglen, "0x%" PRIx64 " is not mapped in process %d", vaddr,
 			 (int)up_proc_pid(p));

@@ -665,6 +665,7 @@ static int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u)
 	/* an int3 inside a fast site's bytes would break its jmp */
 	while ((f = fast_overlapping(mm, u->vaddr, u->vaddr + 1)))
 		fast_downgrade(mm, f);
+	q = ppt_lookup(mm, u->vaddr); /* the downgrade may have made it */
 	if (!q) {
 		rc = ppt_create(mm, u->vaddr, &q);
 		if (rc)

@@ -297,6 +297,26 @@ int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 			*status = st;
 			return 0;
 		}
+		/*
+		 * A non-leader thread exec'd: it reports under the leader's tid and the tid
+		 * waited for is gone for good.  The exec stop stays deferred for the leader;
+		 * the one waited for is told it went away (-ESRCH).
+		 */
+		if (WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_EXEC) {
+			unsigned long former = 0;
+
+			if (ptrace(PTRACE_GETEVENTMSG, r, 0, &former) == 0 && (pid_t)former == tid) {
+				struct up_task *l = up__find_task(e, r);
+
+				if (l) {
+					l->state = UP_TS_STOPPED;
+					l->queued = true;
+					l->stop = UP_ST_IN_SYSCALL;
+				}
+				up__defer(e, r, st, false);
+				return -ESRCH;
+			}
+		}
 		struct up_task *o = up__find_task(e, r);
 
 		if (o) {
@@ -1235,6 +1255,7 @@ unsigned up_proc_mode(struct up_proc *p)
 int up_proc_quiesce(struct up_proc *p)
 {
 	struct up_engine *e = p->e;
+	bool execd = false;
 	int err = 0;
 
 	if (p->gone)
@@ -1261,6 +1282,8 @@ int up_proc_quiesce(struct up_proc *p)
 		err = up__wait_tid(e, t->tid, &st);
 		if (err < 0) {
 			t->state = UP_TS_EXITING;
+			if (err == -ESRCH)
+				execd = true; /* it exec'd: the old image is going */
 			continue;
 		}
 		if (!WIFSTOPPED(st)) {
@@ -1280,13 +1303,32 @@ int up_proc_quiesce(struct up_proc *p)
 			t->stop = is_stop_signal(WSTOPSIG(st)) ? UP_ST_GROUP : UP_ST_EVENT;
 			continue;
 		}
+		if (ev == PTRACE_EVENT_EXIT) {
+			/*
+			 * An exiting thread goes on exiting: held, it would keep a non-leader
+			 * exec (de_thread waits for every other thread to die) from finishing.
+			 */
+			if (e->ops->on_exiting)
+				e->ops->on_exiting(e->ctx, t);
+			t->stop = UP_ST_EXIT;
+			t->qstopped = false;
+			if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 && errno != ESRCH)
+				up__log(e, "thread %d: cannot continue to exit: %s", t->tid,
+					strerror(errno));
+			t->state = UP_TS_EXITING;
+			continue;
+		}
 		/* another stop: keep it for after the unquiesce */
-		t->stop = ev == PTRACE_EVENT_EXIT ? UP_ST_EXIT : ev ? UP_ST_IN_SYSCALL : UP_ST_SIGNAL;
+		t->stop = ev ? UP_ST_IN_SYSCALL : UP_ST_SIGNAL;
 		t->queued = true;
 		up__defer(e, t->tid, st, false);
 	}
-	if (p->gone || !up__live_task(p))
+	if (p->gone || !up__live_task(p) || execd) {
+		/* dead, or exec'ing: no unquiesce will come, and deferred statuses must flow
+		   (the exec's own stop among them) */
+		p->quiesce--;
 		return -ESRCH;
+	}
 	return 0;
 }
 
