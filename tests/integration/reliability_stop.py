@@ -10,7 +10,7 @@ import os, re, signal, subprocess, sys, time
 
 uprobe, prog, signame = sys.argv[1], sys.argv[2], sys.argv[3]
 sig = getattr(signal, "SIG" + signame)
-N = "60000000"
+N = "150000000"
 
 
 def fail(msg):
@@ -76,8 +76,13 @@ for name in ("fast_flags", "fast_nop5", "fast_mov", "fast_lea"):
                 break
         off = a - lo + int(f[2], 16) if a >= lo and a < hi else a - 0x400000
         mem.seek(a)
-        got = mem.read(8)
+        try:
+            got = mem.read(8)
+        except OSError:
+            got = b""
         want = elf[off:off + 8]
+        if not got and target.poll() is not None:
+            continue  # it has already finished (a slow machine): its output says the rest
         if got != want:
             fail("0x%x: %s in memory, %s in the file" % (a, got.hex(), want.hex()))
         checked += 1
