@@ -64,6 +64,11 @@ struct uproc {
 	uint64_t counters;     /* their counters' page in the process, 0: none yet */
 	unsigned ncounters;
 	bool fast_used;	       /* trampolines were live: the XOL area outlives a detach */
+	/* every address we ever wrote an int3 at, with the byte it replaced: a last line
+	   of defence should one be left behind (a hit with no probepoint and an int3 that
+	   the program never had there is ours) */
+	struct { uint64_t vaddr; uint8_t orig; } *written;
+	unsigned nwritten, capwritten;
 };
 
 /* A fast-path site: the jmp over the instruction, its trampoline, its counter. */
@@ -315,6 +320,33 @@ static bool faster_in_slot(const struct up_insn *insn)
 	}
 }
 
+static void remember_written(struct uproc *mm, uint64_t vaddr, uint8_t orig)
+{
+	for (unsigned i = 0; i < mm->nwritten; i++)
+		if (mm->written[i].vaddr == vaddr)
+			return;
+	if (mm->nwritten == mm->capwritten) {
+		unsigned cap = mm->capwritten ? mm->capwritten * 2 : 64;
+		void *w = realloc(mm->written, cap * sizeof(*mm->written));
+
+		if (!w)
+			return;
+		mm->written = w;
+		mm->capwritten = cap;
+	}
+	mm->written[mm->nwritten].vaddr = vaddr;
+	mm->written[mm->nwritten].orig = orig;
+	mm->nwritten++;
+}
+
+static int written_orig(const struct uproc *mm, uint64_t vaddr)
+{
+	for (unsigned i = 0; i < mm->nwritten; i++)
+		if (mm->written[i].vaddr == vaddr)
+			return mm->written[i].orig;
+	return -1;
+}
+
 /* Creates and arms the probepoint at vaddr (process quiesced). */
 static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
 {
@@ -365,6 +397,7 @@ static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
 		free(q);
 		return rc;
 	}
+	remember_written(mm, vaddr, q->bp.orig);
 	q->next = mm->hash[hash_of(vaddr)];
 	mm->hash[hash_of(vaddr)] = q;
 	*out = q;
@@ -443,6 +476,9 @@ static void forget_all(struct uproc *mm)
 	fast_forget(mm);
 	up_xol_drop(&mm->xol);
 	mm->tramp = 0;
+	free(mm->written);
+	mm->written = NULL;
+	mm->nwritten = mm->capwritten = 0;
 }
 
 /* ---- the fast path ------------------------------------------------------------------ */
@@ -1123,6 +1159,18 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 			regs.rip = bp;
 			up_task_set_regs(t, &regs);
 			return UP_RESUME_CONT;
+		}
+		if (written_orig(mm, bp) >= 0 && written_orig(mm, bp) != UP_BKPT_INSN) {
+			/* an int3 of ours left behind: put the byte back, run the original */
+			uint8_t orig = (uint8_t)written_orig(mm, bp);
+
+			logf_(ctx, "process %d: an int3 of ours was left at 0x%" PRIx64 " with no probe: "
+				   "restored", (int)up->pid, bp);
+			if (!up_proc_write_text(up->p, bp, &orig, 1)) {
+				regs.rip = bp;
+				up_task_set_regs(t, &regs);
+				return UP_RESUME_CONT;
+			}
 		}
 		up_task_set_signal(t, SIGTRAP); /* the program's own int3 */
 		return UP_RESUME_CONT;

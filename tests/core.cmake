@@ -124,7 +124,8 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/src/uprobes.c OR UPROBE_CORE_FORCE_TESTS)
 
   uprobe_core_test(test_core_extra_kernel)
   core_case(test_core_extra_kernel kernel_oracle core.kernel.oracle)
-  set_tests_properties(core.kernel.oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
+  set_tests_properties(core.kernel.oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60
+    RESOURCE_LOCK uprobe_tracefs_uptest_kb)
 endif()
 
 # ---- the fast path (counting probes as jmps to in-process trampolines) ----------------

@@ -176,3 +176,10 @@ add_test(NAME trace.dlopen.again
     -- $<TARGET_FILE:trace_dlopen> $<TARGET_FILE:trace_lib> 3 4)
 set_tests_properties(trace.dlopen.again PROPERTIES
   PASS_REGULAR_EXPRESSION "t/libf +12\n")
+
+# the kernel's uprobe tracer as the oracle of the ptrace backend: same events, same values
+add_test(NAME trace.backends.agree
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/trace_backends.sh ${UPROBE_BIN}
+    $<TARGET_FILE:trace_args>)
+set_tests_properties(trace.backends.agree PROPERTIES SKIP_RETURN_CODE 77
+  RESOURCE_LOCK uprobe_tracefs_uptest_kb)
