@@ -927,6 +927,31 @@ static enum up_resume doom(struct uprobe_ctx *ctx, struct up_task *t, const char
 	return UP_RESUME_CONT;
 }
 
+/* The in-place step is over (done, faulted, or the thread gone): the int3 back, the others run. */
+static void end_inline(struct uproc *up, struct ppt *q)
+{
+	if (!q->dead)
+		up_proc_write_text(mm_of(up)->p, q->vaddr, (const uint8_t[]){ UP_BKPT_INSN }, 1);
+	up_proc_unquiesce(up->p);
+}
+
+/*
+ * A thread (or a fork child's copy of one) stopped with rip in q's slot: the registers
+ * it must have at home -- the scratch register back, syscall's rcx, rip mapped.  ut is
+ * the thread's state, NULL when unknown.  False when rip is not in the slot.
+ */
+static bool slot_home(const struct ppt *q, const struct utask *ut, struct user_regs_struct *r)
+{
+	if (!q || !q->slot || r->rip < q->slot || r->rip >= q->slot + UP_SLOT_MAX)
+		return false;
+	if (ut && ut->state == UT_STEP && (q->rel.fixups & UP_FIX_SCRATCH))
+		*up_regs_gpr(r, q->rel.scratch) = ut->st.saved_scratch;
+	if ((q->rel.fixups & UP_FIX_SYSCALL_RCX) && r->rip >= q->slot + q->rel.insn_len)
+		r->rcx = q->bp.insn.vaddr + q->bp.insn.length;
+	r->rip = up_reloc_home_rip(&q->bp.insn, &q->rel, q->slot, r->rip);
+	return true;
+}
+
 static enum up_resume start_inline(struct uproc *up, struct up_task *t, struct utask *ut,
 				   struct ppt *q, struct user_regs_struct *regs)
 {
@@ -1160,9 +1185,11 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 			up_task_set_regs(t, &regs);
 			return UP_RESUME_CONT;
 		}
-		if (written_orig(mm, bp) >= 0 && written_orig(mm, bp) != UP_BKPT_INSN) {
+		int was = written_orig(mm, bp);
+
+		if (was >= 0 && was != UP_BKPT_INSN) {
 			/* an int3 of ours left behind: put the byte back, run the original */
-			uint8_t orig = (uint8_t)written_orig(mm, bp);
+			uint8_t orig = (uint8_t)was;
 
 			logf_(ctx, "process %d: an int3 of ours was left at 0x%" PRIx64 " with no probe: "
 				   "restored", (int)up->pid, bp);
@@ -1224,7 +1251,6 @@ static enum up_resume finish(struct uproc *up, struct up_task *t, struct utask *
 
 static enum up_resume on_step(struct uproc *up, struct up_task *t, struct utask *ut)
 {
-	struct uproc *mm = mm_of(up);
 	struct ppt *q = ut->ppt;
 	struct user_regs_struct regs;
 	uint64_t home;
@@ -1259,9 +1285,7 @@ static enum up_resume on_step(struct uproc *up, struct up_task *t, struct utask 
 	case UT_INLINE:
 		if (regs.rip == q->vaddr)
 			return UP_RESUME_STEP;
-		if (!q->dead)
-			up_proc_write_text(mm->p, q->vaddr, (const uint8_t[]){ UP_BKPT_INSN }, 1);
-		up_proc_unquiesce(up->p);
+		end_inline(up, q);
 		return finish(up, t, ut);
 	case UT_NONE:
 		break;
@@ -1313,11 +1337,8 @@ static enum up_resume on_signal(struct uproc *up, struct up_task *t, struct utas
 			return UP_RESUME_CONT;
 		if (ut->state == UT_STEP && (q->rel.fixups & UP_FIX_SCRATCH))
 			*up_regs_gpr(&regs, q->rel.scratch) = ut->st.saved_scratch;
-		if (ut->state == UT_INLINE) {
-			if (!q->dead)
-				up_proc_write_text(mm->p, q->vaddr, (const uint8_t[]){ UP_BKPT_INSN }, 1);
-			up_proc_unquiesce(up->p);
-		}
+		if (ut->state == UT_INLINE)
+			end_inline(up, q);
 		regs.rip = q->vaddr;
 		up_task_set_regs(t, &regs);
 		fault_info_home(t, stop, q);
@@ -1403,12 +1424,8 @@ static void cb_thread_exit(void *arg, struct up_task *t)
 	(void)arg;
 	if (ut) {
 		if (ut->ppt && up) {
-			if (ut->state == UT_INLINE) {
-				if (!ut->ppt->dead)
-					up_proc_write_text(mm_of(up)->p, ut->ppt->vaddr,
-							   (const uint8_t[]){ UP_BKPT_INSN }, 1);
-				up_proc_unquiesce(up->p);
-			}
+			if (ut->state == UT_INLINE)
+				end_inline(up, ut->ppt);
 			put_ppt(mm_of(up), ut->ppt);
 		}
 		free(ut->rs);
@@ -1455,14 +1472,8 @@ static void child_home(struct uproc *parent_mm, struct up_task *parent_t, struct
 	if (!ct || up_task_get_regs(ct, &r))
 		return;
 	q = ut && ut->ppt ? ut->ppt : ppt_by_slot(parent_mm, r.rip);
-	if (!q || !q->slot || r.rip < q->slot || r.rip >= q->slot + UP_SLOT_MAX)
-		return;
-	if (ut && ut->state == UT_STEP && (q->rel.fixups & UP_FIX_SCRATCH))
-		*up_regs_gpr(&r, q->rel.scratch) = ut->st.saved_scratch;
-	if ((q->rel.fixups & UP_FIX_SYSCALL_RCX) && r.rip >= q->slot + q->rel.insn_len)
-		r.rcx = q->bp.insn.vaddr + q->bp.insn.length;
-	r.rip = up_reloc_home_rip(&q->bp.insn, &q->rel, q->slot, r.rip);
-	up_task_set_regs(ct, &r);
+	if (slot_home(q, ut, &r))
+		up_task_set_regs(ct, &r);
 }
 
 /* Follows a fork child: its own probepoints, copies of the parent's, with new slots. */
@@ -1701,19 +1712,10 @@ static int release(struct uprobe_ctx *ctx, struct uproc *up)
 		if (up_task_get_regs(t, &r))
 			continue;
 		q = ut && ut->ppt ? ut->ppt : ppt_by_slot(mm, r.rip);
-		if (q && ut && ut->state == UT_INLINE) {
-			if (!q->dead)
-				up_proc_write_text(mm->p, q->vaddr, (const uint8_t[]){ UP_BKPT_INSN }, 1);
-			up_proc_unquiesce(up->p);
-		}
-		if (q && q->slot && r.rip >= q->slot && r.rip < q->slot + UP_SLOT_MAX) {
-			if (ut && ut->state == UT_STEP && (q->rel.fixups & UP_FIX_SCRATCH))
-				*up_regs_gpr(&r, q->rel.scratch) = ut->st.saved_scratch;
-			if ((q->rel.fixups & UP_FIX_SYSCALL_RCX) && r.rip >= q->slot + q->rel.insn_len)
-				r.rcx = q->bp.insn.vaddr + q->bp.insn.length;
-			r.rip = up_reloc_home_rip(&q->bp.insn, &q->rel, q->slot, r.rip);
+		if (q && ut && ut->state == UT_INLINE)
+			end_inline(up, q);
+		if (slot_home(q, ut, &r))
 			up_task_set_regs(t, &r);
-		}
 		if (ut) {
 			if (ut->ndelayed)
 				deliver_delayed(t, ut);
