@@ -8,6 +8,7 @@
  * Also for the 32-bit build, with no_xol (inline steps only), and for core_signals'
  * faulting instructions (a fault is a hit; what follows it is not reached).
  */
+#include "exec_check.h"
 #include "test_core.h"
 
 #include <inttypes.h>
@@ -124,7 +125,7 @@ static void insns_all32(void **state)
 	char *argv[] = {(char *)CORE_TARGET("core_insns32"), (char *)"150", NULL};
 
 	(void)state;
-	if (!CORE_HAVE_M32) {
+	if (!CORE_HAVE_M32 || !test_can_exec(argv[0])) {
 		core_skipped = 1;
 		skip();
 	}

@@ -26,6 +26,7 @@
 
 #include "sym/sym.h"
 #include "task/task.h"
+#include "exec_check.h"
 
 #define MAXP 8
 
@@ -741,6 +742,10 @@ static void test_remote_syscall_32(void **state)
 	int64_t ret = 0;
 
 	(void)state;
+	if (!test_can_exec(argv[0])) {
+		up_engine_free(e);
+		skip();
+	}
 	assert_int_equal(up_engine_spawn(e, argv, &p), 0);
 	assert_int_equal(up_proc_mode(p), 32);
 	struct up_task *t = up_proc_first_task(p);
