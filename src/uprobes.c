@@ -12,6 +12,7 @@
  * uses its slot or has its rip inside it.
  */
 #include <errno.h>
+#include <poll.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -27,6 +28,7 @@
 #include "agent/patch.h"
 #include "arch/x86/insn.h"
 #include "task/task.h"
+#include "agent/ring.h"
 #include "ubp.h"
 #include "xol.h"
 
@@ -34,6 +36,7 @@
 #define KIND_PPT 0
 #define KIND_FAST 1
 #define FAST_SLOTS 2 /* 128 bytes of trampoline */
+#define FAST_SLOTS_REC 6 /* 384 bytes of a recording trampoline */
 #define MAX_DELAYED 8
 
 struct ppt {
@@ -64,6 +67,10 @@ struct uproc {
 	uint64_t counters;     /* their counters' page in the process, 0: none yet */
 	unsigned ncounters;
 	bool fast_used;	       /* trampolines were live: the XOL area outlives a detach */
+	struct up_agent *agent; /* the recording probes' shared ring, NULL: none yet */
+	struct fastp **recp;	/* by record id: the site, NULL once gone */
+	uint32_t nrecp;
+	bool draining;
 	/* every address we ever wrote an int3 at, with the byte it replaced: a last line
 	   of defence should one be left behind (a hit with no probepoint and an int3 that
 	   the program never had there is ours) */
@@ -80,6 +87,12 @@ struct fastp {
 	unsigned home_of[UP_PATCH_MAX_INSN];
 	uint64_t last; /* the counter as last read */
 	bool patched;
+	/* a recording site: its descriptor in the shared region, its record id */
+	bool rec;
+	uint64_t desc;
+	uint32_t id;
+	uint64_t regs;	 /* the frame words its records carry */
+	uint64_t nrec;	 /* records delivered */
 };
 
 enum ut_state {
@@ -119,6 +132,7 @@ struct uprobe_ctx {
 	struct up_ubp_files files;
 	struct uprobe_stats stats;
 	bool in_handler;
+	bool brk; /* uprobe_ctx_break */
 	pid_t cur_tid, cur_pid;
 	struct up_task *cur_task; /* the thread whose stop is being handled */
 	struct pending_op *queue;
@@ -126,6 +140,7 @@ struct uprobe_ctx {
 };
 
 static void fast_forget(struct uproc *mm);
+static void agent_drain(struct uproc *mm);
 
 /* ---- small helpers ----------------------------------------------------------------- */
 
@@ -473,7 +488,13 @@ static void forget_all(struct uproc *mm)
 		mm->zombies = q->next;
 		ppt_free(q);
 	}
+	agent_drain(mm);
 	fast_forget(mm);
+	up_agent_free(mm->agent);
+	mm->agent = NULL;
+	free(mm->recp);
+	mm->recp = NULL;
+	mm->nrecp = 0;
 	up_xol_drop(&mm->xol);
 	mm->tramp = 0;
 	free(mm->written);
@@ -485,9 +506,19 @@ static void forget_all(struct uproc *mm)
 
 static int read_counter(struct uproc *mm, struct fastp *f, struct up_task *t, uint64_t *v)
 {
-	int rc = t ? up_task_read(t, f->counter, v, sizeof(*v))
-		   : up_proc_read(mm->p, f->counter, v, sizeof(*v));
+	int rc;
 
+	if (f->rec) {
+		uint64_t filtered = 0, lost = 0;
+
+		if (mm->agent)
+			up_agent_probe_counts(mm->agent, f->desc, &filtered, &lost);
+		*v = f->nrec + filtered + lost;
+		f->last = *v;
+		return 0;
+	}
+	rc = t ? up_task_read(t, f->counter, v, sizeof(*v))
+	       : up_proc_read(mm->p, f->counter, v, sizeof(*v));
 	if (!rc)
 		f->last = *v;
 	return rc;
@@ -518,13 +549,230 @@ static bool any_rip_in(struct uproc *mm, uint64_t lo, uint64_t hi)
 	return false;
 }
 
-/* Tries the fast path for a counting uprobe (process quiesced); 0 when patched. */
+/* The agent's name for thread t: the word at its TLS block (%fs:0), or its tid when
+   it has none (then every thread is named by gettid, a syscall per record). */
+static void agent_name_thread(struct uproc *mm, struct up_task *t)
+{
+	struct user_regs_struct r;
+	uint64_t key = 0;
+
+	if (!mm->agent || up_task_get_regs(t, &r))
+		return;
+	if (!r.fs_base || up_task_read(t, r.fs_base, &key, sizeof(key)) || !key) {
+		up_agent_no_fs0(mm->agent);
+		return;
+	}
+	up_agent_thread(mm->agent, key, up_task_tid(t));
+}
+
+/* A seccomp filter may forbid the agent's syscalls (or kill the program for them). */
+static bool under_seccomp(pid_t pid)
+{
+	char path[64], line[128];
+	bool on = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Seccomp:", 8))
+			on = atoi(line + 8) != 0;
+	fclose(f);
+	return on;
+}
+
+static int agent_ensure(struct uproc *mm, struct up_task *t, char *why, size_t whylen)
+{
+	uint64_t scratch;
+	int rc;
+
+	if (mm->agent)
+		return 0;
+	if (under_seccomp(mm->pid)) {
+		snprintf(why, whylen, "the process runs under seccomp: the agent's reads "
+				      "are syscalls it may forbid");
+		return -ENOTSUP;
+	}
+	rc = up_xol_alloc(&mm->xol, t, 0x10000, &scratch);
+	if (rc) {
+		snprintf(why, whylen, "no XOL slot (%s)", strerror(-rc));
+		return rc;
+	}
+	rc = up_agent_new(t, scratch, mm->ctx->opts.ring_bytes, &mm->agent, why, whylen);
+	up_xol_free(&mm->xol, scratch);
+	if (rc)
+		return rc;
+	for (struct uproc *up = mm->ctx->procs; up; up = up->next)
+		if (mm_of(up) == mm)
+			for (struct up_task *x = up_proc_first_task(up->p); x;
+			     x = up_proc_next_task(x))
+				agent_name_thread(mm, x);
+	return 0;
+}
+
+/* The frame words the agent can see: the general registers, rip, rsp and flags. */
+static bool word_in_process(unsigned w)
+{
+	return w <= UPA_RDI || w == UPA_RIP || w == UPA_RSP || w == UPA_EFLAGS;
+}
+
+static const char *word_name(unsigned w)
+{
+	static const char *const n[UPA_NREGS] = {
+		"r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx",
+		"dx", "si", "di", "orig_ax", "ip", "cs", "flags", "sp", "ss", "fs_base",
+		"gs_base", "ds", "es", "fs", "gs",
+	};
+	return w < UPA_NREGS ? n[w] : "?";
+}
+
+/* u's capture as the agent's descriptor; *save: the frame words the trampoline fills. */
+static int build_desc(struct uprobe *u, struct upa_probe *d, struct upa_fetch *f,
+		      struct upa_cond *c, uint64_t *save, char *why, size_t whylen)
+{
+	const struct uprobe_capture *cap = u->capture;
+
+	memset(d, 0, sizeof(*d));
+	d->flags = UPA_P_ENABLED;
+	d->vaddr = u->vaddr;
+	d->regs = cap->regs | 1ull << UPA_RIP;
+	d->nfetch = cap->nfetch;
+	d->ncond = cap->ncond;
+	*save = d->regs;
+	for (unsigned w = 0; w < UPA_NREGS; w++) {
+		if ((d->regs >> w & 1) && !word_in_process(w)) {
+			snprintf(why, whylen, "register %%%s is not available in-process",
+				 word_name(w));
+			return -ENOTSUP;
+		}
+	}
+	for (unsigned i = 0; i < cap->nfetch; i++) {
+		const struct uprobe_fetch *in = &cap->fetch[i];
+		struct upa_fetch *o = &f[i];
+
+		memset(o, 0, sizeof(*o));
+		o->base = in->base == UPROBE_FETCH_REG ? UPA_BASE_REG : UPA_BASE_IMM;
+		o->imm = in->imm;
+		if (in->base == UPROBE_FETCH_REG) {
+			unsigned w = in->reg / 8;
+
+			if (in->reg % 8 || w >= UPA_NREGS || !word_in_process(w)) {
+				snprintf(why, whylen, "register %%%s is not available in-process",
+					 word_name(w));
+				return -ENOTSUP;
+			}
+			if (w == UPA_RIP) { /* the probed address itself */
+				o->base = UPA_BASE_IMM;
+				o->imm = (int64_t)u->vaddr;
+			}
+			o->reg = (uint8_t)w;
+			o->reg_size = (uint8_t)(in->reg_size ? in->reg_size : 8);
+			o->reg_shift = (uint8_t)in->reg_shift;
+			*save |= 1ull << w;
+		}
+		if (in->nsteps > UPA_STEPS) {
+			snprintf(why, whylen, "too many dereferences");
+			return -ENOTSUP;
+		}
+		o->nsteps = (uint8_t)in->nsteps;
+		for (unsigned k = 0; k < in->nsteps; k++) {
+			o->step[k].off = in->step[k].off;
+			o->step[k].len = in->step[k].len ? in->step[k].len : 8;
+		}
+		o->final = in->final == UPROBE_FETCH_STRING  ? UPA_FINAL_STRING
+			   : in->final == UPROBE_FETCH_BYTES ? UPA_FINAL_BYTES
+							     : UPA_FINAL_NONE;
+		o->final_off = in->final_off;
+		o->final_len = in->final_len;
+		o->size = (uint8_t)(in->size ? in->size : 8);
+		o->is_signed = in->is_signed;
+		o->bf_width = (uint8_t)in->bf_width;
+		o->bf_offset = (uint8_t)in->bf_offset;
+	}
+	for (unsigned i = 0; i < cap->ncond; i++) {
+		if (cap->cond[i].fetch >= cap->nfetch)
+			return -EINVAL;
+		c[i].fetch = cap->cond[i].fetch;
+		c[i].op = (uint32_t)cap->cond[i].op;
+		c[i].value = cap->cond[i].value;
+	}
+	return 0;
+}
+
+static int rec_slot(struct uproc *mm, struct fastp *f)
+{
+	if (f->id >= mm->nrecp) {
+		uint32_t n = mm->nrecp ? mm->nrecp : 64;
+		struct fastp **r;
+
+		while (n <= f->id)
+			n *= 2;
+		r = realloc(mm->recp, n * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		memset(r + mm->nrecp, 0, (n - mm->nrecp) * sizeof(*r));
+		mm->recp = r;
+		mm->nrecp = n;
+	}
+	mm->recp[f->id] = f;
+	return 0;
+}
+
+/* A recording site's descriptor and trampoline code. */
+static int fast_rec_code(struct uproc *mm, struct up_task *t, struct fastp *f, uint8_t *code,
+			 size_t size, size_t *len, char *why, size_t whylen)
+{
+	struct uprobe *u = f->u;
+	unsigned nf = u->capture->nfetch, nc = u->capture->ncond;
+	struct upa_fetch *fe = calloc(nf ? nf : 1, sizeof(*fe));
+	struct upa_cond *co = calloc(nc ? nc : 1, sizeof(*co));
+	struct upa_probe d;
+	uint64_t save = 0;
+	int rc = -ENOMEM;
+
+	if (!fe || !co)
+		goto out;
+	rc = build_desc(u, &d, fe, co, &save, why, whylen);
+	if (rc)
+		goto out;
+	rc = agent_ensure(mm, t, why, whylen);
+	if (rc)
+		goto out;
+	rc = up_agent_probe_add(mm->agent, &d, fe, co, &f->desc, &f->id);
+	if (rc) {
+		snprintf(why, whylen, rc == -E2BIG ? "a record would not fit the ring"
+						   : "no room for its descriptor (%s)",
+			 strerror(-rc));
+		goto out;
+	}
+	f->rec = true;
+	f->regs = d.regs;
+	rc = up_patch_tramp_rec(&f->site, f->tramp, f->desc, up_agent_entry(mm->agent), save, code,
+				size, len, f->home_of);
+	if (!rc)
+		rc = rec_slot(mm, f);
+out:
+	free(fe);
+	free(co);
+	return rc;
+}
+
+static bool wants_record(const struct uprobe *u)
+{
+	return u->capture && u->record_handler && !u->ret_handler;
+}
+
+/* Tries the fast path for a counting or recording uprobe (process quiesced). */
 static int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
 {
 	struct uprobe_ctx *ctx = mm->ctx;
 	struct fastp *f;
 	struct up_task *t = ctx->cur_task ? ctx->cur_task : idle_task(mm);
-	uint8_t code[UP_PATCH_TRAMP], jmp[UP_PATCH_MAX_INSN * UP_INSN_MAX];
+	uint8_t code[UP_PATCH_TRAMP_REC], jmp[UP_PATCH_MAX_INSN * UP_INSN_MAX];
+	bool rec = wants_record(u);
+	unsigned nslots = rec ? FAST_SLOTS_REC : FAST_SLOTS;
 	size_t len;
 	int rc;
 
@@ -535,6 +783,7 @@ static int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
+	f->u = u;
 	rc = up_patch_site(mm->p, &ctx->files, u->vaddr, &f->site, why, whylen);
 	if (rc)
 		goto fail;
@@ -553,7 +802,7 @@ static int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen
 		snprintf(why, whylen, "a thread is inside the instruction");
 		goto fail;
 	}
-	if (!mm->counters || mm->ncounters == 4096 / 8) {
+	if (!rec && (!mm->counters || mm->ncounters == 4096 / 8)) {
 		rc = up_xol_map_data(t, u->vaddr, &mm->counters);
 		if (rc) {
 			snprintf(why, whylen, "no counter page (%s)", strerror(-rc));
@@ -562,13 +811,25 @@ static int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen
 		}
 		mm->ncounters = 0;
 	}
-	f->counter = mm->counters + 8ull * mm->ncounters;
-	rc = up_xol_alloc_n(&mm->xol, t, u->vaddr, FAST_SLOTS, &f->tramp);
+	rc = up_xol_alloc_n(&mm->xol, t, u->vaddr, nslots, &f->tramp);
 	if (rc) {
 		snprintf(why, whylen, "no trampoline (%s)", strerror(-rc));
 		goto fail;
 	}
-	rc = up_patch_tramp(&f->site, f->tramp, f->counter, code, sizeof(code), &len, f->home_of);
+	if (rec) {
+		rc = fast_rec_code(mm, t, f, code, sizeof(code), &len, why, whylen);
+		if (rc) {
+			up_xol_free_n(&mm->xol, f->tramp, nslots);
+			if (rc > -4096 && !why[0])
+				snprintf(why, whylen, "cannot build the trampoline (%s)", strerror(-rc));
+			rc = -ENOTSUP;
+			goto fail;
+		}
+	} else {
+		f->counter = mm->counters + 8ull * mm->ncounters;
+		rc = up_patch_tramp(&f->site, f->tramp, f->counter, code, sizeof(code), &len,
+				    f->home_of);
+	}
 	if (!rc)
 		rc = up_xol_write(mm->p, f->tramp, code, len);
 	if (!rc)
@@ -577,25 +838,94 @@ static int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen
 		rc = up_proc_write_text(mm->p, u->vaddr, jmp, f->site.len);
 	if (rc) {
 		snprintf(why, whylen, "cannot place the trampoline (%s)", strerror(-rc));
-		up_xol_free_n(&mm->xol, f->tramp, FAST_SLOTS);
+		if (f->rec)
+			mm->recp[f->id] = NULL;
+		up_xol_free_n(&mm->xol, f->tramp, nslots);
 		goto fail;
 	}
-	mm->ncounters++;
+	if (!rec)
+		mm->ncounters++;
 	mm->fast_used = true;
 	f->patched = true;
-	f->u = u;
 	f->next = mm->fast;
 	mm->fast = f;
 	u->kimg = (struct uprobe_kimg *)f;
 	u->kind = KIND_FAST;
 	ctx->stats.fast_patched++;
 	if (ctx->opts.verbose)
-		logf_(ctx, "process %d: 0x%" PRIx64 " on the fast path (a jmp to 0x%" PRIx64 ")",
-		      (int)mm->pid, u->vaddr, f->tramp);
+		logf_(ctx, "process %d: 0x%" PRIx64 " on the fast path (a jmp to 0x%" PRIx64 ", %s)",
+		      (int)mm->pid, u->vaddr, f->tramp, rec ? "recorded in-process" : "counted");
 	return 0;
 fail:
 	free(f);
 	return rc < 0 ? rc : -ENOTSUP;
+}
+
+/* ---- records ---------------------------------------------------------------------- */
+
+struct deliver_arg {
+	struct uproc *mm;
+};
+
+static void deliver(void *arg, const struct up_agent_rec *r)
+{
+	struct uproc *mm = ((struct deliver_arg *)arg)->mm;
+	struct fastp *f = r->id < mm->nrecp ? mm->recp[r->id] : NULL;
+	uint64_t words[UPA_NREGS] = { 0 }, regs;
+	struct user_regs_struct ur;
+	struct uprobe_record rec;
+	unsigned k = 0;
+
+	if (!f || !f->u)
+		return;
+	regs = f->regs;
+	for (unsigned w = 0; w < UPA_NREGS && k < r->nregs; w++)
+		if (regs >> w & 1)
+			words[w] = r->regs[k++];
+	memcpy(&ur, words, sizeof(ur));
+	ur.rip = f->site.vaddr;
+	rec.pid = mm->pid;
+	rec.tid = r->tid;
+	rec.cpu = (int)r->cpu;
+	rec.time_ns = r->time_ns;
+	rec.regs = &ur;
+	rec.priv = r;
+	f->nrec++;
+	mm->ctx->stats.records++;
+	f->u->record_handler(f->u, &rec);
+}
+
+static void agent_drain(struct uproc *mm)
+{
+	struct deliver_arg a = { mm };
+
+	if (!mm->agent || mm->draining)
+		return;
+	mm->draining = true;
+	up_agent_drain(mm->agent, deliver, &a);
+	mm->draining = false;
+}
+
+static void drain_all(struct uprobe_ctx *ctx)
+{
+	for (struct uproc *up = ctx->procs; up; up = up->next)
+		if (!up->mm_owner)
+			agent_drain(up);
+}
+
+static bool any_agent(struct uprobe_ctx *ctx)
+{
+	for (struct uproc *up = ctx->procs; up; up = up->next)
+		if (up->agent)
+			return true;
+	return false;
+}
+
+int uprobe_record_read(const struct uprobe_record *rec, uint64_t addr, void *buf, size_t len)
+{
+	if (!rec || !rec->priv)
+		return -EINVAL;
+	return up_agent_rec_read(rec->priv, addr, buf, len);
 }
 
 /* Puts the original instruction back (process quiesced); the trampoline stays mapped. */
@@ -605,13 +935,30 @@ static void fast_unpatch(struct uproc *mm, struct fastp *f)
 
 	if (!f->patched)
 		return;
+	up_proc_write_text(mm->p, f->site.vaddr, f->site.orig, f->site.len);
+	f->patched = false;
+	if (f->rec) {
+		uint64_t filtered = 0, lost = 0;
+
+		/* records already written are delivered; a thread still inside the
+		   trampoline finishes its record, which nobody reads */
+		agent_drain(mm);
+		if (mm->agent)
+			up_agent_probe_counts(mm->agent, f->desc, &filtered, &lost);
+		f->u->nhits += f->nrec + filtered + lost;
+		f->u->nlost += lost;
+		mm->ctx->stats.records_lost += lost;
+		mm->ctx->stats.records_filtered += filtered;
+		f->nrec = 0;
+		if (f->id < mm->nrecp)
+			mm->recp[f->id] = NULL;
+		return;
+	}
 	if (!read_counter(mm, f, NULL, &v))
 		f->u->nhits += v;
 	else
 		f->u->nhits += f->last;
 	f->last = 0;
-	up_proc_write_text(mm->p, f->site.vaddr, f->site.orig, f->site.len);
-	f->patched = false;
 }
 
 static void fast_unlink(struct uproc *mm, struct fastp *f)
@@ -632,10 +979,23 @@ static void fast_forget(struct uproc *mm)
 
 		mm->fast = f->next;
 		if (f->patched && f->u->pid == mm->pid) {
-			f->u->nhits += f->last;
+			if (f->rec) {
+				uint64_t filtered = 0, lost = 0;
+
+				if (mm->agent)
+					up_agent_probe_counts(mm->agent, f->desc, &filtered, &lost);
+				f->u->nhits += f->nrec + filtered + lost;
+				f->u->nlost += lost;
+				mm->ctx->stats.records_lost += lost;
+				mm->ctx->stats.records_filtered += filtered;
+			} else {
+				f->u->nhits += f->last;
+			}
 			f->u->kimg = NULL;
 			f->u->kind = KIND_PPT;
 		}
+		if (f->rec && f->id < mm->nrecp)
+			mm->recp[f->id] = NULL;
 		free(f);
 	}
 	mm->counters = 0;
@@ -676,6 +1036,23 @@ int uprobe_count(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *hits)
 	return 0;
 }
 
+int uprobe_lost(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *lost)
+{
+	uint64_t n = u->nlost;
+
+	if (u->kimg && u->kind == KIND_FAST) {
+		struct fastp *f = (struct fastp *)u->kimg;
+		struct uproc *up = uproc_of_pid(ctx, u->pid);
+		uint64_t filtered = 0, l = 0;
+
+		if (f->rec && up && mm_of(up)->agent)
+			up_agent_probe_counts(mm_of(up)->agent, f->desc, &filtered, &l);
+		n += l;
+	}
+	*lost = n;
+	return 0;
+}
+
 /* ---- registration ------------------------------------------------------------------ */
 
 static int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u)
@@ -684,7 +1061,8 @@ static int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u)
 	struct fastp *f;
 	int rc;
 
-	if ((u->flags & UPROBE_F_COUNT) && !u->handler && !u->ret_handler &&
+	if ((((u->flags & UPROBE_F_COUNT) && !u->handler && !u->ret_handler) ||
+	     wants_record(u)) &&
 	    !(u->flags & UPROBE_F_NO_FAST) && !q && !mm->mm_owner) {
 		char why[160] = "";
 
@@ -1434,6 +1812,17 @@ static void cb_thread_exit(void *arg, struct up_task *t)
 	}
 }
 
+/* A new thread: the agent learns its name before it can run into a trampoline. */
+static void cb_thread_new(void *arg, struct up_task *parent, struct up_task *t)
+{
+	struct uproc *up = up_proc_data(up_task_proc(t));
+
+	(void)arg;
+	(void)parent;
+	if (up && mm_of(up)->agent)
+		agent_name_thread(mm_of(up), t);
+}
+
 static struct uproc *uproc_new(struct uprobe_ctx *ctx, struct up_proc *p)
 {
 	struct uproc *up = calloc(1, sizeof(*up));
@@ -1670,6 +2059,7 @@ static const struct up_task_ops ops = {
 	.on_fork = cb_fork,
 	.on_exec = cb_exec,
 	.on_thread_exit = cb_thread_exit,
+	.on_thread_new = cb_thread_new,
 	.on_proc_exit = cb_proc_exit,
 	.log = cb_log,
 };
@@ -1879,16 +2269,45 @@ int uprobe_ctx_fd(struct uprobe_ctx *ctx)
 
 int uprobe_ctx_dispatch(struct uprobe_ctx *ctx)
 {
-	return up_engine_dispatch(ctx->eng);
+	int n = up_engine_dispatch(ctx->eng);
+
+	drain_all(ctx);
+	return n;
 }
+
+#define DRAIN_MS 10 /* how often the fast path's rings are read while nothing stops */
 
 int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop)
 {
-	return up_engine_run(ctx->eng, stop);
+	ctx->brk = false;
+	if (!any_agent(ctx))
+		return up_engine_run(ctx->eng, stop);
+	/* records arrive without a stop: wake up to read them */
+	for (;;) {
+		struct pollfd pfd = { .fd = up_engine_fd(ctx->eng), .events = POLLIN };
+
+		drain_all(ctx);
+		if (ctx->brk || (stop && *stop))
+			return -EINTR;
+		if (!up_engine_nprocs(ctx->eng))
+			return 0;
+		if (pfd.fd < 0)
+			return pfd.fd;
+		if (poll(&pfd, 1, DRAIN_MS) < 0 && errno != EINTR)
+			return -errno;
+		up_engine_dispatch(ctx->eng);
+		if (!any_agent(ctx)) {
+			drain_all(ctx);
+			if (ctx->brk || (stop && *stop))
+				return -EINTR;
+			return up_engine_run(ctx->eng, stop);
+		}
+	}
 }
 
 void uprobe_ctx_break(struct uprobe_ctx *ctx)
 {
+	ctx->brk = true;
 	up_engine_break(ctx->eng);
 }
 

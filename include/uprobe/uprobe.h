@@ -28,6 +28,8 @@ extern "C" {
 #define UPROBE_API __attribute__((visibility("default")))
 
 struct uprobe_ctx;
+struct uprobe_capture;
+struct uprobe_record;
 struct uprobe_kimg; /* private: the probepoint a uprobe is armed on */
 
 /*
@@ -59,11 +61,22 @@ struct uprobe {
 	void (*ret_handler)(struct uprobe *u, uprobe_regs_t *regs);
 	unsigned flags; /* UPROBE_F_* */
 	void *data;	/* the caller's */
+	/*
+	 * The fast path's recording probes: what to capture on each hit, and the handler
+	 * that gets each record, later, from uprobe_ctx_run/dispatch.  Where the fast path
+	 * is safe the thread never stops: an in-process agent writes the record into a
+	 * ring shared with the tracer.  Elsewhere (and in followed children) the probe
+	 * takes the trap path and handler is called instead, so a recording probe sets
+	 * both.  capture must stay valid while u is registered.
+	 */
+	const struct uprobe_capture *capture;
+	void (*record_handler)(struct uprobe *u, const struct uprobe_record *rec);
 
 	/* private to the library */
 	struct uprobe_kimg *kimg; /* non-NULL while registered */
 	int kind;		  /* what kimg is: a probepoint or a fast-path patch */
 	uint64_t nhits;		  /* UPROBE_F_COUNT: hits counted so far (uprobe_count) */
+	uint64_t nlost;		  /* recording probes: records lost so far (uprobe_lost) */
 };
 
 /*
@@ -75,19 +88,84 @@ struct uprobe {
 #define UPROBE_F_COUNT (1u << 0)
 #define UPROBE_F_NO_FAST (1u << 1) /* a counting probe that stays on the trap path */
 
+/*
+ * What a recording probe captures.  A fetch starts from a register (a slice of it) or
+ * a constant, then reads through it: each step reads len (1..8) bytes at value + off
+ * into the value.  It may end in a string (at value + final_off, until its NUL, at most
+ * final_len bytes) or a block of final_len bytes.  Memory is read fault-safe: a bad
+ * pointer makes the read fail in the record, never a fault in the program.  The
+ * record holds the registers asked for and every byte read, so the tracer can
+ * evaluate its fetch arguments on it afterwards (uprobe_record_read).
+ */
+#define UPROBE_FETCH_STEPS 16
+
+enum uprobe_fetch_base { UPROBE_FETCH_REG, UPROBE_FETCH_IMM };
+enum uprobe_fetch_final { UPROBE_FETCH_VALUE, UPROBE_FETCH_STRING, UPROBE_FETCH_BYTES };
+
+struct uprobe_fetch {
+	enum uprobe_fetch_base base;
+	unsigned reg;		 /* UPROBE_FETCH_REG: offsetof(struct user_regs_struct, X) */
+	unsigned reg_size;	 /* bytes of it: 1, 2, 4, 8 */
+	unsigned reg_shift;	 /* 8 for ah, bh, ch, dh */
+	int64_t imm;		 /* UPROBE_FETCH_IMM */
+	unsigned nsteps;
+	struct {
+		int64_t off;
+		unsigned len;
+	} step[UPROBE_FETCH_STEPS];
+	enum uprobe_fetch_final final;
+	int64_t final_off;
+	unsigned final_len;
+	/* the value's type, for conditions: size in bytes, sign, a bitfield */
+	unsigned size;
+	bool is_signed;
+	unsigned bf_width, bf_offset;
+};
+
+enum uprobe_cmp { UPROBE_EQ, UPROBE_NE, UPROBE_LT, UPROBE_LE, UPROBE_GT, UPROBE_GE, UPROBE_AND };
+
+/* A record is made only when every condition holds: fetch[fetch] OP value. */
+struct uprobe_cond {
+	unsigned fetch;
+	enum uprobe_cmp op;
+	int64_t value;
+};
+
+struct uprobe_capture {
+	uint64_t regs; /* bit i: word i of struct user_regs_struct (rip is always there) */
+	const struct uprobe_fetch *fetch;
+	unsigned nfetch;
+	const struct uprobe_cond *cond;
+	unsigned ncond;
+};
+
+/* One hit, as the fast path recorded it. */
+struct uprobe_record {
+	pid_t pid, tid;		    /* tid 0: the thread could not be named */
+	int cpu;
+	uint64_t time_ns;	    /* CLOCK_MONOTONIC */
+	const uprobe_regs_t *regs; /* the registers captured; the others read 0 */
+	const void *priv;
+};
+
+/* Memory as the agent read it for this record: 0, or -EFAULT (a fault, or not read). */
+UPROBE_API int uprobe_record_read(const struct uprobe_record *rec, uint64_t addr, void *buf,
+				  size_t len);
+
 /* How a probed instruction is executed, as uprobe_plan() reports it. */
 enum uprobe_plan {
 	UPROBE_PLAN_EMULATE,
 	UPROBE_PLAN_XOL,
 	UPROBE_PLAN_STEP,
 	UPROBE_PLAN_INLINE,
-	UPROBE_PLAN_FAST, /* in-process: a jmp to a counting trampoline, no stop */
+	UPROBE_PLAN_FAST, /* in-process: a jmp to a trampoline that counts or records, no stop */
 };
 
 struct uprobe_ctx_opts {
 	bool follow_fork; /* keep probing children (fork/vfork/clone); default: clean them */
 	bool no_xol;	  /* never inject a slot area: every hit uses the inline step */
 	bool verbose;	  /* log informational messages too (fast-path fallbacks...) */
+	size_t ring_bytes; /* the fast path's record ring per process; 0: 4 MiB */
 	void (*log)(void *arg, const char *msg); /* error details; default: dropped */
 	void *log_arg;
 	/* called when a traced process exits or execs (its probes are unregistered) */
@@ -134,8 +212,15 @@ UPROBE_API int unregister_uprobe(struct uprobe_ctx *ctx, struct uprobe *u);
 UPROBE_API int register_uprobes(struct uprobe_ctx *ctx, struct uprobe **u, size_t n);
 UPROBE_API int unregister_uprobes(struct uprobe_ctx *ctx, struct uprobe **u, size_t n);
 
-/* Hits of a UPROBE_F_COUNT uprobe, also after its process has gone. */
+/*
+ * Hits of a UPROBE_F_COUNT uprobe, also after its process has gone.  For a recording
+ * probe on the fast path: records delivered + records lost + hits its conditions
+ * dropped.
+ */
 UPROBE_API int uprobe_count(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *hits);
+
+/* Records of u dropped because the ring was full (fast path), so far. */
+UPROBE_API int uprobe_lost(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *lost);
 
 /* How the probed instruction of a registered u is executed. */
 UPROBE_API int uprobe_plan(struct uprobe_ctx *ctx, const struct uprobe *u,
@@ -166,6 +251,7 @@ struct uprobe_stats {
 	uint64_t hits, emulated, xol, stepped, inlined, delayed_signals, doomed;
 	uint64_t returns, returns_dropped; /* return probes: handled, frames gone */
 	uint64_t fast_patched, fast_refused;  /* fast-path sites patched, kept on int3 */
+	uint64_t records, records_lost, records_filtered; /* the fast path's records */
 };
 UPROBE_API void uprobe_ctx_stats(struct uprobe_ctx *ctx, struct uprobe_stats *st);
 

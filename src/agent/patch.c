@@ -9,12 +9,14 @@
  * and a thread stopped at its start (the arbiter checks every thread's rip, with all
  * of them stopped) finds the jmp there.  Smaller instructions keep the int3 path.
  */
+#include <cpuid.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "agent/patch.h"
+#include "agent/abi.h"
 #include "ubp.h"
 
 /* Can insn run free in a trampoline, relocated?  Not a call (its return address), not
@@ -73,34 +75,54 @@ int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
 	return 0;
 }
 
-static const uint8_t prologue[] = {
+/*
+ * The count: lahf/seto keep the flags in rax (OF from seto, the rest from lahf; add
+ * $0x7f to al puts OF back, sahf the rest), which is several times cheaper than
+ * pushfq/popfq.  CPUs without lahf in 64-bit mode (the first x86-64s) get pushfq.
+ */
+static const uint8_t count_lahf[] = {
+	0x48, 0x8d, 0x64, 0x24, 0x80,		/* lea -0x80(%rsp),%rsp: the red zone */
+	0x50,					/* push %rax */
+	0x9f,					/* lahf */
+	0x0f, 0x90, 0xc0,			/* seto %al */
+	0xf0, 0x48, 0xff, 0x05, 0, 0, 0, 0,	/* lock incq counter(%rip) */
+	0x04, 0x7f,				/* add $0x7f,%al: OF again */
+	0x9e,					/* sahf */
+	0x58,					/* pop %rax */
+	0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0,	/* lea 0x80(%rsp),%rsp */
+};
+#define LAHF_DISP 14
+#define LAHF_END 18
+
+static const uint8_t count_pushf[] = {
 	0x48, 0x8d, 0x64, 0x24, 0x80,		   /* lea -0x80(%rsp),%rsp: the red zone */
 	0x9c,					   /* pushfq */
 	0xf0, 0x48, 0xff, 0x05, 0, 0, 0, 0,	   /* lock incq counter(%rip) */
 	0x9d,					   /* popfq */
 	0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0,	   /* lea 0x80(%rsp),%rsp */
 };
-#define COUNTER_DISP 10 /* offset of the incq's disp32 */
-#define COUNTER_END 14	/* the incq's end */
+#define PUSHF_DISP 10
+#define PUSHF_END 14
+
+static bool have_lahf64(void)
+{
+	unsigned a, b, c = 0, d;
+
+	return __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & 1u);
+}
 
 static bool rel32(int64_t v)
 {
 	return v >= INT32_MIN && v <= INT32_MAX;
 }
 
-int up_patch_tramp(const struct up_patch_site *site, uint64_t tramp, uint64_t counter,
-		   uint8_t *code, size_t size, size_t *len, unsigned home_of[UP_PATCH_MAX_INSN])
+/* The relocated instructions and the jmp back, at code + n. */
+static int tail(const struct up_patch_site *site, uint64_t tramp, uint8_t *code, size_t size,
+		size_t n, size_t *len, unsigned home_of[UP_PATCH_MAX_INSN])
 {
-	int64_t d = (int64_t)(counter - (tramp + COUNTER_END));
 	int64_t back;
-	size_t n = sizeof(prologue);
 	int32_t d32;
 
-	if (size < n || !rel32(d))
-		return -ERANGE;
-	memcpy(code, prologue, n);
-	d32 = (int32_t)d;
-	memcpy(code + COUNTER_DISP, &d32, 4);
 	for (unsigned i = 0; i < site->ninsn; i++) {
 		struct up_reloc rel;
 
@@ -119,6 +141,113 @@ int up_patch_tramp(const struct up_patch_site *site, uint64_t tramp, uint64_t co
 	memcpy(code + n + 1, &d32, 4);
 	*len = n + 5;
 	return 0;
+}
+
+int up_patch_tramp(const struct up_patch_site *site, uint64_t tramp, uint64_t counter,
+		   uint8_t *code, size_t size, size_t *len, unsigned home_of[UP_PATCH_MAX_INSN])
+{
+	bool lahf = have_lahf64();
+	const uint8_t *pro = lahf ? count_lahf : count_pushf;
+	size_t n = lahf ? sizeof(count_lahf) : sizeof(count_pushf);
+	unsigned disp = lahf ? LAHF_DISP : PUSHF_DISP, end = lahf ? LAHF_END : PUSHF_END;
+	int64_t d = (int64_t)(counter - (tramp + end));
+	int32_t d32;
+
+	if (size < n || !rel32(d))
+		return -ERANGE;
+	memcpy(code, pro, n);
+	d32 = (int32_t)d;
+	memcpy(code + disp, &d32, 4);
+	return tail(site, tramp, code, size, n, len, home_of);
+}
+
+/* The hardware number of each frame word's register (-1: not a general register). */
+static const int8_t hw_of[UPA_NREGS] = {
+	[UPA_R15] = 15, [UPA_R14] = 14, [UPA_R13] = 13, [UPA_R12] = 12, [UPA_RBP] = 5,
+	[UPA_RBX] = 3,	[UPA_R11] = 11, [UPA_R10] = 10, [UPA_R9] = 9,	[UPA_R8] = 8,
+	[UPA_RAX] = 0,	[UPA_RCX] = 1,	[UPA_RDX] = 2,	[UPA_RSI] = 6,	[UPA_RDI] = 7,
+	[UPA_ORIG_RAX] = -1, [UPA_RIP] = -1, [UPA_CS] = -1, [UPA_EFLAGS] = -1,
+	[UPA_RSP] = -1, [UPA_SS] = -1, [UPA_FS_BASE] = -1, [UPA_GS_BASE] = -1,
+	[UPA_DS] = -1, [UPA_ES] = -1, [UPA_FS] = -1, [UPA_GS] = -1,
+};
+
+#define FRAME (8 * UPA_NREGS) /* 216 */
+
+/* mov %reg, disp(%rsp) (store) or mov disp(%rsp), %reg */
+static size_t mov_rsp(uint8_t *c, bool store, int reg, int32_t disp)
+{
+	size_t n = 0;
+
+	c[n++] = (uint8_t)(0x48 | (reg >= 8 ? 4 : 0));
+	c[n++] = store ? 0x89 : 0x8b;
+	if (disp >= -128 && disp <= 127) {
+		c[n++] = (uint8_t)(0x44 | (reg & 7) << 3);
+		c[n++] = 0x24;
+		c[n++] = (uint8_t)(int8_t)disp;
+	} else {
+		c[n++] = (uint8_t)(0x84 | (reg & 7) << 3);
+		c[n++] = 0x24;
+		memcpy(c + n, &disp, 4);
+		n += 4;
+	}
+	return n;
+}
+
+/* lea disp(%rsp),%reg */
+static size_t lea_rsp(uint8_t *c, int reg, int32_t disp)
+{
+	c[0] = (uint8_t)(0x48 | (reg >= 8 ? 4 : 0));
+	c[1] = 0x8d;
+	c[2] = (uint8_t)(0x84 | (reg & 7) << 3);
+	c[3] = 0x24;
+	memcpy(c + 4, &disp, 4);
+	return 8;
+}
+
+/* Saved around the call whatever the agent may clobber (the SysV caller-saved set). */
+static bool caller_saved(int w)
+{
+	return w == UPA_RAX || w == UPA_RCX || w == UPA_RDX || w == UPA_RSI || w == UPA_RDI ||
+	       w == UPA_R8 || w == UPA_R9 || w == UPA_R10 || w == UPA_R11;
+}
+
+int up_patch_tramp_rec(const struct up_patch_site *site, uint64_t tramp, uint64_t desc,
+		       uint64_t entry, uint64_t regs, uint8_t *code, size_t size, size_t *len,
+		       unsigned home_of[UP_PATCH_MAX_INSN])
+{
+	uint8_t c[UP_PATCH_TRAMP_REC];
+	size_t n = 0;
+
+	n += lea_rsp(c + n, 4, -128); /* the red zone */
+	c[n++] = 0x9c;		       /* pushfq */
+	n += lea_rsp(c + n, 4, -FRAME);
+	for (int w = 0; w < UPA_NREGS; w++)
+		if (hw_of[w] >= 0 && (caller_saved(w) || (regs >> w & 1)))
+			n += mov_rsp(c + n, true, hw_of[w], 8 * w);
+	if (regs >> UPA_RSP & 1) {
+		n += lea_rsp(c + n, 0, FRAME + 8 + 128); /* the thread's own rsp */
+		n += mov_rsp(c + n, true, 0, 8 * UPA_RSP);
+	}
+	if (regs >> UPA_EFLAGS & 1) {
+		n += mov_rsp(c + n, false, 0, FRAME);
+		n += mov_rsp(c + n, true, 0, 8 * UPA_EFLAGS);
+	}
+	c[n++] = 0x48, c[n++] = 0x89, c[n++] = 0xe7; /* mov %rsp,%rdi */
+	c[n++] = 0x48, c[n++] = 0xbe;		      /* movabs $desc,%rsi */
+	memcpy(c + n, &desc, 8), n += 8;
+	c[n++] = 0x48, c[n++] = 0xb8; /* movabs $entry,%rax */
+	memcpy(c + n, &entry, 8), n += 8;
+	c[n++] = 0xff, c[n++] = 0xd0; /* call *%rax */
+	for (int w = 0; w < UPA_NREGS; w++)
+		if (hw_of[w] >= 0 && caller_saved(w))
+			n += mov_rsp(c + n, false, hw_of[w], 8 * w);
+	n += lea_rsp(c + n, 4, FRAME);
+	c[n++] = 0x9d; /* popfq */
+	n += lea_rsp(c + n, 4, 128);
+	if (n > size)
+		return -ERANGE;
+	memcpy(code, c, n);
+	return tail(site, tramp, code, size, n, len, home_of);
 }
 
 int up_patch_jmp(const struct up_patch_site *site, uint64_t tramp, uint8_t *code)

@@ -18,7 +18,8 @@
 
 #define UP_PATCH_JMP 5	    /* jmp rel32 */
 #define UP_PATCH_MAX_INSN 5 /* instructions a patch may cover */
-#define UP_PATCH_TRAMP 128  /* bytes of trampoline code, at most */
+#define UP_PATCH_TRAMP 128  /* bytes of a counting trampoline, at most */
+#define UP_PATCH_TRAMP_REC 320 /* bytes of a recording trampoline, at most */
 
 struct up_ubp_files;
 
@@ -47,6 +48,17 @@ int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
  */
 int up_patch_tramp(const struct up_patch_site *site, uint64_t tramp, uint64_t counter,
 		   uint8_t *code, size_t size, size_t *len, unsigned home_of[UP_PATCH_MAX_INSN]);
+
+/*
+ * A recording probe's trampoline: the red zone skipped, flags and the caller-saved
+ * registers saved into a struct user_regs_struct frame on the stack (with rsp as the
+ * thread had it, and the callee-saved registers regs asks for), the agent called as
+ * entry(frame, desc), everything put back, then the relocated instructions and a jmp
+ * back.  -ERANGE when it does not fit.
+ */
+int up_patch_tramp_rec(const struct up_patch_site *site, uint64_t tramp, uint64_t desc,
+		       uint64_t entry, uint64_t regs, uint8_t *code, size_t size, size_t *len,
+		       unsigned home_of[UP_PATCH_MAX_INSN]);
 
 /* The jmp written over the site. */
 int up_patch_jmp(const struct up_patch_site *site, uint64_t tramp, uint8_t *code);

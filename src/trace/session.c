@@ -20,6 +20,7 @@
 
 #include "sym/sym.h"
 #include "trace/fetch.h"
+#include "trace/filter.h"
 #include "trace/format.h"
 #include "trace/session.h"
 #include "trace/spec.h"
@@ -38,12 +39,18 @@ struct tspec {
 	bool removed;	   /* up_trace_remove: gone, its index kept */
 	bool enabled;	   /* events/GRP/EVENT/enable */
 	unsigned index;	   /* in tr->specs */
+	struct uprobe_cond conds[UP_FILTER_MAX]; /* --filter, on this event's arguments */
+	unsigned nconds;
 };
 
 struct tproc;
 
 struct tprobe {
 	struct uprobe u;
+	struct uprobe_capture cap; /* the fast path's: what its records hold */
+	struct uprobe_fetch *fetch;
+	struct uprobe_cond *cond;
+	bool recording, counted;
 	struct up_trace *tr;
 	struct tspec *ts;
 	struct tproc *tp;
@@ -81,11 +88,23 @@ struct up_trace {
 	bool header_done, rescan;
 	int out_failed; /* errno of a failed write of the trace */
 	struct tprobe *retired; /* unregistered from a handler, freed at the end */
+	uint64_t lost;		/* fast-path records dropped (the ring was full), of probes gone */
 	pid_t pid_filter;	/* set_event_pid: only this process's hits (0: all) */
 	struct comm_entry comms[COMM_CACHE];
+	struct up_filter filter;
+	bool has_filter;
 	char *line;
 	size_t linecap;
 };
+
+static void tprobe_free(struct tprobe *p)
+{
+	if (!p)
+		return;
+	free(p->fetch);
+	free(p->cond);
+	free(p);
+}
 
 /* ---- small things --------------------------------------------------------------------- */
 
@@ -236,11 +255,30 @@ static int read_mem(void *arg, uint64_t addr, void *buf, size_t len)
 	return uprobe_read(rc->tr->ctx, rc->pid, addr, buf, len);
 }
 
-static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
+static int read_record(void *arg, uint64_t addr, void *buf, size_t len)
+{
+	return uprobe_record_read(arg, addr, buf, len);
+}
+
+/* A hit as the handler gets it (rec NULL: the thread is stopped) or as a record. */
+struct hit {
+	pid_t pid, tid;
+	int cpu; /* -1: ask /proc */
+	uint64_t time_ns;
+	const struct uprobe_record *rec;
+};
+
+static bool filter_holds(const struct tspec *ts, const struct up_fetch_value *vals)
+{
+	return up_filter_holds(ts->conds, ts->nconds, vals);
+}
+
+static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
+		       const struct hit *h)
 {
 	struct up_trace *tr = p->tr;
 	struct tspec *ts = p->ts;
-	pid_t pid = uprobe_current_pid(tr->ctx), tid = uprobe_current_tid(tr->ctx);
+	pid_t pid = h->pid, tid = h->tid;
 	struct read_ctx rc = { .tr = tr, .pid = pid };
 	struct tproc *tp = proc_of(tr, pid);
 	struct comm_entry *c;
@@ -248,8 +286,8 @@ static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
 	struct up_fetch_env env = {
 		.regs = regs,
 		.is32 = tp ? tp->is32 : false,
-		.read = read_mem,
-		.ctx = &rc,
+		.read = h->rec ? read_record : read_mem,
+		.ctx = h->rec ? (void *)h->rec : (void *)&rc,
 		.retval = regs->rax,
 		.has_retval = is_return,
 		.file_bias = p->file_bias,
@@ -260,16 +298,17 @@ static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
 		return;
 	if (tr->pid_filter && pid != tr->pid_filter)
 		return;
-	ts->hits++;
+	if (!h->rec)
+		ts->hits++; /* records are counted by the library, with what it dropped */
 	if (!tr->opts.out)
 		return;
-	c = thread_info(tr, pid, tid, &cpu);
+	c = thread_info(tr, pid, tid ? tid : pid, &cpu);
 	env.comm = c->comm;
 	fc.comm = c->comm[0] ? c->comm : NULL;
 	fc.pid = pid;
-	fc.tid = tid;
-	fc.cpu = cpu;
-	fc.time_ns = now_ns();
+	fc.tid = tid ? tid : pid;
+	fc.cpu = h->cpu >= 0 ? h->cpu : cpu;
+	fc.time_ns = h->time_ns;
 	if (ts->spec.kind == UP_SPEC_SEED) {
 		if (tr->opts.json)
 			FORMAT(tr, up_fmt_seed_hit_json(buf, size, &fc, &ts->spec, &env));
@@ -287,6 +326,9 @@ static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
 		};
 
 		up_fetch_eval_all(&ts->spec, &env, vals, arena, sizeof(arena));
+		/* the trap path's filter (the fast path's agent has applied it) */
+		if (ts->nconds && !h->rec && !filter_holds(ts, vals))
+			return;
 		if (tr->opts.json)
 			FORMAT(tr, up_fmt_event_json(buf, size, &fc, &ts->spec, &ev));
 		else
@@ -296,6 +338,18 @@ static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
 
 static int arm_proc(struct up_trace *tr, struct tproc *tp);
 
+static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
+{
+	struct hit h = {
+		.pid = uprobe_current_pid(p->tr->ctx),
+		.tid = uprobe_current_tid(p->tr->ctx),
+		.cpu = -1,
+		.time_ns = now_ns(),
+	};
+
+	report_hit(p, regs, is_return, &h);
+}
+
 static void on_hit(struct uprobe *u, uprobe_regs_t *regs)
 {
 	report(u->data, regs, false);
@@ -304,6 +358,21 @@ static void on_hit(struct uprobe *u, uprobe_regs_t *regs)
 static void on_ret(struct uprobe *u, uprobe_regs_t *regs)
 {
 	report(u->data, regs, true);
+}
+
+/* A hit the fast path recorded in-process. */
+static void on_record(struct uprobe *u, const struct uprobe_record *rec)
+{
+	struct hit h = {
+		.pid = rec->pid,
+		.tid = rec->tid,
+		.cpu = rec->cpu,
+		.time_ns = rec->time_ns,
+		.rec = rec,
+	};
+	uprobe_regs_t regs = *rec->regs;
+
+	report_hit(u->data, &regs, false, &h);
 }
 
 static void on_ldso(struct uprobe *u, uprobe_regs_t *regs)
@@ -462,6 +531,156 @@ static void hook_ldso(struct up_trace *tr, struct tproc *tp)
 			 "are not probed", (int)tp->pid, strerror(-rc));
 }
 
+/* ---- the fast path's captures ----------------------------------------------------------- */
+
+#define WORD(field) (offsetof(struct user_regs_struct, field) / 8)
+#define BIT(field) (1ull << WORD(field))
+
+static const unsigned abi_regs[6] = {
+	offsetof(struct user_regs_struct, rdi), offsetof(struct user_regs_struct, rsi),
+	offsetof(struct user_regs_struct, rdx), offsetof(struct user_regs_struct, rcx),
+	offsetof(struct user_regs_struct, r8),	offsetof(struct user_regs_struct, r9),
+};
+
+static void base_reg(struct uprobe_fetch *f, uint64_t *regs, unsigned off, unsigned size,
+		     unsigned shift)
+{
+	f->base = UPROBE_FETCH_REG;
+	f->reg = off;
+	f->reg_size = size;
+	f->reg_shift = shift;
+	*regs |= 1ull << (off / 8);
+}
+
+static void step(struct uprobe_fetch *f, int64_t off, unsigned len)
+{
+	f->step[f->nsteps].off = off;
+	f->step[f->nsteps].len = len;
+	f->nsteps++;
+}
+
+/* One FETCHARG as what the agent must capture for fetch.c to evaluate it afterwards:
+   the same reads, in the same order. */
+static int capture_arg(const struct up_fetch_arg *a, uint64_t bias, struct uprobe_fetch *f,
+		       uint64_t *regs)
+{
+	const struct up_fetch_insn *op = &a->ops[0];
+	bool is_string = a->type.kind == UP_TYPE_STRING;
+
+	memset(f, 0, sizeof(*f));
+	f->size = a->type.size ? a->type.size : 8;
+	f->is_signed = a->type.kind == UP_TYPE_S;
+	if (a->type.is_bitfield) {
+		f->bf_width = a->type.bf_width;
+		f->bf_offset = a->type.bf_offset;
+	}
+	switch (op->op) {
+	case UP_FOP_REG:
+		base_reg(f, regs, op->reg.offset, op->reg.size, op->reg.shift);
+		break;
+	case UP_FOP_STACK:
+		base_reg(f, regs, offsetof(struct user_regs_struct, rsp), 8, 0);
+		step(f, 8 * (int64_t)op->param, 8);
+		break;
+	case UP_FOP_STACKP:
+		base_reg(f, regs, offsetof(struct user_regs_struct, rsp), 8, 0);
+		break;
+	case UP_FOP_ARG:
+		if (op->param >= 1 && op->param <= 6) {
+			base_reg(f, regs, abi_regs[op->param - 1], 8, 0);
+		} else {
+			base_reg(f, regs, offsetof(struct user_regs_struct, rsp), 8, 0);
+			step(f, 8 * ((int64_t)op->param - 6), 8);
+		}
+		break;
+	case UP_FOP_IMM:
+		f->base = UPROBE_FETCH_IMM;
+		f->imm = (int64_t)op->imm;
+		break;
+	case UP_FOP_FOFFS:
+		f->base = UPROBE_FETCH_IMM;
+		f->imm = (int64_t)(bias + op->imm);
+		break;
+	case UP_FOP_COMM:
+	case UP_FOP_DATA:
+		f->base = UPROBE_FETCH_IMM; /* the tracer's own: nothing to read */
+		return 0;
+	default:
+		return -ENOTSUP; /* $retval: return probes stay on the trap path */
+	}
+	for (int i = 1; i < a->nops; i++) {
+		bool last = i == a->nops - 1;
+
+		if (last && is_string) {
+			f->final = UPROBE_FETCH_STRING;
+			f->final_off = a->ops[i].offset;
+			f->final_len = UP_FETCH_STRING_MAX - 1;
+			return 0;
+		}
+		if (f->nsteps == UPROBE_FETCH_STEPS)
+			return -ENOTSUP;
+		step(f, a->ops[i].offset, last ? f->size : 8);
+	}
+	if (is_string) { /* \IMM:string */
+		f->final = UPROBE_FETCH_STRING;
+		f->final_len = UP_FETCH_STRING_MAX - 1;
+	}
+	return 0;
+}
+
+/* What a printing probe captures on the fast path; 0 when p can have one. */
+static int build_capture(struct up_trace *tr, struct tprobe *p)
+{
+	const struct up_spec *sp = &p->ts->spec;
+	uint64_t regs = BIT(rsp);
+	unsigned n = 0;
+
+	if (tr->opts.no_fast || !tr->opts.out || p->tp->is32)
+		return -ENOTSUP;
+	if (sp->kind == UP_SPEC_EVENT && sp->is_return)
+		return -ENOTSUP;
+	n = sp->kind == UP_SPEC_EVENT ? (unsigned)sp->nargs : 1;
+	p->fetch = calloc(n ? n : 1, sizeof(*p->fetch));
+	if (!p->fetch)
+		return -ENOMEM;
+	if (sp->kind == UP_SPEC_SEED) {
+		switch (sp->seed_type) {
+		case UP_SEED_ARGS:
+			for (unsigned k = 0; k < sp->size && k < 6; k++)
+				regs |= 1ull << (abi_regs[k] / 8);
+			n = 0;
+			break;
+		case UP_SEED_STACK:
+			base_reg(&p->fetch[0], &regs, offsetof(struct user_regs_struct, rsp), 8, 0);
+			p->fetch[0].final = UPROBE_FETCH_BYTES;
+			p->fetch[0].final_len = (unsigned)sp->size;
+			break;
+		case UP_SEED_DATA:
+			p->fetch[0].base = UPROBE_FETCH_IMM;
+			p->fetch[0].imm = (int64_t)sp->daddr;
+			p->fetch[0].final = UPROBE_FETCH_BYTES;
+			p->fetch[0].final_len = (unsigned)sp->size;
+			break;
+		}
+	} else {
+		for (unsigned k = 0; k < n; k++) {
+			int rc = capture_arg(&sp->args[k], p->file_bias, &p->fetch[k], &regs);
+
+			if (rc)
+				return rc;
+		}
+	}
+	p->cap.regs = regs;
+	p->cap.fetch = p->fetch;
+	p->cap.nfetch = n;
+	p->cap.cond = p->ts->conds;
+	p->cap.ncond = p->ts->nconds;
+	p->u.capture = &p->cap;
+	p->u.record_handler = on_record;
+	p->recording = true;
+	return 0;
+}
+
 static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 {
 	struct tspec *ts = tr->specs[i];
@@ -511,11 +730,18 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 		p->u.flags = UPROBE_F_COUNT;
 	else
 		p->u.handler = on_hit;
+	if (p->u.handler && build_capture(tr, p) && tr->opts.verbose > 0 && !tr->opts.no_fast &&
+	    tr->opts.out)
+		tlog(tr, "'%s': stays on the trap path in process %d: %s", ts->text, (int)tp->pid,
+		     tp->is32 ? "a 32-bit process"
+		     : ts->spec.kind == UP_SPEC_EVENT && ts->spec.is_return
+			     ? "return probes are not recorded in-process"
+			     : "an argument the agent cannot fetch");
 	rc = register_uprobe(tr->ctx, &p->u);
 	if (rc && rc != -EINPROGRESS) {
 		tlog(tr, "'%s': cannot probe 0x%" PRIx64 " in process %d: %s", ts->text, vaddr,
 		     (int)tp->pid, strerror(-rc));
-		free(p);
+		tprobe_free(p);
 		tp->armed[i] = true; /* do not try again in this image */
 		return rc;
 	}
@@ -528,15 +754,26 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 }
 
 /* A counting probe leaves: its count so far stays with its spec. */
+/* Does the library keep this probe's hits (a counting probe, or the fast path's
+   records with what was lost or filtered in-process)? */
+static bool lib_counts(const struct tprobe *p)
+{
+	return (p->u.flags & UPROBE_F_COUNT) || (p->recording && !p->counted);
+}
+
 static void keep_count(struct up_trace *tr, struct tprobe *p)
 {
 	uint64_t n;
 
-	if ((p->u.flags & UPROBE_F_COUNT) && !uprobe_count(tr->ctx, &p->u, &n)) {
+	if (lib_counts(p) && !uprobe_count(tr->ctx, &p->u, &n)) {
 		p->ts->hits += n;
+		if (!uprobe_lost(tr->ctx, &p->u, &n))
+			tr->lost += n;
 		p->u.flags &= ~UPROBE_F_COUNT; /* counted once */
+		p->counted = true;
 	}
 }
+
 
 /* Probes whose file is no longer mapped there (dlclose) go; they are armed again if it comes back. */
 static void disarm_unmapped(struct up_trace *tr, struct tproc *tp)
@@ -551,8 +788,8 @@ static void disarm_unmapped(struct up_trace *tr, struct tproc *tp)
 			pp = &p->next;
 			continue;
 		}
+		unregister_uprobe(tr->ctx, &p->u); /* a recording probe's last records first */
 		keep_count(tr, p);
-		unregister_uprobe(tr->ctx, &p->u);
 		tp->armed[ts->index] = false;
 		*pp = p->next;
 		if (p->u.kimg) {
@@ -560,7 +797,7 @@ static void disarm_unmapped(struct up_trace *tr, struct tproc *tp)
 			p->next = tr->retired;
 			tr->retired = p;
 		} else {
-			free(p);
+			tprobe_free(p);
 		}
 	}
 }
@@ -594,9 +831,9 @@ static void drop_probes(struct tproc *tp)
 
 		tp->probes = p->next;
 		/* a counting probe's hits are the library's */
-		if ((p->u.flags & UPROBE_F_COUNT) && !uprobe_count(tp->tr->ctx, &p->u, &n))
-			p->ts->hits += n;
-		free(p);
+		(void)n;
+		keep_count(tp->tr, p);
+		tprobe_free(p);
 	}
 	memset(tp->armed, 0, tp->tr->nspecs * sizeof(*tp->armed));
 	memset(&tp->ldso, 0, sizeof(tp->ldso));
@@ -707,7 +944,7 @@ void up_trace_free(struct up_trace *tr)
 		struct tprobe *p = tr->retired;
 
 		tr->retired = p->next;
-		free(p);
+		tprobe_free(p);
 	}
 	for (unsigned i = 0; i < tr->nspecs; i++) {
 		up_spec_free(&tr->specs[i]->spec);
@@ -932,7 +1169,7 @@ void up_trace_print_counts(struct up_trace *tr, FILE *out)
 			for (struct tprobe *p = tp->probes; p; p = p->next) {
 				uint64_t n;
 
-				if (p->ts == ts && (p->u.flags & UPROBE_F_COUNT) &&
+				if (p->ts == ts && lib_counts(p) &&
 				    !uprobe_count(tr->ctx, &p->u, &n))
 					hits += n;
 			}
@@ -997,13 +1234,13 @@ int up_trace_remove(struct up_trace *tr, unsigned i)
 				continue;
 			}
 			*pp = p->next;
-			keep_count(tr, p);
 			unregister_uprobe(tr->ctx, &p->u);
+			keep_count(tr, p);
 			if (p->u.kimg) {
 				p->next = tr->retired;
 				tr->retired = p;
 			} else {
-				free(p);
+				tprobe_free(p);
 			}
 		}
 		tp->armed[i] = false;

@@ -241,7 +241,10 @@ def mode_pid(a):
                 break
             time.sleep(0.05)
         # "armed at" comes on stderr before the tracer runs the process; read it now
+        # (-v also says which probes stay on the trap path: skip those lines)
         line = tr.stderr.readline() if armed else ""
+        while armed and line and "armed at" not in line:
+            line = tr.stderr.readline()
         if not armed or "armed at" not in line:
             os.close(wfd)
             target.kill()

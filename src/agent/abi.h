@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the in-process agent (src/agent/blob/agent.c, freestanding, running inside the
+ * traced program) and the tracer (src/agent/ring.c) agree on: the layout of the shared
+ * region, the per-probe descriptors the agent executes, and the records it writes.
+ * Both sides are built from this one header; it holds nothing but fixed-width types.
+ *
+ * The shared region is one memfd mapped into both processes:
+ *
+ *   [ctl: one page][agent code][descriptor heap][ring]
+ *
+ * The target maps the code part read+exec and the rest read+write; the tracer maps all
+ * of it read+write.  Prefix: upa_ / UPA_.
+ */
+#ifndef UPROBE_AGENT_ABI_H
+#define UPROBE_AGENT_ABI_H
+
+#include <stdint.h>
+
+#define UPA_MAGIC 0x746e656761707575ull /* "uupagent" */
+#define UPA_VERSION 1
+
+/* ctl.flags */
+#define UPA_F_FS0 1u /* %fs:0 names the thread (every thread has a TLS block); else gettid */
+
+struct upa_ctl {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t flags;
+	int32_t pid;	     /* the process, for reads of its own memory (process_vm_readv) */
+	uint32_t ring_order; /* the ring has 1 << ring_order bytes */
+	uint64_t ring;	     /* the ring's address in the target */
+	uint64_t lost;	     /* records dropped because the ring was full */
+	uint64_t pad0[3];
+	uint64_t head; /* producers reserve here (compare-and-swap), bytes ever reserved */
+	uint64_t pad1[7];
+	uint64_t tail; /* the tracer has consumed up to here */
+	uint64_t pad2[7];
+};
+
+/* A register frame: struct user_regs_struct's layout, word by word. */
+enum upa_reg {
+	UPA_R15, UPA_R14, UPA_R13, UPA_R12, UPA_RBP, UPA_RBX, UPA_R11, UPA_R10,
+	UPA_R9, UPA_R8, UPA_RAX, UPA_RCX, UPA_RDX, UPA_RSI, UPA_RDI, UPA_ORIG_RAX,
+	UPA_RIP, UPA_CS, UPA_EFLAGS, UPA_RSP, UPA_SS, UPA_FS_BASE, UPA_GS_BASE,
+	UPA_DS, UPA_ES, UPA_FS, UPA_GS,
+	UPA_NREGS
+};
+
+/* One value to capture: a base, then reads through it (each step reads len bytes at
+   value + off into the value), then optionally a string or a block of bytes. */
+#define UPA_STEPS 16
+
+enum upa_base { UPA_BASE_REG, UPA_BASE_IMM };
+enum upa_final { UPA_FINAL_NONE, UPA_FINAL_STRING, UPA_FINAL_BYTES };
+
+struct upa_fetch {
+	uint8_t base;	   /* enum upa_base */
+	uint8_t reg;	   /* UPA_BASE_REG: the frame word */
+	uint8_t reg_size;  /* bytes of it (1, 2, 4, 8) */
+	uint8_t reg_shift; /* 8 for ah..dh */
+	uint8_t nsteps;
+	uint8_t final;	   /* enum upa_final */
+	uint8_t size;	   /* the value's type size (1..8): masking, for conditions */
+	uint8_t is_signed;
+	uint8_t bf_width, bf_offset; /* a bitfield (bf_width > 0) */
+	uint8_t pad[2];
+	uint32_t final_len; /* STRING: at most this many bytes; BYTES: this many */
+	int64_t imm;
+	int64_t final_off; /* the string or bytes are at value + final_off */
+	struct {
+		int64_t off;
+		uint64_t len; /* 1..8 */
+	} step[UPA_STEPS];
+};
+
+/* A condition on a fetched value: the record is written only if every one holds. */
+enum upa_cmp { UPA_EQ, UPA_NE, UPA_LT, UPA_LE, UPA_GT, UPA_GE, UPA_AND };
+
+struct upa_cond {
+	uint32_t fetch; /* index into the probe's fetches */
+	uint32_t op;	/* enum upa_cmp */
+	int64_t value;
+};
+
+/* desc.flags */
+#define UPA_P_ENABLED 1u
+#define UPA_P_RETURN 2u /* a return probe's exit: the record says so */
+
+/* A probe's descriptor, in the heap; fetches then conditions follow it. */
+struct upa_probe {
+	uint64_t ctl;	/* the ctl's address in the target */
+	uint32_t id;	/* the records' probe id */
+	uint32_t flags; /* UPA_P_* */
+	uint64_t vaddr; /* the probed address: the frame's rip */
+	uint64_t regs;	/* bit i: frame word i goes into the record */
+	uint32_t nfetch, ncond;
+	uint32_t max_record; /* bytes reserved per record: the largest it can be */
+	uint32_t pad;
+	uint64_t filtered; /* hits a condition dropped */
+	uint64_t lost;	   /* records of this probe dropped: the ring was full */
+	/* struct upa_fetch fetch[nfetch]; struct upa_cond cond[ncond]; */
+};
+
+/*
+ * A record: a header, the chosen frame words in order, then one memory entry per read
+ * the fetches made.  Records are 8-byte aligned; slot is what was reserved (the next
+ * record starts slot bytes on), len what was written.  The header is written last: its
+ * first word turns nonzero when the record is complete.  A pad fills the ring's end.
+ */
+#define UPA_REC_PAD 0xffffffffu /* hdr.id of a pad */
+
+struct upa_rec {
+	uint32_t slot; /* nonzero: complete */
+	uint32_t id;
+	uint32_t len;
+	uint32_t cpu;
+	uint64_t thread; /* %fs:0 (UPA_F_FS0) or the tid */
+	uint64_t tsc;
+	/* uint64_t regs[popcount(desc.regs)]; struct upa_mem entries... */
+};
+
+/* A memory entry: what was read (len bytes follow, padded to 8), or that it faulted. */
+#define UPA_MEM_FAULT 1u
+#define UPA_MEM_STRING 2u /* a string, read until its NUL (included) or final_len */
+
+struct upa_mem {
+	uint64_t addr;
+	uint32_t len;
+	uint32_t flags;
+};
+
+#define UPA_ALIGN8(x) (((x) + 7u) & ~(uint64_t)7u)
+
+#endif

@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The in-process agent: runs inside the traced program, called by a probe's trampoline
+ * with the thread's register frame.  It evaluates the probe's conditions, reserves room
+ * in the shared ring, and writes a record: the chosen registers and every piece of
+ * memory the fetches read.  The tracer formats the record later, in its own time.
+ *
+ * Freestanding and position-independent: no libc, no data or bss (the linker script
+ * refuses them), nothing assumed about the program's TLS beyond what the trampoline
+ * was told is safe (UPA_F_FS0).  Memory is read with process_vm_readv on the process
+ * itself, so a bad pointer is an error code, never a fault in the program.  The ring
+ * never blocks: when it is full the record is dropped and counted.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/abi.h"
+
+#define NR_GETTID 186
+#define NR_PROCESS_VM_READV 310
+#define PAGE 4096u
+
+struct iov {
+	void *base;
+	uint64_t len;
+};
+
+static inline long sys6(long nr, long a, long b, long c, long d, long e, long f)
+{
+	long ret;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+/* 0 when all len bytes at addr were read into dst. */
+static int read_mem(const struct upa_ctl *ctl, void *dst, uint64_t addr, uint64_t len)
+{
+	struct iov local = { dst, len }, remote = { (void *)addr, len };
+
+	if (!len)
+		return 0;
+	return sys6(NR_PROCESS_VM_READV, ctl->pid, (long)&local, 1, (long)&remote, 1, 0) ==
+			       (long)len
+		       ? 0
+		       : -1;
+}
+
+static inline void copy(void *dst, const void *src, uint64_t n)
+{
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+
+	while (n--)
+		*d++ = *s++;
+}
+
+static inline uint64_t mask(uint64_t v, unsigned size)
+{
+	return size >= 8 ? v : v & ((1ull << (size * 8)) - 1);
+}
+
+static inline uint64_t thread_key(const struct upa_ctl *ctl)
+{
+	uint64_t k;
+
+	if (ctl->flags & UPA_F_FS0) {
+		__asm__ volatile("mov %%fs:0, %0" : "=r"(k));
+		return k;
+	}
+	return (uint64_t)sys6(NR_GETTID, 0, 0, 0, 0, 0, 0);
+}
+
+static inline uint32_t cpu_number(void)
+{
+	uint32_t p = 0;
+
+	/* the kernel's per-cpu GDT entry: its limit is cpu | node << 12 (vgetcpu's way) */
+	__asm__ volatile("lsl %1, %0" : "=r"(p) : "r"(0x7bu) : "cc");
+	return p & 0xfff;
+}
+
+static inline uint64_t tsc(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+}
+
+/* Where memory entries go while a record is written; NULL when only evaluating. */
+struct out {
+	uint8_t *p;
+};
+
+static void log_mem(struct out *o, uint64_t addr, uint32_t len, uint32_t flags,
+		    const void *bytes)
+{
+	struct upa_mem *m;
+
+	if (!o)
+		return;
+	m = (struct upa_mem *)o->p;
+	m->addr = addr;
+	m->len = len;
+	m->flags = flags;
+	o->p += sizeof(*m);
+	if (!(flags & UPA_MEM_FAULT)) {
+		if (bytes)
+			copy(o->p, bytes, len);
+		o->p += UPA_ALIGN8(len);
+	}
+}
+
+/* A string at addr, page by page until its NUL or max bytes (strncpy_from_user). */
+static void read_string(const struct upa_ctl *ctl, struct out *o, uint64_t addr, uint32_t max)
+{
+	struct upa_mem *m = (struct upa_mem *)o->p;
+	uint8_t *data = o->p + sizeof(*m);
+	uint32_t got = 0;
+	int fault = 0;
+
+	while (got < max) {
+		uint64_t a = addr + got;
+		uint32_t chunk = PAGE - (uint32_t)(a & (PAGE - 1)), i;
+
+		if (chunk > max - got)
+			chunk = max - got;
+		if (read_mem(ctl, data + got, a, chunk)) {
+			fault = 1;
+			break;
+		}
+		for (i = 0; i < chunk && data[got + i]; i++)
+			;
+		if (i < chunk) {
+			got += i + 1;
+			break;
+		}
+		got += chunk;
+	}
+	if (got || !fault) {
+		m->addr = addr;
+		m->len = got;
+		m->flags = UPA_MEM_STRING;
+		o->p += sizeof(*m) + UPA_ALIGN8(got);
+	}
+	if (fault) {
+		uint64_t a = addr + got;
+		uint32_t chunk = PAGE - (uint32_t)(a & (PAGE - 1));
+
+		if (chunk > max - got)
+			chunk = max - got;
+		log_mem(o, a, chunk, UPA_MEM_FAULT, NULL);
+	}
+}
+
+/* Evaluates f: its value into *val; the reads into o.  -1 when a read faulted. */
+static int fetch(const struct upa_ctl *ctl, const uint64_t *frame, const struct upa_fetch *f,
+		 struct out *o, uint64_t *val)
+{
+	uint64_t v;
+
+	if (f->base == UPA_BASE_REG)
+		v = mask(frame[f->reg] >> f->reg_shift, f->reg_size);
+	else
+		v = (uint64_t)f->imm;
+	for (unsigned i = 0; i < f->nsteps; i++) {
+		uint64_t addr = v + (uint64_t)f->step[i].off, w = 0;
+		uint32_t len = (uint32_t)f->step[i].len;
+
+		if (read_mem(ctl, &w, addr, len)) {
+			log_mem(o, addr, len, UPA_MEM_FAULT, NULL);
+			return -1;
+		}
+		log_mem(o, addr, len, 0, &w);
+		v = w;
+	}
+	if (f->final == UPA_FINAL_STRING) {
+		if (o)
+			read_string(ctl, o, v + (uint64_t)f->final_off, f->final_len);
+	} else if (f->final == UPA_FINAL_BYTES && o) {
+		uint64_t addr = v + (uint64_t)f->final_off;
+		struct upa_mem *m = (struct upa_mem *)o->p;
+
+		if (read_mem(ctl, o->p + sizeof(*m), addr, f->final_len)) {
+			log_mem(o, addr, f->final_len, UPA_MEM_FAULT, NULL);
+			return -1;
+		}
+		log_mem(o, addr, f->final_len, 0, NULL);
+	}
+	v = mask(v, f->size);
+	if (f->bf_width) {
+		v >>= f->bf_offset;
+		v = f->bf_width >= 64 ? v : v & ((1ull << f->bf_width) - 1);
+	}
+	if (f->is_signed && f->size < 8 && (v >> (f->size * 8 - 1)) & 1)
+		v |= ~0ull << (f->size * 8);
+	*val = v;
+	return 0;
+}
+
+static int holds(const struct upa_cond *c, uint64_t v, int is_signed)
+{
+	int64_t s = (int64_t)v, k = c->value;
+	uint64_t u = (uint64_t)c->value;
+
+	switch (c->op) {
+	case UPA_EQ: return v == u;
+	case UPA_NE: return v != u;
+	case UPA_LT: return is_signed ? s < k : v < u;
+	case UPA_LE: return is_signed ? s <= k : v <= u;
+	case UPA_GT: return is_signed ? s > k : v > u;
+	case UPA_GE: return is_signed ? s >= k : v >= u;
+	case UPA_AND: return (v & u) != 0;
+	}
+	return 0;
+}
+
+static struct upa_rec *reserve(struct upa_ctl *ctl, uint32_t size)
+{
+	uint64_t cap = 1ull << ctl->ring_order;
+	uint64_t h = __atomic_load_n(&ctl->head, __ATOMIC_RELAXED), t, off, pad;
+	uint8_t *ring = (uint8_t *)ctl->ring;
+
+	do {
+		t = __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE);
+		off = h & (cap - 1);
+		pad = off + size > cap ? cap - off : 0;
+		if (h + pad + size - t > cap)
+			return NULL;
+	} while (!__atomic_compare_exchange_n(&ctl->head, &h, h + pad + size, 1,
+					      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+	if (pad) {
+		struct upa_rec *p = (struct upa_rec *)(ring + off);
+
+		p->id = UPA_REC_PAD;
+		p->len = (uint32_t)pad;
+		__atomic_store_n(&p->slot, (uint32_t)pad, __ATOMIC_RELEASE);
+		off = 0;
+	}
+	return (struct upa_rec *)(ring + off);
+}
+
+__attribute__((section(".text.entry"), used, force_align_arg_pointer)) void
+upa_entry(uint64_t *frame, struct upa_probe *d)
+{
+	struct upa_ctl *ctl = (struct upa_ctl *)d->ctl;
+	const struct upa_fetch *f = (const struct upa_fetch *)(d + 1);
+	const struct upa_cond *c = (const struct upa_cond *)(f + d->nfetch);
+	struct upa_rec *r;
+	struct out o;
+	uint64_t regs, v;
+
+	if (!(d->flags & UPA_P_ENABLED))
+		return;
+	for (unsigned i = 0; i < d->ncond; i++) {
+		const struct upa_fetch *cf = &f[c[i].fetch];
+
+		if (fetch(ctl, frame, cf, NULL, &v) || !holds(&c[i], v, cf->is_signed)) {
+			__atomic_fetch_add(&d->filtered, 1, __ATOMIC_RELAXED);
+			return;
+		}
+	}
+	r = reserve(ctl, d->max_record);
+	if (!r) {
+		__atomic_fetch_add(&ctl->lost, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&d->lost, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	r->id = d->id;
+	r->cpu = cpu_number();
+	r->thread = thread_key(ctl);
+	r->tsc = tsc();
+	o.p = (uint8_t *)(r + 1);
+	regs = d->regs;
+	for (unsigned i = 0; regs; i++, regs >>= 1) {
+		if (regs & 1) {
+			*(uint64_t *)o.p = i == UPA_RIP ? d->vaddr : frame[i];
+			o.p += 8;
+		}
+	}
+	for (unsigned i = 0; i < d->nfetch; i++)
+		fetch(ctl, frame, &f[i], &o, &v);
+	r->len = (uint32_t)(o.p - (uint8_t *)r);
+	__atomic_store_n(&r->slot, d->max_record, __ATOMIC_RELEASE);
+}

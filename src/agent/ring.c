@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The shared region of the fast path, from the tracer's side.  The target makes the
+ * memfd itself (remote memfd_create), so nothing of the tracer's is ever opened by the
+ * target; the tracer reaches the file through /proc/PID/fd with the ptrace rights it
+ * already has, maps it, and the target's descriptor is closed again: the program sees
+ * two mappings and no new file descriptor.
+ *
+ * The ring is multi-producer (the agent reserves with a compare-and-swap on head) and
+ * single-consumer (here).  A record is complete when its first word turns nonzero; the
+ * drain zeroes what it consumed before it moves the tail, so a producer always finds
+ * zeroes ahead of it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/ring.h"
+
+extern const uint8_t up_agent_blob[];
+extern const size_t up_agent_blob_size;
+
+#define PAGE 4096u
+#define CTL_SIZE PAGE
+#define HEAP_SIZE (8u << 20)
+#define DEFAULT_RING (4u << 20)
+#define REC_ALIGN 32u
+
+#define NR_CLOSE 3
+#define NR_MMAP 9
+#define NR_MUNMAP 11
+#define NR_MADVISE 28
+#define NR_FTRUNCATE 77
+#define NR_MEMFD_CREATE 319
+
+struct key {
+	uint64_t key;
+	pid_t tid;
+};
+
+struct up_agent {
+	uint8_t *map; /* the tracer's mapping of the whole region */
+	size_t size;
+	struct upa_ctl *ctl;
+	uint64_t data_addr, code_addr; /* the target's mappings */
+	size_t heap_off, heap_used, ring_off, ring_size, code_off;
+	uint64_t *regs_of; /* per probe id: its regs mask */
+	uint32_t nids, capids;
+	struct key *keys; /* open addressing, capkeys a power of two */
+	unsigned nkeys, capkeys;
+	uint64_t tsc0, mono0;
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t rdtsc(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+}
+
+/* Nanoseconds per TSC tick, measured once over 2 ms. */
+static double ns_per_tick(void)
+{
+	static double r;
+
+	if (r == 0) {
+		uint64_t m0 = mono_ns(), t0 = rdtsc(), m1, t1;
+
+		do
+			m1 = mono_ns();
+		while (m1 - m0 < 2000000);
+		t1 = rdtsc();
+		r = t1 > t0 ? (double)(m1 - m0) / (double)(t1 - t0) : 1.0;
+	}
+	return r;
+}
+
+static int rsys(struct up_task *t, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
+		uint64_t a4, uint64_t a5, int64_t *ret)
+{
+	uint64_t args[6] = { a0, a1, a2, a3, a4, a5 };
+	int rc = up_task_syscall(t, nr, args, ret);
+
+	if (rc)
+		return rc;
+	return *ret < 0 && *ret > -4096 ? (int)*ret : 0;
+}
+
+int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct up_agent **out,
+		 char *why, size_t whylen)
+{
+	static const char name[] = "uprobe-agent";
+	struct up_proc *p = up_task_proc(t);
+	struct up_agent *a;
+	size_t ring = PAGE, data_len;
+	int64_t fd = -1, r;
+	char path[64];
+	int rc, lfd;
+
+	if (!ring_bytes)
+		ring_bytes = DEFAULT_RING;
+	while (ring < ring_bytes)
+		ring <<= 1;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->heap_off = CTL_SIZE;
+	a->ring_off = CTL_SIZE + HEAP_SIZE;
+	a->ring_size = ring;
+	a->code_off = a->ring_off + ring;
+	a->size = a->code_off + PAGE;
+	data_len = a->code_off;
+	if (up_agent_blob_size > PAGE) {
+		snprintf(why, whylen, "the agent is larger than a page");
+		rc = -E2BIG;
+		goto fail;
+	}
+	rc = up_proc_write_text(p, scratch, name, sizeof(name));
+	if (!rc)
+		rc = rsys(t, NR_MEMFD_CREATE, scratch, MFD_CLOEXEC, 0, 0, 0, 0, &fd);
+	if (rc) {
+		snprintf(why, whylen, "memfd_create in the process failed (%s)", strerror(-rc));
+		goto fail;
+	}
+	rc = rsys(t, NR_FTRUNCATE, (uint64_t)fd, a->size, 0, 0, 0, 0, &r);
+	if (!rc)
+		rc = rsys(t, NR_MMAP, 0, data_len, PROT_READ | PROT_WRITE, MAP_SHARED, (uint64_t)fd,
+			  0, (int64_t *)&a->data_addr);
+	if (!rc)
+		rc = rsys(t, NR_MMAP, 0, PAGE, PROT_READ | PROT_EXEC, MAP_SHARED, (uint64_t)fd,
+			  a->code_off, (int64_t *)&a->code_addr);
+	if (!rc)
+		rc = rsys(t, NR_MADVISE, a->data_addr, data_len, MADV_DONTFORK, 0, 0, 0, &r);
+	if (!rc)
+		rc = rsys(t, NR_MADVISE, a->code_addr, PAGE, MADV_DONTFORK, 0, 0, 0, &r);
+	if (rc) {
+		snprintf(why, whylen, "cannot map the shared ring in the process (%s)",
+			 strerror(-rc));
+		goto unmap;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)up_proc_pid(p), (int)fd);
+	lfd = open(path, O_RDWR | O_CLOEXEC);
+	if (lfd < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "cannot open %s (%s)", path, strerror(errno));
+		goto unmap;
+	}
+	a->map = mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_SHARED, lfd, 0);
+	close(lfd);
+	if (a->map == MAP_FAILED) {
+		rc = -errno;
+		a->map = NULL;
+		snprintf(why, whylen, "cannot map the shared ring (%s)", strerror(errno));
+		goto unmap;
+	}
+	rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
+	a->ctl = (struct upa_ctl *)a->map;
+	a->ctl->magic = UPA_MAGIC;
+	a->ctl->version = UPA_VERSION;
+	a->ctl->flags = UPA_F_FS0;
+	a->ctl->pid = up_proc_pid(p);
+	a->ctl->ring_order = (uint32_t)__builtin_ctzll(ring);
+	a->ctl->ring = a->data_addr + a->ring_off;
+	memcpy(a->map + a->code_off, up_agent_blob, up_agent_blob_size);
+	a->tsc0 = rdtsc();
+	a->mono0 = mono_ns();
+	ns_per_tick();
+	*out = a;
+	return 0;
+unmap:
+	if (a->data_addr && a->data_addr < (uint64_t)-4096)
+		rsys(t, NR_MUNMAP, a->data_addr, data_len, 0, 0, 0, 0, &r);
+	if (a->code_addr && a->code_addr < (uint64_t)-4096)
+		rsys(t, NR_MUNMAP, a->code_addr, PAGE, 0, 0, 0, 0, &r);
+	rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
+fail:
+	free(a);
+	return rc;
+}
+
+void up_agent_free(struct up_agent *a)
+{
+	if (!a)
+		return;
+	if (a->map)
+		munmap(a->map, a->size);
+	free(a->regs_of);
+	free(a->keys);
+	free(a);
+}
+
+uint64_t up_agent_entry(const struct up_agent *a)
+{
+	return a->code_addr;
+}
+
+/* ---- threads --------------------------------------------------------------------------- */
+
+static struct key *key_slot(struct up_agent *a, uint64_t key)
+{
+	unsigned m = a->capkeys - 1, i = (unsigned)((key * 0x9e3779b97f4a7c15ull) >> 40) & m;
+
+	while (a->keys[i].tid && a->keys[i].key != key)
+		i = (i + 1) & m;
+	return &a->keys[i];
+}
+
+void up_agent_thread(struct up_agent *a, uint64_t key, pid_t tid)
+{
+	struct key *k;
+
+	if (!key)
+		return;
+	if ((a->nkeys + 1) * 2 > a->capkeys) {
+		struct key *old = a->keys;
+		unsigned n = a->capkeys;
+		struct key *nk = calloc(n ? n * 2 : 64, sizeof(*nk));
+
+		if (!nk)
+			return;
+		a->keys = nk;
+		a->capkeys = n ? n * 2 : 64;
+		a->nkeys = 0;
+		for (unsigned i = 0; i < n; i++) {
+			if (old[i].tid) {
+				*key_slot(a, old[i].key) = old[i];
+				a->nkeys++;
+			}
+		}
+		free(old);
+	}
+	k = key_slot(a, key);
+	if (!k->tid)
+		a->nkeys++;
+	k->key = key;
+	k->tid = tid;
+}
+
+void up_agent_no_fs0(struct up_agent *a)
+{
+	__atomic_and_fetch(&a->ctl->flags, ~UPA_F_FS0, __ATOMIC_RELEASE);
+}
+
+static pid_t tid_of(struct up_agent *a, uint64_t key)
+{
+	struct key *k;
+
+	if (!(a->ctl->flags & UPA_F_FS0) && key < (1u << 22))
+		return (pid_t)key; /* a gettid() */
+	if (!a->capkeys)
+		return 0;
+	k = key_slot(a, key);
+	return k->tid;
+}
+
+/* ---- probes ---------------------------------------------------------------------------- */
+
+uint32_t up_agent_record_size(uint64_t regs, const struct upa_fetch *f, unsigned nfetch)
+{
+	uint64_t n = sizeof(struct upa_rec) + 8u * (unsigned)__builtin_popcountll(regs);
+
+	for (unsigned i = 0; i < nfetch; i++) {
+		n += (sizeof(struct upa_mem) + 8) * f[i].nsteps;
+		if (f[i].final == UPA_FINAL_STRING)
+			n += 2 * sizeof(struct upa_mem) + UPA_ALIGN8(f[i].final_len);
+		else if (f[i].final == UPA_FINAL_BYTES)
+			n += sizeof(struct upa_mem) + UPA_ALIGN8(f[i].final_len);
+	}
+	n = (n + REC_ALIGN - 1) & ~(uint64_t)(REC_ALIGN - 1);
+	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa_fetch *f,
+		       const struct upa_cond *c, uint64_t *addr, uint32_t *id)
+{
+	size_t len = sizeof(*d) + d->nfetch * sizeof(*f) + d->ncond * sizeof(*c);
+	uint8_t *at;
+
+	d->max_record = up_agent_record_size(d->regs, f, d->nfetch);
+	if (d->max_record > a->ring_size / 4)
+		return -E2BIG;
+	len = UPA_ALIGN8(len);
+	if (a->heap_used + len > HEAP_SIZE)
+		return -ENOSPC;
+	if (a->nids == a->capids) {
+		uint32_t n = a->capids ? a->capids * 2 : 64;
+		uint64_t *r = realloc(a->regs_of, n * sizeof(*r));
+
+		if (!r)
+			return -ENOMEM;
+		a->regs_of = r;
+		a->capids = n;
+	}
+	d->id = a->nids;
+	d->ctl = a->data_addr;
+	a->regs_of[a->nids++] = d->regs;
+	at = a->map + a->heap_off + a->heap_used;
+	memcpy(at, d, sizeof(*d));
+	memcpy(at + sizeof(*d), f, d->nfetch * sizeof(*f));
+	memcpy(at + sizeof(*d) + d->nfetch * sizeof(*f), c, d->ncond * sizeof(*c));
+	*addr = a->data_addr + a->heap_off + a->heap_used;
+	*id = d->id;
+	a->heap_used += len;
+	return 0;
+}
+
+static struct upa_probe *desc_at(const struct up_agent *a, uint64_t addr)
+{
+	return (struct upa_probe *)(a->map + (addr - a->data_addr));
+}
+
+void up_agent_probe_counts(const struct up_agent *a, uint64_t addr, uint64_t *filtered,
+			   uint64_t *lost)
+{
+	struct upa_probe *d = desc_at(a, addr);
+
+	*filtered = __atomic_load_n(&d->filtered, __ATOMIC_RELAXED);
+	*lost = __atomic_load_n(&d->lost, __ATOMIC_RELAXED);
+}
+
+uint64_t up_agent_lost(const struct up_agent *a)
+{
+	return __atomic_load_n(&a->ctl->lost, __ATOMIC_RELAXED);
+}
+
+/* ---- records --------------------------------------------------------------------------- */
+
+unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct up_agent_rec *r),
+			void *arg)
+{
+	uint8_t *ring = a->map + a->ring_off;
+	uint64_t cap = a->ring_size, tail = a->ctl->tail;
+	double tick = ns_per_tick();
+	unsigned n = 0;
+
+	for (;;) {
+		struct upa_rec *rec = (struct upa_rec *)(ring + (tail & (cap - 1)));
+		uint32_t slot = __atomic_load_n(&rec->slot, __ATOMIC_ACQUIRE);
+
+		if (!slot)
+			break;
+		if (slot % REC_ALIGN || slot > cap - (tail & (cap - 1)) || rec->len > slot)
+			break; /* not ours: the program wrote into the ring; stop reading it */
+		if (rec->id != UPA_REC_PAD && rec->id < a->nids) {
+			unsigned nregs = (unsigned)__builtin_popcountll(a->regs_of[rec->id]);
+			size_t head = sizeof(*rec) + 8u * nregs;
+			struct up_agent_rec v = {
+				.id = rec->id,
+				.cpu = rec->cpu,
+				.tid = tid_of(a, rec->thread),
+				.time_ns = a->mono0 + (uint64_t)((double)(int64_t)(rec->tsc - a->tsc0) * tick),
+				.regs = (const uint64_t *)(rec + 1),
+				.nregs = nregs,
+				.mem = (const uint8_t *)rec + head,
+				.memlen = rec->len > head ? rec->len - head : 0,
+			};
+
+			fn(arg, &v);
+			n++;
+		}
+		memset(rec, 0, slot);
+		tail += slot;
+		__atomic_store_n(&a->ctl->tail, tail, __ATOMIC_RELEASE);
+	}
+	return n;
+}
+
+int up_agent_rec_read(const struct up_agent_rec *r, uint64_t addr, void *buf, size_t len)
+{
+	size_t at = 0;
+
+	while (at + sizeof(struct upa_mem) <= r->memlen) {
+		const struct upa_mem *m = (const struct upa_mem *)(r->mem + at);
+		const uint8_t *data = (const uint8_t *)(m + 1);
+
+		at += sizeof(*m);
+		if (m->flags & UPA_MEM_FAULT)
+			continue;
+		at += UPA_ALIGN8(m->len);
+		if (at > r->memlen)
+			break;
+		if (addr >= m->addr && addr + len <= m->addr + m->len) {
+			memcpy(buf, data + (addr - m->addr), len);
+			return 0;
+		}
+		if ((m->flags & UPA_MEM_STRING) && addr >= m->addr && addr < m->addr + m->len) {
+			size_t have = (size_t)(m->addr + m->len - addr);
+
+			memcpy(buf, data + (addr - m->addr), have);
+			memset((uint8_t *)buf + have, 0, len - have);
+			return 0;
+		}
+	}
+	return -EFAULT;
+}

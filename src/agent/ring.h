@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tracer's half of the in-process agent: the shared region (a memfd mapped into
+ * the traced process by remote syscalls and into the tracer), the agent's code placed
+ * in it, the probes' descriptors, and the ring the agent writes records into, drained
+ * here without a single syscall.  One per address space.  Prefix: up_agent_.
+ *
+ * It never patches code (the arbiter does, with every thread stopped) and never frees
+ * anything the target may still be executing or writing: the target's mappings stay
+ * until its address space goes.
+ */
+#ifndef UPROBE_AGENT_RING_H
+#define UPROBE_AGENT_RING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "agent/abi.h"
+#include "task/task.h"
+
+struct up_agent;
+
+/* A record, as the drain hands it out (valid during the callback only). */
+struct up_agent_rec {
+	uint32_t id;	 /* the probe's */
+	uint32_t cpu;
+	pid_t tid;	 /* 0 when the thread could not be named */
+	uint64_t time_ns; /* CLOCK_MONOTONIC */
+	const uint64_t *regs; /* the probe's chosen frame words, in order */
+	unsigned nregs;
+	const uint8_t *mem; /* the memory entries */
+	size_t memlen;
+};
+
+/*
+ * Creates the region in t's process (stopped, the process quiesced), scratch being a
+ * XOL slot the remote memfd_create may take its name from.  ring_bytes is rounded up to
+ * a power of two (0: the default, 4 MiB).  0, or a negative errno with why.
+ */
+int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct up_agent **out,
+		 char *why, size_t whylen);
+/* The tracer's mapping goes; the target's stays (a thread may be inside). */
+void up_agent_free(struct up_agent *a);
+
+/* Where the agent's entry is in the target. */
+uint64_t up_agent_entry(const struct up_agent *a);
+
+/* Thread naming: the agent records %fs:0 (or the tid where a thread has no TLS). */
+void up_agent_thread(struct up_agent *a, uint64_t key, pid_t tid);
+void up_agent_no_fs0(struct up_agent *a); /* some thread has no TLS: record tids */
+
+/*
+ * A probe's descriptor: d (its id and ctl are filled here), then its fetches and
+ * conditions.  *addr is where the trampoline finds it.  -ENOSPC when the heap is full,
+ * -E2BIG when one record could not fit the ring.
+ */
+int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa_fetch *f,
+		       const struct upa_cond *c, uint64_t *addr, uint32_t *id);
+/* Counters of a descriptor. */
+void up_agent_probe_counts(const struct up_agent *a, uint64_t addr, uint64_t *filtered,
+			   uint64_t *lost);
+
+/* Every complete record, oldest first, to fn; returns how many. */
+unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct up_agent_rec *r),
+			void *arg);
+/* Records dropped because the ring was full, in all. */
+uint64_t up_agent_lost(const struct up_agent *a);
+
+/*
+ * Memory as the record saw it: 0 when every byte of [addr, addr + len) was read by the
+ * agent (a string's bytes past its NUL read as 0), -EFAULT when its read faulted or the
+ * record has no such bytes.
+ */
+int up_agent_rec_read(const struct up_agent_rec *r, uint64_t addr, void *buf, size_t len);
+
+/* The largest record a probe with these fetches can write (header included). */
+uint32_t up_agent_record_size(uint64_t regs, const struct upa_fetch *f, unsigned nfetch);
+
+#endif

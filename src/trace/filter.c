@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Event filters: parse, resolve against a spec, evaluate.  The in-process agent
+ * evaluates the same conditions (src/agent/blob/agent.c, holds()): the two must agree.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace/filter.h"
+
+static void fail(struct up_spec_err *err, int pos, int len, const char *msg)
+{
+	if (!err)
+		return;
+	err->pos = pos;
+	err->len = len > 0 ? len : 1;
+	snprintf(err->msg, sizeof(err->msg), "%s", msg);
+}
+
+int up_filter_parse(const char *text, struct up_filter *out, struct up_spec_err *err)
+{
+	const char *s = text;
+
+	memset(out, 0, sizeof(*out));
+	for (;;) {
+		const char *start;
+		size_t n;
+		char *end;
+
+		while (isspace((unsigned char)*s))
+			s++;
+		if (out->n == UP_FILTER_MAX) {
+			fail(err, (int)(s - text), 1, "too many terms (at most 8)");
+			return -EINVAL;
+		}
+		start = s;
+		while (isalnum((unsigned char)*s) || *s == '_')
+			s++;
+		n = (size_t)(s - start);
+		if (!n || isdigit((unsigned char)*start)) {
+			fail(err, (int)(start - text), 1, "expected an argument name");
+			return -EINVAL;
+		}
+		if (n > UP_SPEC_ARG_NAME_MAX) {
+			fail(err, (int)(start - text), (int)n, "argument name too long");
+			return -EINVAL;
+		}
+		memcpy(out->term[out->n].name, start, n);
+		out->term[out->n].pos = (int)(start - text);
+		while (isspace((unsigned char)*s))
+			s++;
+		if (!strncmp(s, "==", 2))
+			out->term[out->n].op = UPROBE_EQ, s += 2;
+		else if (!strncmp(s, "!=", 2))
+			out->term[out->n].op = UPROBE_NE, s += 2;
+		else if (!strncmp(s, "<=", 2))
+			out->term[out->n].op = UPROBE_LE, s += 2;
+		else if (!strncmp(s, ">=", 2))
+			out->term[out->n].op = UPROBE_GE, s += 2;
+		else if (*s == '<')
+			out->term[out->n].op = UPROBE_LT, s++;
+		else if (*s == '>')
+			out->term[out->n].op = UPROBE_GT, s++;
+		else if (*s == '&' && s[1] != '&')
+			out->term[out->n].op = UPROBE_AND, s++;
+		else {
+			fail(err, (int)(s - text), 1, "expected one of == != < <= > >= &");
+			return -EINVAL;
+		}
+		while (isspace((unsigned char)*s))
+			s++;
+		errno = 0;
+		if (*s == '-')
+			out->term[out->n].value = strtoll(s, &end, 0);
+		else
+			out->term[out->n].value = (int64_t)strtoull(s, &end, 0);
+		if (end == s || errno) {
+			fail(err, (int)(s - text), 1, "expected a number");
+			return -EINVAL;
+		}
+		s = end;
+		out->n++;
+		while (isspace((unsigned char)*s))
+			s++;
+		if (!*s)
+			return 0;
+		if (strncmp(s, "&&", 2)) {
+			fail(err, (int)(s - text), 1, "expected && or the end of the filter");
+			return -EINVAL;
+		}
+		s += 2;
+	}
+}
+
+int up_filter_resolve(const struct up_filter *f, const struct up_spec *spec,
+		      struct uprobe_cond *conds, char *msg, size_t msglen)
+{
+	for (unsigned i = 0; i < f->n; i++) {
+		int k;
+
+		for (k = 0; k < spec->nargs; k++)
+			if (!strcmp(spec->args[k].name, f->term[i].name))
+				break;
+		if (k == spec->nargs) {
+			snprintf(msg, msglen, "the filter's '%s' is not an argument of %s/%s",
+				 f->term[i].name, spec->group, spec->event);
+			return -ENOENT;
+		}
+		if (spec->args[k].type.kind == UP_TYPE_STRING) {
+			snprintf(msg, msglen, "the filter's '%s' is a string: filters compare numbers",
+				 f->term[i].name);
+			return -ENOENT;
+		}
+		conds[i].fetch = (unsigned)k;
+		conds[i].op = f->term[i].op;
+		conds[i].value = f->term[i].value;
+	}
+	return 0;
+}
+
+bool up_filter_holds(const struct uprobe_cond *conds, unsigned n,
+		     const struct up_fetch_value *vals)
+{
+	for (unsigned i = 0; i < n; i++) {
+		const struct up_fetch_value *v = &vals[conds[i].fetch];
+		uint64_t u = v->u, k = (uint64_t)conds[i].value;
+		bool sgn = v->type.kind == UP_TYPE_S;
+		unsigned size = v->type.size ? v->type.size : 8;
+		int64_t s;
+		bool ok;
+
+		if (v->err || v->type.kind == UP_TYPE_STRING)
+			return false;
+		if (sgn && size < 8 && (u >> (size * 8 - 1) & 1))
+			u |= ~0ull << (size * 8);
+		s = (int64_t)u;
+		switch (conds[i].op) {
+		case UPROBE_EQ: ok = u == k; break;
+		case UPROBE_NE: ok = u != k; break;
+		case UPROBE_LT: ok = sgn ? s < (int64_t)k : u < k; break;
+		case UPROBE_LE: ok = sgn ? s <= (int64_t)k : u <= k; break;
+		case UPROBE_GT: ok = sgn ? s > (int64_t)k : u > k; break;
+		case UPROBE_GE: ok = sgn ? s >= (int64_t)k : u >= k; break;
+		case UPROBE_AND: ok = (u & k) != 0; break;
+		default: ok = false; break;
+		}
+		if (!ok)
+			return false;
+	}
+	return true;
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Event filters: `--filter 'size > 4096 && flags & 0x2'`, a conjunction of comparisons
+ * of a named fetch argument with a number, as the kernel's event filters write them
+ * (ops == != < <= > >= &).  Parsed once, resolved against each event spec's
+ * arguments, evaluated on the trap path here and in-process by the fast path's agent
+ * (as struct uprobe_cond).  Never prints, never exits.  Prefix: up_filter_.
+ */
+#ifndef UPROBE_TRACE_FILTER_H
+#define UPROBE_TRACE_FILTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uprobe/uprobe.h>
+
+#include "trace/fetch.h"
+#include "trace/spec.h"
+
+#define UP_FILTER_MAX 8
+
+struct up_filter {
+	struct {
+		char name[UP_SPEC_ARG_NAME_MAX + 1];
+		enum uprobe_cmp op;
+		int64_t value;
+		int pos; /* in the text, for errors */
+	} term[UP_FILTER_MAX];
+	unsigned n;
+};
+
+/* 0, or -EINVAL with err saying where and why (up_spec_err_format prints it). */
+int up_filter_parse(const char *text, struct up_filter *out, struct up_spec_err *err);
+
+/* The filter's terms as conditions on spec's arguments; -ENOENT (msg says which name)
+   when spec has no such numeric argument. */
+int up_filter_resolve(const struct up_filter *f, const struct up_spec *spec,
+		      struct uprobe_cond *conds, char *msg, size_t msglen);
+
+/* Does every condition hold on these values?  A fault or a string never holds. */
+bool up_filter_holds(const struct uprobe_cond *conds, unsigned n,
+		     const struct up_fetch_value *vals);
+
+#endif
