@@ -229,3 +229,138 @@ int up_ubp_remove(struct up_proc *p, struct up_ubp *b)
 	b->inserted = false;
 	return 0;
 }
+
+/* ---- regions a jmp may cover (the fast path) ------------------------------------------ */
+
+struct region {
+	struct up_proc *p;
+	uint64_t bias;	      /* process address - file address */
+	uint64_t flo, fhi;    /* the region, file addresses: nothing may arrive in (flo, fhi) */
+	uint64_t fstart, fend; /* the function */
+	char *why;
+	size_t whylen;
+};
+
+static bool inside(const struct region *r, uint64_t fv)
+{
+	return fv > r->flo && fv < r->fhi;
+}
+
+/* A jump table at file address table: entries while they land in the function. */
+static int scan_table(struct region *r, uint64_t table, unsigned width)
+{
+	for (unsigned k = 0; k < 4096; k++) {
+		uint64_t at = table + (uint64_t)k * width, fv = 0;
+
+		if (up_proc_read(r->p, r->bias + at, &fv, width))
+			return 0; /* the table ends at unreadable memory */
+		if (width == 4)
+			fv = table + (uint64_t)(int64_t)(int32_t)(uint32_t)fv;
+		else
+			fv -= r->bias;
+		if (fv < r->fstart || fv >= r->fend)
+			return 0;
+		if (inside(r, fv)) {
+			snprintf(r->why, r->whylen,
+				 "a jump table entry targets 0x%" PRIx64 ", inside the bytes the jmp "
+				 "would cover",
+				 fv + r->bias);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
+/* Every instruction of [start, start + size) (file addresses, code at code). */
+static int scan_code(struct region *r, const uint8_t *code, uint64_t start, uint64_t size,
+		     enum up_insn_mode mode, bool tables)
+{
+	struct up_insn *insn = malloc(sizeof(*insn));
+	unsigned ntables = 0, nindirect = 0;
+	int rc = 0;
+
+	if (!insn)
+		return -ENOMEM;
+	for (uint64_t at = start; at < start + size && !rc;) {
+		up_insn_analyze(insn, code + (at - start), start + size - at, at, mode);
+		if (!insn->length) {
+			snprintf(r->why, r->whylen, "the function cannot be decoded whole");
+			rc = -ENOTSUP;
+			break;
+		}
+		if (insn->is_branch_rel && inside(r, insn->target)) {
+			snprintf(r->why, r->whylen,
+				 "a branch at 0x%" PRIx64 " targets 0x%" PRIx64
+				 ", inside the bytes the jmp would cover",
+				 at + r->bias, insn->target + r->bias);
+			rc = -ENOTSUP;
+		} else if (tables && insn->rip_relative && insn->zi.mnemonic == ZYDIS_MNEMONIC_LEA &&
+			   (insn->target < r->fstart || insn->target >= r->fend)) {
+			/* a rip-relative base outside the code: perhaps a table of offsets */
+			ntables++;
+			rc = scan_table(r, insn->target, 4);
+		} else if (insn->emu == UP_EMU_JMP_IND) {
+			const ZydisDecodedOperand *o = &insn->zops[0];
+
+			nindirect++;
+			if (tables && o->type == ZYDIS_OPERAND_TYPE_MEMORY &&
+			    o->mem.base == ZYDIS_REGISTER_NONE && o->mem.scale == 8 &&
+			    o->mem.disp.has_displacement) {
+				ntables++;
+				rc = scan_table(r, (uint64_t)o->mem.disp.value, 8);
+			}
+		}
+		at += insn->length;
+	}
+	free(insn);
+	if (!rc && tables && nindirect && !ntables) {
+		snprintf(r->why, r->whylen, "an indirect jmp whose targets cannot be found");
+		rc = -ENOTSUP;
+	}
+	return rc;
+}
+
+int up_ubp_region_free(struct up_proc *p, struct up_ubp_files *files, uint64_t lo, uint64_t hi,
+		       char *why, size_t whylen)
+{
+	struct up_sym_elf *elf;
+	const uint8_t *code;
+	struct up_sym sym, cold;
+	struct up_map m;
+	enum up_insn_mode mode;
+	struct region r = { .p = p, .why = why, .whylen = whylen };
+	uint64_t fv;
+	char name[256];
+	int rc;
+
+	if (up_proc_find_map(p, lo, &m) || m.path[0] != '/' || !(elf = up_ubp_file(files, m.path)) ||
+	    up_sym_elf_offset_to_vaddr(elf, lo - m.start + m.offset, &fv) ||
+	    up_sym_elf_enclosing_func(elf, fv, &sym) || !sym.size) {
+		snprintf(why, whylen, "no symbol for the enclosing function, so its branches "
+				      "cannot be checked");
+		return -ENOTSUP;
+	}
+	if (fv + (hi - lo) > sym.value + sym.size) {
+		snprintf(why, whylen, "the jmp would reach past the end of %s", sym.name);
+		return -ENOTSUP;
+	}
+	if (up_sym_elf_code(elf, sym.value, sym.size, &code)) {
+		snprintf(why, whylen, "the code of %s cannot be read from its file", sym.name);
+		return -ENOTSUP;
+	}
+	mode = up_sym_elf_class(elf) == 32 ? UP_MODE_32 : UP_MODE_64;
+	r.bias = lo - fv;
+	r.flo = fv;
+	r.fhi = fv + (hi - lo);
+	r.fstart = sym.value;
+	r.fend = sym.value + sym.size;
+	rc = scan_code(&r, code, sym.value, sym.size, mode, true);
+	if (rc)
+		return rc;
+	/* gcc's split-off cold part jumps back into the function */
+	snprintf(name, sizeof(name), "%s.cold", sym.name);
+	if (!up_sym_elf_lookup(elf, name, &cold) && cold.size &&
+	    !up_sym_elf_code(elf, cold.value, cold.size, &code))
+		rc = scan_code(&r, code, cold.value, cold.size, mode, false);
+	return rc;
+}

@@ -59,6 +59,17 @@ struct up_ubp {
 int up_ubp_prepare(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
 		   struct up_ubp *b, char *msg, size_t msglen);
 
+/*
+ * Can a jmp cover [lo, hi), several instructions, without anything arriving inside?
+ * Only where the mapped file has a symbol for the enclosing function: it is decoded
+ * whole, and no direct branch of it (or of its ".cold" part) may target (lo, hi), nor
+ * any entry of its jump tables (tables of 4-byte offsets from a rip-relative base, or
+ * of absolute 8-byte addresses).  An indirect jmp whose table cannot be found makes it
+ * unsafe.  0 when safe, -ENOTSUP with why.
+ */
+int up_ubp_region_free(struct up_proc *p, struct up_ubp_files *files, uint64_t lo, uint64_t hi,
+		       char *why, size_t whylen);
+
 /* Writes the int3; -EEXIST when an int3 is already there. */
 int up_ubp_insert(struct up_proc *p, struct up_ubp *b);
 /* Restores the original byte; -EINVAL when the int3 there is not ours (it is gone). */

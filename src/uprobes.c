@@ -549,6 +549,53 @@ static bool any_rip_in(struct uproc *mm, uint64_t lo, uint64_t hi)
 	return false;
 }
 
+#define STACK_SCAN (16u << 10)
+
+/*
+ * Does a word on any thread's stack point into (lo, hi)?  A thread interrupted there
+ * by a signal would return into the middle of the jmp.  Calls are never covered, so no
+ * return address can: any such word is a saved context, or a coincidence (then the
+ * probe only stays on the trap path).  The top STACK_SCAN bytes above rsp are read.
+ */
+static bool stack_points_in(struct uproc *mm, uint64_t lo, uint64_t hi)
+{
+	uint64_t *buf = malloc(STACK_SCAN);
+	bool found = false;
+
+	if (!buf)
+		return true;
+	for (struct uproc *up = mm->ctx->procs; up && !found; up = up->next) {
+		if (mm_of(up) != mm)
+			continue;
+		for (struct up_task *t = up_proc_first_task(up->p); t && !found;
+		     t = up_proc_next_task(t)) {
+			struct user_regs_struct r;
+			size_t n = 0;
+
+			if (up_task_get_regs(t, &r)) {
+				found = true;
+				break;
+			}
+			/* page by page: the stack ends somewhere above */
+			for (uint64_t a = r.rsp & ~7ull; n < STACK_SCAN;) {
+				size_t chunk = 4096 - (size_t)(a & 4095);
+
+				if (chunk > STACK_SCAN - n)
+					chunk = STACK_SCAN - n;
+				if (up_task_read(t, a, (uint8_t *)buf + n, chunk))
+					break;
+				n += chunk;
+				a += chunk;
+			}
+			for (size_t i = 0; i < n / 8; i++)
+				if (buf[i] > lo && buf[i] < hi)
+					found = true;
+		}
+	}
+	free(buf);
+	return found;
+}
+
 /* The agent's name for thread t: the word at its TLS block (%fs:0), or its tid when
    it has none (then every thread is named by gettid, a syscall per record). */
 static void agent_name_thread(struct uproc *mm, struct up_task *t)
@@ -802,6 +849,11 @@ static int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen
 		snprintf(why, whylen, "a thread is inside the instruction");
 		goto fail;
 	}
+	if (f->site.ninsn > 1 && stack_points_in(mm, u->vaddr, u->vaddr + f->site.len)) {
+		snprintf(why, whylen, "a thread's stack holds an address inside the bytes the "
+				      "jmp would cover (a signal frame?)");
+		goto fail;
+	}
 	if (!rec && (!mm->counters || mm->ncounters == 4096 / 8)) {
 		rc = up_xol_map_data(t, u->vaddr, &mm->counters);
 		if (rc) {
@@ -1033,6 +1085,18 @@ int uprobe_count(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *hits)
 		n += v;
 	}
 	*hits = n;
+	return 0;
+}
+
+int uprobe_set_enabled(struct uprobe_ctx *ctx, struct uprobe *u, bool on)
+{
+	struct fastp *f = u->kimg && u->kind == KIND_FAST ? (struct fastp *)u->kimg : NULL;
+	struct uproc *up = f && f->rec ? uproc_of_pid(ctx, u->pid) : NULL;
+
+	if (!up || !mm_of(up)->agent)
+		return 0;
+	agent_drain(mm_of(up)); /* what was recorded while on is delivered as such */
+	up_agent_probe_enable(mm_of(up)->agent, f->desc, on);
 	return 0;
 }
 
@@ -2276,6 +2340,11 @@ int uprobe_ctx_dispatch(struct uprobe_ctx *ctx)
 }
 
 #define DRAIN_MS 10 /* how often the fast path's rings are read while nothing stops */
+
+int uprobe_ctx_timeout(struct uprobe_ctx *ctx)
+{
+	return any_agent(ctx) ? DRAIN_MS : -1;
+}
 
 int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop)
 {

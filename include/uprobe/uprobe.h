@@ -219,6 +219,20 @@ UPROBE_API int unregister_uprobes(struct uprobe_ctx *ctx, struct uprobe **u, siz
  */
 UPROBE_API int uprobe_count(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *hits);
 
+/*
+ * A recording probe on the fast path stops (on = false) or resumes recording and
+ * counting, without a stop of the process.  For any other probe a no-op: its handler
+ * decides.
+ */
+UPROBE_API int uprobe_set_enabled(struct uprobe_ctx *ctx, struct uprobe *u, bool on);
+
+/*
+ * How long (ms) an event loop may sleep before it calls uprobe_ctx_dispatch even if
+ * the descriptor stayed quiet: records of the fast path arrive without a stop.  -1:
+ * as long as it likes.
+ */
+UPROBE_API int uprobe_ctx_timeout(struct uprobe_ctx *ctx);
+
 /* Records of u dropped because the ring was full (fast path), so far. */
 UPROBE_API int uprobe_lost(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *lost);
 

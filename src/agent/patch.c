@@ -4,10 +4,13 @@
  *
  * A 5-byte jmp over instructions is only safe when nothing can arrive inside the
  * bytes it covers: no thread stopped there, no branch targeting them, and no signal
- * frame holding a return address into them -- the last cannot be checked.  So a site
- * is one instruction of 5 bytes or more: nothing ever starts inside an instruction,
- * and a thread stopped at its start (the arbiter checks every thread's rip, with all
- * of them stopped) finds the jmp there.  Smaller instructions keep the int3 path.
+ * frame holding a return address into them.  One instruction of 5 bytes or more is
+ * always safe: nothing starts inside an instruction, and a thread stopped at its start
+ * (the arbiter checks every thread's rip, with all of them stopped) finds the jmp
+ * there.  Shorter ones take the next instructions along (up to 5 of them), where
+ * ubp.c finds that nothing branches into them (the enclosing function decoded whole,
+ * jump tables and cold parts included) and the arbiter finds no thread's rip, and no
+ * word on any thread's stack (a signal frame's saved rip), inside them.
  */
 #include <cpuid.h>
 #include <errno.h>
@@ -44,7 +47,6 @@ static bool relocatable(const struct up_insn *insn, uint64_t at)
 int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
 		  struct up_patch_site *site, char *why, size_t whylen)
 {
-	struct up_ubp b;
 	char text[96];
 	int rc;
 
@@ -54,24 +56,43 @@ int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
 		snprintf(why, whylen, "a 32-bit process");
 		return -ENOTSUP;
 	}
-	/* an instruction boundary in executable code, the bytes as the file has them */
-	rc = up_ubp_prepare(p, files, vaddr, &b, why, whylen);
-	if (rc)
-		return rc == -EEXIST ? rc : -ENOTSUP;
-	if (b.insn.length < UP_PATCH_JMP) {
-		snprintf(why, whylen, "'%s' is %u bytes, the jmp needs %d",
-			 up_insn_format(&b.insn, text, sizeof(text)), b.insn.length, UP_PATCH_JMP);
-		return -ENOTSUP;
+	while (site->len < UP_PATCH_JMP) {
+		uint64_t at = vaddr + site->len;
+		struct up_ubp b;
+
+		if (site->ninsn == UP_PATCH_MAX_INSN) {
+			snprintf(why, whylen, "too many instructions under the jmp");
+			return -ENOTSUP;
+		}
+		/* an instruction boundary in executable code, analysed */
+		rc = up_ubp_prepare(p, files, at, &b, why, whylen);
+		if (rc) {
+			if (site->ninsn && rc == -EEXIST)
+				snprintf(why, whylen, "an int3 at 0x%" PRIx64 " under the jmp", at);
+			return rc == -EEXIST && !site->ninsn ? rc : -ENOTSUP;
+		}
+		if (!relocatable(&b.insn, at)) {
+			snprintf(why, whylen, "'%s' at 0x%" PRIx64 " cannot run in a trampoline",
+				 up_insn_format(&b.insn, text, sizeof(text)), at);
+			return -ENOTSUP;
+		}
+		site->insn[site->ninsn++] = b.insn;
+		memcpy(site->orig + site->len, b.insn.bytes, b.insn.length);
+		site->len += b.insn.length;
 	}
-	if (!relocatable(&b.insn, vaddr)) {
-		snprintf(why, whylen, "'%s' cannot run in a trampoline",
-			 up_insn_format(&b.insn, text, sizeof(text)));
-		return -ENOTSUP;
+	/* several instructions: nothing may jump into the middle of them */
+	if (site->ninsn > 1) {
+		char sub[160];
+
+		rc = up_ubp_region_free(p, files, vaddr, vaddr + site->len, sub, sizeof(sub));
+		if (rc) {
+			snprintf(why, whylen, "'%s' is %u bytes, the jmp needs %d, and the next "
+				 "instructions cannot be covered: %s",
+				 up_insn_format(&site->insn[0], text, sizeof(text)),
+				 site->insn[0].length, UP_PATCH_JMP, sub);
+			return -ENOTSUP;
+		}
 	}
-	site->insn[0] = b.insn;
-	site->ninsn = 1;
-	site->len = b.insn.length;
-	memcpy(site->orig, b.insn.bytes, b.insn.length);
 	return 0;
 }
 

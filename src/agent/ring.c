@@ -324,6 +324,16 @@ static struct upa_probe *desc_at(const struct up_agent *a, uint64_t addr)
 	return (struct upa_probe *)(a->map + (addr - a->data_addr));
 }
 
+void up_agent_probe_enable(struct up_agent *a, uint64_t addr, bool on)
+{
+	struct upa_probe *d = desc_at(a, addr);
+
+	if (on)
+		__atomic_or_fetch(&d->flags, UPA_P_ENABLED, __ATOMIC_RELEASE);
+	else
+		__atomic_and_fetch(&d->flags, ~UPA_P_ENABLED, __ATOMIC_RELEASE);
+}
+
 void up_agent_probe_counts(const struct up_agent *a, uint64_t addr, uint64_t *filtered,
 			   uint64_t *lost)
 {

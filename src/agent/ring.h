@@ -58,6 +58,8 @@ void up_agent_no_fs0(struct up_agent *a); /* some thread has no TLS: record tids
  */
 int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa_fetch *f,
 		       const struct upa_cond *c, uint64_t *addr, uint32_t *id);
+/* Switches a descriptor's records (and counts) on or off. */
+void up_agent_probe_enable(struct up_agent *a, uint64_t addr, bool on);
 /* Counters of a descriptor. */
 void up_agent_probe_counts(const struct up_agent *a, uint64_t addr, uint64_t *filtered,
 			   uint64_t *lost);

@@ -1133,7 +1133,7 @@ static void serve(struct fsd *d)
 		pfd[1].fd = -1;
 	}
 	while (!fuse_session_exited(d->se)) {
-		int r = poll(pfd, nfds, -1);
+		int r = poll(pfd, nfds, up_trace_timeout(d->tr));
 
 		if (r < 0) {
 			if (errno == EINTR)
@@ -1143,7 +1143,7 @@ static void serve(struct fsd *d)
 		}
 		if (nfds == 3 && pfd[2].revents)
 			break;
-		if (pfd[1].revents & POLLIN)
+		if ((pfd[1].revents & POLLIN) || r == 0) /* r == 0: fast-path records to read */
 			up_trace_dispatch(d->tr);
 		if (pfd[0].revents) {
 			int res = fuse_session_receive_buf(d->se, &fbuf);

@@ -531,6 +531,13 @@ static void hook_ldso(struct up_trace *tr, struct tproc *tp)
 			 "are not probed", (int)tp->pid, strerror(-rc));
 }
 
+/* Is p's process and event on?  (The fast path's agent is told; the trap path asks.) */
+static bool probe_on(const struct up_trace *tr, const struct tprobe *p)
+{
+	return !tr->off && p->ts->enabled && !p->ts->removed &&
+	       (!tr->pid_filter || p->tp->pid == tr->pid_filter);
+}
+
 /* ---- the fast path's captures ----------------------------------------------------------- */
 
 #define WORD(field) (offsetof(struct user_regs_struct, field) / 8)
@@ -748,6 +755,8 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 	p->next = tp->probes;
 	tp->probes = p;
 	tp->armed[i] = true;
+	if (p->recording && !probe_on(tr, p))
+		uprobe_set_enabled(tr->ctx, &p->u, false);
 	if (tr->opts.verbose > 0)
 		tlog(tr, "'%s': armed at 0x%" PRIx64 " in process %d", ts->text, vaddr, (int)tp->pid);
 	return 0;
@@ -911,6 +920,7 @@ int up_trace_new(const struct up_trace_opts *opts, struct up_trace **out)
 	tr->status = -1;
 	co.follow_fork = opts->follow;
 	co.verbose = opts->verbose > 0;
+	co.ring_bytes = opts->ring_bytes;
 	co.log = lib_log;
 	co.log_arg = tr;
 	co.on_exit = cb_exit;
@@ -1036,6 +1046,20 @@ int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen
 			tlog(tr, "%s", err); /* a note, not an error */
 		err[0] = '\0';
 	}
+	if (tr->has_filter) {
+		rc = ts.spec.kind == UP_SPEC_EVENT
+			     ? up_filter_resolve(&tr->filter, &ts.spec, ts.conds, err, errlen)
+			     : -EINVAL;
+		if (rc == -EINVAL)
+			snprintf(err, errlen, "'%s': --filter needs named arguments: p:/r: events "
+					      "only", text);
+		if (rc) {
+			up_spec_free(&ts.spec);
+			free(ts.text);
+			return -EINVAL;
+		}
+		ts.nconds = tr->filter.n;
+	}
 	if (ts.spec.kind == UP_SPEC_SEED)
 		up_spec_format(&ts.spec, ts.label, sizeof(ts.label));
 	else
@@ -1069,6 +1093,37 @@ int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen
 		tr->specs[tr->nspecs++] = heap;
 	}
 	return 0;
+}
+
+int up_trace_set_filter(struct up_trace *tr, const char *text, char *err, size_t errlen)
+{
+	struct up_spec_err se;
+	int rc = up_filter_parse(text, &tr->filter, &se);
+
+	if (rc) {
+		int n = snprintf(err, errlen, "--filter:\n");
+
+		if (n > 0 && (size_t)n < errlen)
+			up_spec_err_format(text, &se, err + n, errlen - (size_t)n);
+		return rc;
+	}
+	tr->has_filter = tr->filter.n > 0;
+	return 0;
+}
+
+uint64_t up_trace_lost(struct up_trace *tr)
+{
+	uint64_t n = tr->lost;
+
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
+		for (struct tprobe *p = tp->probes; p; p = p->next) {
+			uint64_t l;
+
+			if (p->recording && !p->counted && !uprobe_lost(tr->ctx, &p->u, &l))
+				n += l;
+		}
+	}
+	return n;
 }
 
 unsigned up_trace_nspecs(const struct up_trace *tr)
@@ -1159,21 +1214,11 @@ void up_trace_print_counts(struct up_trace *tr, FILE *out)
 {
 	for (unsigned i = 0; i < tr->nspecs; i++) {
 		const struct tspec *ts = tr->specs[i];
-		uint64_t hits = ts->hits;
+		uint64_t hits = up_trace_hits(tr, i);
 		char where[64];
 
 		if (ts->removed)
 			continue;
-		/* and the counts of probes still armed, which the library keeps */
-		for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
-			for (struct tprobe *p = tp->probes; p; p = p->next) {
-				uint64_t n;
-
-				if (p->ts == ts && lib_counts(p) &&
-				    !uprobe_count(tr->ctx, &p->u, &n))
-					hits += n;
-			}
-		}
 		if (ts->spec.kind == UP_SPEC_SEED)
 			snprintf(where, sizeof(where), "%d", (int)(ts->spec.pid ? ts->spec.pid : tr->launched));
 		fprintf(out, "  %-40s %-40s %15" PRIu64 "\n",
@@ -1273,13 +1318,36 @@ const struct up_spec *up_trace_spec(const struct up_trace *tr, unsigned i)
 
 uint64_t up_trace_hits(const struct up_trace *tr, unsigned i)
 {
-	return i < tr->nspecs ? tr->specs[i]->hits : 0;
+	uint64_t hits;
+
+	if (i >= tr->nspecs)
+		return 0;
+	hits = tr->specs[i]->hits;
+	/* and the counts of probes still armed, which the library keeps */
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
+		for (struct tprobe *p = tp->probes; p; p = p->next) {
+			uint64_t n;
+
+			if (p->ts == tr->specs[i] && lib_counts(p) && !uprobe_count(tr->ctx, &p->u, &n))
+				hits += n;
+		}
+	}
+	return hits;
+}
+
+static void sync_enabled(struct up_trace *tr)
+{
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next)
+		for (struct tprobe *p = tp->probes; p; p = p->next)
+			if (p->recording)
+				uprobe_set_enabled(tr->ctx, &p->u, probe_on(tr, p));
 }
 
 void up_trace_enable(struct up_trace *tr, unsigned i, bool on)
 {
 	if (i < tr->nspecs)
 		tr->specs[i]->enabled = on;
+	sync_enabled(tr);
 }
 
 bool up_trace_enabled(const struct up_trace *tr, unsigned i)
@@ -1290,11 +1358,18 @@ bool up_trace_enabled(const struct up_trace *tr, unsigned i)
 void up_trace_set_on(struct up_trace *tr, bool on)
 {
 	tr->off = !on;
+	sync_enabled(tr);
+}
+
+int up_trace_timeout(struct up_trace *tr)
+{
+	return uprobe_ctx_timeout(tr->ctx);
 }
 
 void up_trace_set_pid_filter(struct up_trace *tr, pid_t pid)
 {
 	tr->pid_filter = pid;
+	sync_enabled(tr);
 }
 
 int up_trace_fd(struct up_trace *tr)

@@ -25,7 +25,8 @@ struct up_trace_opts {
 	bool follow;	/* trace children (fork, vfork, clone) too */
 	bool header;	/* the trace file's comment header before the first line (text) */
 	int verbose;	/* > 0: log where each spec was armed */
-	bool no_fast;	/* counting probes stay on the trap path */
+	bool no_fast;	/* every probe stays on the trap path (int3 stops) */
+	size_t ring_bytes; /* the fast path's record ring per process (0: 4 MiB) */
 	void (*log)(void *arg, const char *msg);
 	void *log_arg;
 };
@@ -39,6 +40,15 @@ void up_trace_free(struct up_trace *tr);
  */
 int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen);
 unsigned up_trace_nspecs(const struct up_trace *tr);
+
+/*
+ * A filter for every event spec ("size > 4096 && flags & 2", see trace/filter.h),
+ * set before the specs are added.  -EINVAL with err (the text, a caret, why).
+ */
+int up_trace_set_filter(struct up_trace *tr, const char *text, char *err, size_t errlen);
+
+/* Fast-path records dropped because a ring was full, so far. */
+uint64_t up_trace_lost(struct up_trace *tr);
 
 /* Processes: a running one (every thread), or a command launched stopped. */
 int up_trace_attach(struct up_trace *tr, pid_t pid);
@@ -85,7 +95,9 @@ bool up_trace_enabled(const struct up_trace *tr, unsigned i);
 void up_trace_set_on(struct up_trace *tr, bool on);
 /* set_event_pid: only this process's hits (0: every traced process's) */
 void up_trace_set_pid_filter(struct up_trace *tr, pid_t pid);
-/* The event loop, non-blocking: poll up_trace_fd for POLLIN, then dispatch. */
+/* The event loop, non-blocking: poll up_trace_fd for POLLIN (at most up_trace_timeout
+   ms: -1 forever), then dispatch. */
+int up_trace_timeout(struct up_trace *tr);
 int up_trace_fd(struct up_trace *tr);
 int up_trace_dispatch(struct up_trace *tr);
 /* Every process let go, its probes removed (unmount). */

@@ -3,6 +3,7 @@
  * uprobe trace: probe specs in, trace lines out (src/trace/session.c does the work).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
@@ -61,11 +62,17 @@ static void trace_usage(FILE *out)
 	      "  -c, --count         print only the hits per probe at the end\n"
 	      "      --no-follow     do not trace children (by default fork/vfork children are\n"
 	      "                      traced with the same probes)\n"
-	      "  -v, --verbose       say where each probe was armed, and which counting probes\n"
-	      "                      stayed on the trap path and why\n"
-	      "      --no-fast       with -c, count through int3 stops only: by default a probe\n"
-	      "                      that is only counted is, where safe, a jmp to an in-process\n"
-	      "                      counting trampoline that never stops the thread\n"
+	      "  -v, --verbose       say where each probe was armed, and which probes stayed on\n"
+	      "                      the trap path and why\n"
+	      "      --filter EXPR   only hits where EXPR holds: NAME OP NUMBER [&& ...], NAME\n"
+	      "                      a fetch argument, OP one of == != < <= > >= & (bit test);\n"
+	      "                      applied in-process on the fast path\n"
+	      "      --no-fast       every probe through int3 stops: by default a probe is,\n"
+	      "                      where safe, a jmp to an in-process trampoline that counts\n"
+	      "                      or records the hit without stopping the thread (-v says\n"
+	      "                      which probes stayed on the trap path and why)\n"
+	      "      --ring-size KB  the in-process record ring per process (default 4096);\n"
+	      "                      when it is full records are dropped and counted\n"
 	      "  -b, --backend B     ptrace (default: this process traces, no privilege beyond\n"
 	      "                      ptrace rights) or kernel (the kernel's uprobe tracer through\n"
 	      "                      tracefs, root only; p:/r: PATH specs; without -p or a\n"
@@ -74,7 +81,8 @@ static void trace_usage(FILE *out)
 	      "examples:\n"
 	      "  uprobe trace -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' -- ls\n"
 	      "  uprobe trace -e 'r:libc/getenv /lib/x86_64-linux-gnu/libc.so.6:getenv val=+0($retval):string' -p 1234\n"
-	      "  uprobe trace -e 'up 0 0x401126 A 5' -- ./sample\n",
+	      "  uprobe trace -e 'up 0 0x401126 A 5' -- ./sample\n"
+	      "  uprobe trace --filter 'size > 4096' -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' -- ls\n",
 	      out);
 }
 
@@ -224,7 +232,8 @@ static int run_trace(int argc, char **argv)
 		{ "format", required_argument, NULL, 'F' }, { "count", no_argument, NULL, 'c' },
 		{ "verbose", no_argument, NULL, 'v' },	    { "no-follow", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },	    { "backend", required_argument, NULL, 'b' },
-		{ "no-fast", no_argument, NULL, 'X' },	    { NULL, 0, NULL, 0 },
+		{ "no-fast", no_argument, NULL, 'X' },	    { "filter", required_argument, NULL, 'L' },
+		{ "ring-size", required_argument, NULL, 'R' }, { NULL, 0, NULL, 0 },
 	};
 	struct up_trace_opts opts = { .out = stdout, .follow = true, .header = false,
 				      .log = log_msg };
@@ -234,6 +243,7 @@ static int run_trace(int argc, char **argv)
 	unsigned npids = 0;
 	const char *outpath = NULL;
 	bool count = false, kernel = false;
+	const char *filter = NULL;
 	struct up_trace *tr = NULL;
 	struct sigaction sa = { .sa_handler = on_stop_signal };
 	int c, rc, status = CLI_OK;
@@ -282,6 +292,20 @@ static int run_trace(int argc, char **argv)
 		case 'X':
 			opts.no_fast = true;
 			break;
+		case 'L':
+			filter = optarg;
+			break;
+		case 'R': {
+			char *end;
+			unsigned long kb = strtoul(optarg, &end, 10);
+
+			if (*end || kb < 64 || kb > (1ul << 20))
+				return cli_usage_error(&cli_cmd_trace,
+						       "--ring-size '%s': expected KiB, 64 to 1048576",
+						       optarg);
+			opts.ring_bytes = kb * 1024;
+			break;
+		}
 		case 'b':
 			if (!strcmp(optarg, "kernel"))
 				kernel = true;
@@ -337,6 +361,15 @@ static int run_trace(int argc, char **argv)
 		cli_err("trace", "%s", strerror(-rc));
 		return CLI_FAIL;
 	}
+	if (filter) {
+		char err[1024];
+
+		if (up_trace_set_filter(tr, filter, err, sizeof(err))) {
+			fprintf(stderr, "uprobe trace: bad filter:\n%s", err);
+			status = CLI_USAGE;
+			goto out;
+		}
+	}
 	/* every spec is checked before anything is attached */
 	for (unsigned i = 0; i < specs.n; i++) {
 		char err[1024];
@@ -391,6 +424,15 @@ static int run_trace(int argc, char **argv)
 out:
 	if (count && tr && !status)
 		up_trace_print_counts(tr, stdout);
+	if (tr) {
+		uint64_t lost = up_trace_lost(tr);
+
+		if (lost && opts.json && opts.out)
+			fprintf(opts.out, "{\"records_lost\":%" PRIu64 "}\n", lost);
+		if (lost)
+			cli_err("trace", "%" PRIu64 " records lost: the in-process ring was full "
+				"(a bigger --ring-size, or fewer probes, keeps them)", lost);
+	}
 	if (tr && child) {
 		int st = up_trace_status(tr);
 
