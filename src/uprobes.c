@@ -1572,6 +1572,7 @@ static enum up_resume on_return(struct uproc *up, struct up_task *t, struct utas
 			    -EFAULT);
 	orig = ut->rs[ut->nrs - 1].orig;
 	regs->rip = orig;
+	agent_drain(mm_of(up));
 	ctx->in_handler = true;
 	ctx->cur_tid = up_task_tid(t);
 	ctx->cur_pid = up->pid;
@@ -1652,6 +1653,8 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 		unsigned n = q->ncons < 64 ? q->ncons : 64;
 
 		memcpy(cons, q->cons, n * sizeof(*cons));
+		/* what the fast path recorded before this hit goes out before it */
+		agent_drain(mm);
 		ctx->in_handler = true;
 		ctx->cur_tid = up_task_tid(t);
 		ctx->cur_pid = up->pid;

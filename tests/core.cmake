@@ -134,3 +134,10 @@ add_test(NAME core.fast.paths
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/core_fast.sh $<TARGET_FILE:uprobe-cli>
     $<TARGET_FILE:core_fast>)
 set_tests_properties(core.fast.paths PROPERTIES TIMEOUT 120)
+
+# ---- the fast path's records (an in-process agent, a shared ring) ---------------------
+uprobe_core_target(fast_rec fast_rec.c THREADS)
+add_test(NAME trace.fast.records
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_fast.py $<TARGET_FILE:uprobe-cli>
+    $<TARGET_FILE:fast_rec>)
+set_tests_properties(trace.fast.records PROPERTIES TIMEOUT 180)

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""usage: trace_fast.py UPROBE FAST_REC
+
+The fast path's recording probes (an in-process agent writing records into a shared
+ring) against the trap path (int3 stops, --no-fast) on tests/targets/fast_rec.c:
+
+  regs     every general register and the flags, fetched at the entry of functions with
+           different first instructions (one 5-byte instruction, several under the jmp,
+           rip-relative, flags-dependent, a jcc) are the same on both paths, and the
+           program's own output (every register after each call) is byte for byte the
+           unprobed one; a function that branches back into its first bytes stays on
+           the trap path and -v says why
+  args     2 threads x N calls fetching 6 arguments: every record, no loss, right values
+  lost     a 64 KiB ring under the same load: records + reported losses = calls
+  bad      bad pointers: "(fault)" as on the trap path, the program unharmed
+  signals  SIGALRM every 50 us, its handler hitting the probe too: one record per call
+  filter   --filter on the fast path and the trap path: the same lines
+  fork     a followed child hits through int3s: every call recorded
+"""
+import os
+import re
+import subprocess
+import sys
+
+UPROBE, PROG = sys.argv[1], sys.argv[2]
+REGS = ["ax", "bx", "cx", "dx", "si", "di", "bp", "r8", "r9", "r10", "r11", "r12",
+        "r13", "r14", "r15", "sp"]
+CHK = ["mov5", "push", "lea", "adc", "jcc", "loop", "rsp"]
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run(args, specs, opts=(), expect_rc=0):
+    """Traced run with ASLR off: (program stdout, trace lines without time/pid, stderr)."""
+    tfile = "/tmp/trace_fast.%d" % os.getpid()
+    cmd = ["setarch", "x86_64", "-R", UPROBE, "trace", "-v", "-o", tfile] + list(opts)
+    for s in specs:
+        cmd += ["-e", s]
+    cmd += ["--", PROG] + [str(a) for a in args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    with open(tfile) as f:
+        lines = [re.sub(r"^.*?\]\s+[0-9.]+: ", "", line) for line in f if not line.startswith("#")]
+    os.unlink(tfile)
+    if p.returncode != expect_rc:
+        fail("%s exited %d\n%s" % (" ".join(cmd), p.returncode, p.stderr))
+    return p.stdout, lines, p.stderr
+
+
+def plain(args):
+    p = subprocess.run(["setarch", "x86_64", "-R", PROG] + [str(a) for a in args],
+                       capture_output=True, text=True, timeout=60)
+    return p.stdout
+
+
+def fast_count(err):
+    return len(re.findall(r"on the fast path", err))
+
+
+# regs -----------------------------------------------------------------------------------
+specs = ["p:c/%s %s:chk_%s %s fl=%%flags:b12@0/64" %
+         (n, PROG, n, " ".join("%s=%%%s" % (r, r) for r in REGS)) for n in CHK]
+ref = plain(["regs", 3])
+out_f, tr_f, err_f = run(["regs", 3], specs)
+out_t, tr_t, err_t = run(["regs", 3], specs, ["--no-fast"])
+if out_f != ref:
+    fail("regs: the program's output changed on the fast path:\n" + out_f)
+if out_t != ref:
+    fail("regs: the program's output changed on the trap path")
+if len(tr_f) != 3 * 5 * len(CHK):
+    fail("regs: %d records, not %d\n%s" % (len(tr_f), 3 * 5 * len(CHK), err_f))
+if tr_f != tr_t:
+    for a, b in zip(tr_f, tr_t):
+        if a != b:
+            fail("regs: fast and trap paths differ:\n  fast %s  trap %s" % (a, b))
+    fail("regs: fast and trap paths differ in length")
+if fast_count(err_f) != len(CHK) - 1:
+    fail("regs: %d of %d functions on the fast path\n%s" % (fast_count(err_f), len(CHK) - 1, err_f))
+if not re.search(r"stays on the trap path: .*a branch at 0x[0-9a-f]+ targets", err_f):
+    fail("regs: chk_loop's fallback is not explained\n" + err_f)
+if fast_count(err_t):
+    fail("regs: --no-fast used the fast path")
+print("ok: regs: %d records equal on both paths, program output unchanged" % len(tr_f))
+
+# args, 2 threads ------------------------------------------------------------------------
+N = 20000
+spec = "p:a/args %s:rec_args a=%%di b=%%si:u64 c=%%dx:s64 d=%%cx e=%%r8 f=$arg6:u64" % PROG
+out, tr, err = run(["args", N, 2], [spec])
+if out != plain(["args", N, 2]):
+    fail("args: output changed")
+if "on the fast path" not in err:
+    fail("args: not on the fast path\n" + err)
+if "lost" in err:
+    fail("args: records lost with room in the ring\n" + err)
+if len(tr) != 2 * N:
+    fail("args: %d records, not %d" % (len(tr), 2 * N))
+seen = {}
+for line in tr:
+    m = re.search(r"a=0x([0-9a-f]+) b=(\d+) c=(-?\d+) d=0x([0-9a-f]+) e=0x([0-9a-f]+) f=(\d+)", line)
+    if not m:
+        fail("args: bad line " + line)
+    i = int(m.group(1), 16)
+    vals = [i, int(m.group(2)), int(m.group(3)), int(m.group(4), 16), int(m.group(5), 16), int(m.group(6))]
+    if vals != [i * k for k in range(1, 7)]:
+        fail("args: wrong values " + line)
+    seen[i] = seen.get(i, 0) + 1
+if len(seen) != N or any(v != 2 for v in seen.values()):
+    fail("args: not every call twice")
+print("ok: args: %d records from 2 threads, all values right, none lost" % len(tr))
+
+# lost -------------------------------------------------------------------------------------
+N = 200000
+out, tr, err = run(["args", N, 2], [spec], ["--ring-size", "64"])
+m = re.search(r"(\d+) records lost", err)
+lost = int(m.group(1)) if m else 0
+if len(tr) + lost != 2 * N:
+    fail("lost: %d records + %d lost != %d calls\n%s" % (len(tr), lost, 2 * N, err))
+if out != plain(["args", N, 2]):
+    fail("lost: output changed")
+print("ok: lost: a 64 KiB ring: %d records + %d lost = %d calls" % (len(tr), lost, 2 * N))
+
+# bad pointers -----------------------------------------------------------------------------
+spec = "p:b/ptr %s:rec_ptr v=+0(%%di):u64 s=+0(%%si):string w=+8(+0(%%di)):x32" % PROG
+out_f, tr_f, err_f = run(["bad", 5], [spec])
+out_t, tr_t, _ = run(["bad", 5], [spec], ["--no-fast"])
+if "on the fast path" not in err_f:
+    fail("bad: not on the fast path\n" + err_f)
+if out_f != plain(["bad", 5]) or out_t != out_f:
+    fail("bad: output changed: " + out_f)
+if tr_f != tr_t or len(tr_f) != 20:
+    fail("bad: fast %s\ntrap %s" % (tr_f[:4], tr_t[:4]))
+if not any("v=(fault) s=(fault)" in x for x in tr_f) or not any('s="a string"' in x for x in tr_f):
+    fail("bad: " + "".join(tr_f[:4]))
+print("ok: bad pointers: (fault) as on the trap path, program unharmed")
+
+# signals -----------------------------------------------------------------------------------
+spec = "p:s/nop5 %s:rec_nop5 x=%%di" % PROG
+out, tr, err = run(["signals", 300000], [spec])
+m = re.search(r"calls (\d+)", out)
+ml = re.search(r"(\d+) records lost", err)
+lost = int(ml.group(1)) if ml else 0
+if not m or int(m.group(1)) != len(tr) + lost:
+    fail("signals: %s calls, %d records + %d lost\n%s" % (m and m.group(1), len(tr), lost, err))
+if int(m.group(1)) <= 300000:
+    fail("signals: no signal arrived (%s calls)" % m.group(1))
+print("ok: signals: %d calls (%d from handlers) = %d records + %d lost" %
+      (int(m.group(1)), int(m.group(1)) - 300000, len(tr), lost))
+
+# filter ------------------------------------------------------------------------------------
+spec = "p:a/args %s:rec_args a=%%di:u64 b=%%si:s32" % PROG
+flt = ["--filter", "a >= 100 && b < 400 && a & 1"]
+_, tr_f, err_f = run(["args", 1000], [spec], flt)
+_, tr_t, _ = run(["args", 1000], [spec], flt + ["--no-fast"])
+if tr_f != tr_t or len(tr_f) != 50:
+    fail("filter: fast %d lines, trap %d, expected 50" % (len(tr_f), len(tr_t)))
+print("ok: filter: the same %d lines on both paths" % len(tr_f))
+
+# fork ---------------------------------------------------------------------------------------
+spec = "p:a/args %s:rec_args a=%%di" % PROG
+out, tr, err = run(["fork", 1000], [spec])
+if out.count("child exit 3") != 1 or len(tr) != 3000:
+    fail("fork: %d records, not 3000; %s" % (len(tr), out))
+print("ok: fork: 3000 records (the child's through int3s)")
+print("PASS")
