@@ -601,10 +601,18 @@ static bool stack_points_in(struct uproc *mm, uint64_t lo, uint64_t hi)
 static void agent_name_thread(struct uproc *mm, struct up_task *t)
 {
 	struct user_regs_struct r;
+	struct up_map m;
 	uint64_t key = 0;
 
 	if (!mm->agent || up_task_get_regs(t, &r))
 		return;
+	if (!up_proc_find_map(up_task_proc(t), r.rsp, &m)) {
+		/* the main thread's stack grows down as it goes */
+		uint64_t lo = !strcmp(m.path, "[stack]") && m.start > (64u << 20) ? m.start - (64u << 20)
+									      : m.start;
+
+		up_agent_stack(mm->agent, lo, m.end, up_task_tid(t));
+	}
 	if (!r.fs_base || up_task_read(t, r.fs_base, &key, sizeof(key)) || !key) {
 		up_agent_no_fs0(mm->agent);
 		return;
@@ -796,6 +804,7 @@ static int fast_rec_code(struct uproc *mm, struct up_task *t, struct fastp *f, u
 	}
 	f->rec = true;
 	f->regs = d.regs;
+	save |= 1ull << UPA_RSP; /* the agent names the thread by its stack */
 	rc = up_patch_tramp_rec(&f->site, f->tramp, f->desc, up_agent_entry(mm->agent), save, code,
 				size, len, f->home_of);
 	if (!rc)
@@ -954,7 +963,8 @@ static void agent_drain(struct uproc *mm)
 	if (!mm->agent || mm->draining)
 		return;
 	mm->draining = true;
-	up_agent_drain(mm->agent, deliver, &a);
+	if (up_agent_drain(mm->agent, deliver, &a) && mm->ctx->opts.on_records)
+		mm->ctx->opts.on_records(mm->ctx->opts.arg);
 	mm->draining = false;
 }
 

@@ -173,6 +173,8 @@ struct uprobe_ctx_opts {
 	void (*on_exec)(void *arg, pid_t pid);
 	/* called for a new child when follow_fork is set */
 	void (*on_fork)(void *arg, pid_t parent, pid_t child);
+	/* called after a batch of fast-path records went to record_handler (flush here) */
+	void (*on_records)(void *arg);
 	void *arg;
 };
 

@@ -21,7 +21,7 @@
 #define UPA_VERSION 1
 
 /* ctl.flags */
-#define UPA_F_FS0 1u /* %fs:0 names the thread (every thread has a TLS block); else gettid */
+#define UPA_F_FS0 1u /* %fs:0 names the thread (every thread has a TLS block); else its rsp */
 
 struct upa_ctl {
 	uint64_t magic;
@@ -109,13 +109,14 @@ struct upa_probe {
  * first word turns nonzero when the record is complete.  A pad fills the ring's end.
  */
 #define UPA_REC_PAD 0xffffffffu /* hdr.id of a pad */
+#define UPA_REC_SP 0x80000000u
 
 struct upa_rec {
 	uint32_t slot; /* nonzero: complete */
 	uint32_t id;
 	uint32_t len;
-	uint32_t cpu;
-	uint64_t thread; /* %fs:0 (UPA_F_FS0) or the tid */
+	uint32_t cpu;	 /* | UPA_REC_SP: thread is the stack pointer */
+	uint64_t thread; /* %fs:0 (UPA_F_FS0), or rsp: the tracer knows whose stack it is in */
 	uint64_t tsc;
 	/* uint64_t regs[popcount(desc.regs)]; struct upa_mem entries... */
 };

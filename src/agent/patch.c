@@ -241,6 +241,7 @@ int up_patch_tramp_rec(const struct up_patch_site *site, uint64_t tramp, uint64_
 
 	n += lea_rsp(c + n, 4, -128); /* the red zone */
 	c[n++] = 0x9c;		       /* pushfq */
+	c[n++] = 0xfc;		       /* cld: the agent is C (popfq puts DF back) */
 	n += lea_rsp(c + n, 4, -FRAME);
 	for (int w = 0; w < UPA_NREGS; w++)
 		if (hw_of[w] >= 0 && (caller_saved(w) || (regs >> w & 1)))

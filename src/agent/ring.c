@@ -38,6 +38,7 @@ extern const size_t up_agent_blob_size;
 #define NR_MADVISE 28
 #define NR_FTRUNCATE 77
 #define NR_MEMFD_CREATE 319
+#define MADV_POPULATE_WRITE_ 23
 
 struct key {
 	uint64_t key;
@@ -51,6 +52,8 @@ struct up_agent {
 	uint64_t data_addr, code_addr; /* the target's mappings */
 	size_t heap_off, heap_used, ring_off, ring_size, code_off;
 	uint64_t *regs_of; /* per probe id: its regs mask */
+	struct stack { uint64_t lo, hi; pid_t tid; } *stacks;
+	unsigned nstacks, capstacks;
 	uint32_t nids, capids;
 	struct key *keys; /* open addressing, capkeys a power of two */
 	unsigned nkeys, capkeys;
@@ -148,6 +151,10 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 		rc = rsys(t, NR_MADVISE, a->data_addr, data_len, MADV_DONTFORK, 0, 0, 0, &r);
 	if (!rc)
 		rc = rsys(t, NR_MADVISE, a->code_addr, PAGE, MADV_DONTFORK, 0, 0, 0, &r);
+	if (!rc) /* the ring's pages in place now, not as a page fault in some later hit
+		    (best effort: MADV_POPULATE_WRITE is Linux 5.14) */
+		rsys(t, NR_MADVISE, a->data_addr + a->ring_off, ring, MADV_POPULATE_WRITE_, 0, 0, 0,
+		     &r);
 	if (rc) {
 		snprintf(why, whylen, "cannot map the shared ring in the process (%s)",
 			 strerror(-rc));
@@ -201,6 +208,7 @@ void up_agent_free(struct up_agent *a)
 		munmap(a->map, a->size);
 	free(a->regs_of);
 	free(a->keys);
+	free(a->stacks);
 	free(a);
 }
 
@@ -251,17 +259,43 @@ void up_agent_thread(struct up_agent *a, uint64_t key, pid_t tid)
 	k->tid = tid;
 }
 
+void up_agent_stack(struct up_agent *a, uint64_t lo, uint64_t hi, pid_t tid)
+{
+	for (unsigned i = 0; i < a->nstacks; i++) {
+		if (a->stacks[i].lo == lo && a->stacks[i].hi == hi) {
+			a->stacks[i].tid = tid; /* a stack reused by a new thread */
+			return;
+		}
+	}
+	if (a->nstacks == a->capstacks) {
+		unsigned n = a->capstacks ? a->capstacks * 2 : 16;
+		struct stack *s = realloc(a->stacks, n * sizeof(*s));
+
+		if (!s)
+			return;
+		a->stacks = s;
+		a->capstacks = n;
+	}
+	a->stacks[a->nstacks].lo = lo;
+	a->stacks[a->nstacks].hi = hi;
+	a->stacks[a->nstacks++].tid = tid;
+}
+
 void up_agent_no_fs0(struct up_agent *a)
 {
 	__atomic_and_fetch(&a->ctl->flags, ~UPA_F_FS0, __ATOMIC_RELEASE);
 }
 
-static pid_t tid_of(struct up_agent *a, uint64_t key)
+static pid_t tid_of(struct up_agent *a, uint64_t key, bool sp)
 {
 	struct key *k;
 
-	if (!(a->ctl->flags & UPA_F_FS0) && key < (1u << 22))
-		return (pid_t)key; /* a gettid() */
+	if (sp) {
+		for (unsigned i = a->nstacks; i-- > 0;)
+			if (key >= a->stacks[i].lo && key < a->stacks[i].hi)
+				return a->stacks[i].tid;
+		return 0;
+	}
 	if (!a->capkeys)
 		return 0;
 	k = key_slot(a, key);
@@ -371,8 +405,8 @@ unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct u
 			size_t head = sizeof(*rec) + 8u * nregs;
 			struct up_agent_rec v = {
 				.id = rec->id,
-				.cpu = rec->cpu,
-				.tid = tid_of(a, rec->thread),
+				.cpu = rec->cpu & ~UPA_REC_SP,
+				.tid = tid_of(a, rec->thread, rec->cpu & UPA_REC_SP),
 				.time_ns = a->mono0 + (uint64_t)((double)(int64_t)(rec->tsc - a->tsc0) * tick),
 				.regs = (const uint64_t *)(rec + 1),
 				.nregs = nregs,

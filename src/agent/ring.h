@@ -47,9 +47,13 @@ void up_agent_free(struct up_agent *a);
 /* Where the agent's entry is in the target. */
 uint64_t up_agent_entry(const struct up_agent *a);
 
-/* Thread naming: the agent records %fs:0 (or the tid where a thread has no TLS). */
+/*
+ * Thread naming: the agent records %fs:0 where every thread has a TLS block, else the
+ * stack pointer, which the tracer finds in a thread's stack [lo, hi).
+ */
 void up_agent_thread(struct up_agent *a, uint64_t key, pid_t tid);
-void up_agent_no_fs0(struct up_agent *a); /* some thread has no TLS: record tids */
+void up_agent_stack(struct up_agent *a, uint64_t lo, uint64_t hi, pid_t tid);
+void up_agent_no_fs0(struct up_agent *a); /* some thread has no TLS: record rsp */
 
 /*
  * A probe's descriptor: d (its id and ctl are filled here), then its fetches and

@@ -302,7 +302,12 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		ts->hits++; /* records are counted by the library, with what it dropped */
 	if (!tr->opts.out)
 		return;
-	c = thread_info(tr, pid, tid ? tid : pid, &cpu);
+	if (h->rec && tr->comms[(unsigned)(tid ? tid : pid) % COMM_CACHE].tid == (tid ? tid : pid) &&
+	    tr->comms[(unsigned)(tid ? tid : pid) % COMM_CACHE].comm[0])
+		/* a record carries its cpu: the cached comm will do, no /proc read */
+		c = &tr->comms[(unsigned)(tid ? tid : pid) % COMM_CACHE], cpu = 0;
+	else
+		c = thread_info(tr, pid, tid ? tid : pid, &cpu);
 	env.comm = c->comm;
 	fc.comm = c->comm[0] ? c->comm : NULL;
 	fc.pid = pid;
@@ -348,6 +353,8 @@ static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
 	};
 
 	report_hit(p, regs, is_return, &h);
+	if (p->tr->opts.flush && p->tr->opts.out)
+		fflush(p->tr->opts.out); /* a reader sees each trap-path hit at once */
 }
 
 static void on_hit(struct uprobe *u, uprobe_regs_t *regs)
@@ -908,6 +915,17 @@ static void cb_fork(void *arg, pid_t parent, pid_t child)
 
 /* ---- the session ---------------------------------------------------------------------------- */
 
+/* A batch of fast-path records was formatted: out it goes, as a trap-path hit does. */
+static void cb_records(void *arg)
+{
+	struct up_trace *tr = arg;
+
+	if (tr->opts.out && tr->opts.flush && fflush(tr->opts.out) && !tr->out_failed) {
+		tr->out_failed = errno ? errno : EIO;
+		uprobe_ctx_break(tr->ctx);
+	}
+}
+
 int up_trace_new(const struct up_trace_opts *opts, struct up_trace **out)
 {
 	struct up_trace *tr = calloc(1, sizeof(*tr));
@@ -926,6 +944,7 @@ int up_trace_new(const struct up_trace_opts *opts, struct up_trace **out)
 	co.on_exit = cb_exit;
 	co.on_exec = cb_exec;
 	co.on_fork = cb_fork;
+	co.on_records = cb_records;
 	co.arg = tr;
 	rc = uprobe_ctx_new(&co, &tr->ctx);
 	if (rc) {

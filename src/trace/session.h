@@ -24,6 +24,8 @@ struct up_trace_opts {
 	bool json;	/* one JSON object a line instead of text */
 	bool follow;	/* trace children (fork, vfork, clone) too */
 	bool header;	/* the trace file's comment header before the first line (text) */
+	bool flush;	/* out reaches a reader at once: flushed after each trap-path hit and
+			   each batch of fast-path records */
 	int verbose;	/* > 0: log where each spec was armed */
 	bool no_fast;	/* every probe stays on the trap path (int3 stops) */
 	size_t ring_bytes; /* the fast path's record ring per process (0: 4 MiB) */

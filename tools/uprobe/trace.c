@@ -354,7 +354,9 @@ static int run_trace(int argc, char **argv)
 		struct stat st;
 
 		if (fstat(fileno(opts.out), &st) == 0 && !S_ISREG(st.st_mode))
-			setvbuf(opts.out, NULL, _IOLBF, 0);
+			/* full buffering: the session flushes after each trap-path hit and
+			   after each batch of fast-path records */
+			setvbuf(opts.out, NULL, _IOFBF, 1 << 16), opts.flush = true;
 	}
 	rc = up_trace_new(&opts, &tr);
 	if (rc) {
