@@ -183,3 +183,17 @@ add_test(NAME trace.backends.agree
     $<TARGET_FILE:trace_args>)
 set_tests_properties(trace.backends.agree PROPERTIES SKIP_RETURN_CODE 77
   RESOURCE_LOCK uprobe_tracefs_uptest_kb)
+
+# --filter and --ring-size refused cleanly, with nothing run
+add_test(NAME trace.errors.filter_syntax
+  COMMAND ${_ex} 2 "bad filter:;;^a >> 4$;;^   \\^$;;expected a number"
+          ${UPROBE_TRACE_BIN} trace --filter "a >> 4" -e "p ${_trS}:foo a=%di" -- ${_ran})
+add_test(NAME trace.errors.filter_name
+  COMMAND ${_ex} 2 "the filter's 'zz' is not an argument of uprobes/"
+          ${UPROBE_TRACE_BIN} trace --filter "zz > 1" -e "p ${_trS}:foo a=%di" -- ${_ran})
+add_test(NAME trace.errors.filter_seed
+  COMMAND ${_ex} 2 "--filter needs named arguments"
+          ${UPROBE_TRACE_BIN} trace --filter "a > 1" -e "up 0 0x401126 A 1" -- ${_ran})
+add_test(NAME trace.errors.ring_size
+  COMMAND ${_ex} 2 "--ring-size '12': expected KiB, 64 to 1048576"
+          ${UPROBE_TRACE_BIN} trace --ring-size 12 -e "p ${_trS}:foo" -- ${_ran})
