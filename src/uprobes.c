@@ -792,6 +792,11 @@ static int fast_rec_code(struct uproc *mm, struct up_task *t, struct fastp *f, u
 	rc = build_desc(u, &d, fe, co, &save, why, whylen);
 	if (rc)
 		goto out;
+	if (u->ret_handler) {
+		/* the entry hijacks the return; the trampoline the agent returns through
+		   saves every register, so the record can take any */
+		d.flags |= UPA_P_RETURN;
+	}
 	rc = agent_ensure(mm, t, why, whylen);
 	if (rc)
 		goto out;
@@ -817,7 +822,7 @@ out:
 
 static bool wants_record(const struct uprobe *u)
 {
-	return u->capture && u->record_handler && !u->ret_handler;
+	return u->capture && u->record_handler;
 }
 
 /* Tries the fast path for a counting or recording uprobe (process quiesced). */
@@ -944,7 +949,9 @@ static void deliver(void *arg, const struct up_agent_rec *r)
 		if (regs >> w & 1)
 			words[w] = r->regs[k++];
 	memcpy(&ur, words, sizeof(ur));
-	ur.rip = f->site.vaddr;
+	if (!r->is_return)
+		ur.rip = f->site.vaddr;
+	rec.is_return = r->is_return;
 	rec.pid = mm->pid;
 	rec.tid = r->tid;
 	rec.cpu = (int)r->cpu;
@@ -954,6 +961,35 @@ static void deliver(void *arg, const struct up_agent_rec *r)
 	f->nrec++;
 	mm->ctx->stats.records++;
 	f->u->record_handler(f->u, &rec);
+}
+
+struct put_back {
+	struct up_proc *p;
+	uint64_t tramp;
+};
+
+static void put_back_one(void *arg, uint64_t slot, uint64_t orig)
+{
+	struct put_back *pb = arg;
+	uint64_t cur = 0;
+
+	if (!up_proc_read(pb->p, slot, &cur, sizeof(cur)) && cur == pb->tramp)
+		up_proc_write(pb->p, slot, &orig, sizeof(orig));
+}
+
+/*
+ * The returns the agent hijacked go straight home again in p: mm's own process at
+ * detach (take: forgotten), or a fork child, whose copy of the stack has them but
+ * which has no agent (MADV_DONTFORK).
+ */
+static void agent_unhijack(struct uproc *mm, struct up_proc *p, bool take)
+{
+	struct put_back pb = { p, 0 };
+
+	if (!mm->agent)
+		return;
+	pb.tramp = up_agent_ret_tramp(mm->agent);
+	up_agent_for_each_return(mm->agent, take, put_back_one, &pb);
 }
 
 static void agent_drain(struct uproc *mm)
@@ -1014,6 +1050,9 @@ static void fast_unpatch(struct uproc *mm, struct fastp *f)
 		f->nrec = 0;
 		if (f->id < mm->nrecp)
 			mm->recp[f->id] = NULL;
+		/* returns still hijacked go home through the agent, unrecorded */
+		if (mm->agent)
+			up_agent_probe_enable(mm->agent, f->desc, false);
 		return;
 	}
 	if (!read_counter(mm, f, NULL, &v))
@@ -1984,6 +2023,7 @@ static void cb_fork(void *arg, struct up_task *parent_t, struct up_proc *child, 
 			if (f->patched)
 				up_proc_write_text(child, f->site.vaddr, f->site.orig, f->site.len);
 		child_home(pm, parent_t, child);
+		agent_unhijack(pm, child, false);
 		/* its copy of the stack has our trampoline in it: the child has no XOL area */
 		if (pm->tramp)
 			unhijack(child, pm->tramp, word_size(pu), up_task_data(parent_t));
@@ -2210,6 +2250,7 @@ static int release(struct uprobe_ctx *ctx, struct uproc *up)
 		}
 		for (struct fastp *f = up->fast; f; f = f->next)
 			fast_unpatch(up, f);
+		agent_unhijack(up, up->p, true);
 		t = idle_task(up);
 		/* a thread may be inside a trampoline: those stay mapped (a page or two) */
 		if (t && !up->fast_used)

@@ -142,6 +142,7 @@ struct uprobe_capture {
 /* One hit, as the fast path recorded it. */
 struct uprobe_record {
 	pid_t pid, tid;		    /* tid 0: the thread could not be named */
+	bool is_return;		    /* a return probe's: regs->rip is where it returned to */
 	int cpu;
 	uint64_t time_ns;	    /* CLOCK_MONOTONIC */
 	const uprobe_regs_t *regs; /* the registers captured; the others read 0 */

@@ -31,7 +31,10 @@ struct upa_ctl {
 	uint32_t ring_order; /* the ring has 1 << ring_order bytes */
 	uint64_t ring;	     /* the ring's address in the target */
 	uint64_t lost;	     /* records dropped because the ring was full */
-	uint64_t pad0[3];
+	uint64_t rtab;	     /* return probes: the table of hijacked returns */
+	uint32_t rtab_order; /* 1 << rtab_order entries */
+	uint32_t pad0;
+	uint64_t ret_tramp;  /* where a hijacked function returns to: the agent's trampoline */
 	uint64_t head; /* producers reserve here (compare-and-swap), bytes ever reserved */
 	uint64_t pad1[7];
 	uint64_t tail; /* the tracer has consumed up to here */
@@ -85,7 +88,28 @@ struct upa_cond {
 
 /* desc.flags */
 #define UPA_P_ENABLED 1u
-#define UPA_P_RETURN 2u /* a return probe's exit: the record says so */
+#define UPA_P_RETURN 2u /* a return probe: the entry hijacks the return, the return records */
+
+/*
+ * A hijacked return: the stack slot that held the return address (the key; 0 free,
+ * 1 a tombstone), the address, and the probe's descriptor.  Only the thread that owns
+ * the slot inserts or takes its key, so the compare-and-swap on key is all the locking.
+ */
+#define UPA_RT_FREE 0
+#define UPA_RT_TOMB 1
+#define UPA_RT_PROBES 64 /* entries tried before the table counts as full */
+
+struct upa_rt {
+	uint64_t key;
+	uint64_t orig;
+	uint64_t desc;
+	uint64_t pad;
+};
+
+/* The blob: the ctl's address (a word the tracer writes), the return trampoline at
+   UPA_RET_OFF, the entry at UPA_ENTRY_OFF. */
+#define UPA_RET_OFF 16
+#define UPA_ENTRY_OFF 256
 
 /* A probe's descriptor, in the heap; fetches then conditions follow it. */
 struct upa_probe {
@@ -110,6 +134,8 @@ struct upa_probe {
  */
 #define UPA_REC_PAD 0xffffffffu /* hdr.id of a pad */
 #define UPA_REC_SP 0x80000000u
+#define UPA_REC_RET 0x40000000u /* a return: the frame's rip is where it returned to */
+#define UPA_REC_CPU 0x0fffffffu
 
 struct upa_rec {
 	uint32_t slot; /* nonzero: complete */

@@ -29,6 +29,8 @@ extern const size_t up_agent_blob_size;
 #define PAGE 4096u
 #define CTL_SIZE PAGE
 #define HEAP_SIZE (8u << 20)
+#define RTAB_ORDER 14 /* 16384 hijacked returns at a time */
+#define RTAB_SIZE ((size_t)sizeof(struct upa_rt) << RTAB_ORDER)
 #define DEFAULT_RING (4u << 20)
 #define REC_ALIGN 32u
 
@@ -50,7 +52,7 @@ struct up_agent {
 	size_t size;
 	struct upa_ctl *ctl;
 	uint64_t data_addr, code_addr; /* the target's mappings */
-	size_t heap_off, heap_used, ring_off, ring_size, code_off;
+	size_t rtab_off, heap_off, heap_used, ring_off, ring_size, code_off;
 	uint64_t *regs_of; /* per probe id: its regs mask */
 	struct stack { uint64_t lo, hi; pid_t tid; } *stacks;
 	unsigned nstacks, capstacks;
@@ -122,8 +124,9 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
-	a->heap_off = CTL_SIZE;
-	a->ring_off = CTL_SIZE + HEAP_SIZE;
+	a->rtab_off = CTL_SIZE;
+	a->heap_off = CTL_SIZE + RTAB_SIZE;
+	a->ring_off = a->heap_off + HEAP_SIZE;
 	a->ring_size = ring;
 	a->code_off = a->ring_off + ring;
 	a->size = a->code_off + PAGE;
@@ -183,7 +186,11 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	a->ctl->pid = up_proc_pid(p);
 	a->ctl->ring_order = (uint32_t)__builtin_ctzll(ring);
 	a->ctl->ring = a->data_addr + a->ring_off;
+	a->ctl->rtab = a->data_addr + a->rtab_off;
+	a->ctl->rtab_order = RTAB_ORDER;
+	a->ctl->ret_tramp = a->code_addr + UPA_RET_OFF;
 	memcpy(a->map + a->code_off, up_agent_blob, up_agent_blob_size);
+	memcpy(a->map + a->code_off, &a->data_addr, 8); /* the blob's first word: the ctl */
 	a->tsc0 = rdtsc();
 	a->mono0 = mono_ns();
 	ns_per_tick();
@@ -214,7 +221,28 @@ void up_agent_free(struct up_agent *a)
 
 uint64_t up_agent_entry(const struct up_agent *a)
 {
-	return a->code_addr;
+	return a->code_addr + UPA_ENTRY_OFF;
+}
+
+uint64_t up_agent_ret_tramp(const struct up_agent *a)
+{
+	return a->code_addr + UPA_RET_OFF;
+}
+
+void up_agent_for_each_return(struct up_agent *a, bool take,
+			      void (*fn)(void *arg, uint64_t slot, uint64_t orig), void *arg)
+{
+	struct upa_rt *t = (struct upa_rt *)(a->map + a->rtab_off);
+
+	for (size_t i = 0; i < (1u << RTAB_ORDER); i++) {
+		uint64_t k = __atomic_load_n(&t[i].key, __ATOMIC_ACQUIRE);
+
+		if (k == UPA_RT_FREE || k == UPA_RT_TOMB)
+			continue;
+		fn(arg, k, t[i].orig);
+		if (take)
+			__atomic_store_n(&t[i].key, UPA_RT_TOMB, __ATOMIC_RELEASE);
+	}
 }
 
 /* ---- threads --------------------------------------------------------------------------- */
@@ -405,7 +433,8 @@ unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct u
 			size_t head = sizeof(*rec) + 8u * nregs;
 			struct up_agent_rec v = {
 				.id = rec->id,
-				.cpu = rec->cpu & ~UPA_REC_SP,
+				.cpu = rec->cpu & UPA_REC_CPU,
+				.is_return = !!(rec->cpu & UPA_REC_RET),
 				.tid = tid_of(a, rec->thread, rec->cpu & UPA_REC_SP),
 				.time_ns = a->mono0 + (uint64_t)((double)(int64_t)(rec->tsc - a->tsc0) * tick),
 				.regs = (const uint64_t *)(rec + 1),

@@ -26,6 +26,7 @@ struct up_agent;
 struct up_agent_rec {
 	uint32_t id;	 /* the probe's */
 	uint32_t cpu;
+	bool is_return;	 /* a return probe's: regs[rip] is where it returned to */
 	pid_t tid;	 /* 0 when the thread could not be named */
 	uint64_t time_ns; /* CLOCK_MONOTONIC */
 	const uint64_t *regs; /* the probe's chosen frame words, in order */
@@ -44,8 +45,17 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 /* The tracer's mapping goes; the target's stays (a thread may be inside). */
 void up_agent_free(struct up_agent *a);
 
-/* Where the agent's entry is in the target. */
+/* Where the agent's entry, and the trampoline hijacked returns go to, are. */
 uint64_t up_agent_entry(const struct up_agent *a);
+uint64_t up_agent_ret_tramp(const struct up_agent *a);
+
+/*
+ * Every return a return probe hijacked and that has not happened yet: the stack slot
+ * holding the trampoline's address, and the real one (to put back in a fork child,
+ * or at detach).  take: the entries are dropped.
+ */
+void up_agent_for_each_return(struct up_agent *a, bool take,
+			      void (*fn)(void *arg, uint64_t slot, uint64_t orig), void *arg);
 
 /*
  * Thread naming: the agent records %fs:0 where every thread has a TLS block, else the

@@ -379,7 +379,7 @@ static void on_record(struct uprobe *u, const struct uprobe_record *rec)
 	};
 	uprobe_regs_t regs = *rec->regs;
 
-	report_hit(u->data, &regs, false, &h);
+	report_hit(u->data, &regs, rec->is_return, &h);
 }
 
 static void on_ldso(struct uprobe *u, uprobe_regs_t *regs)
@@ -615,12 +615,15 @@ static int capture_arg(const struct up_fetch_arg *a, uint64_t bias, struct uprob
 		f->base = UPROBE_FETCH_IMM;
 		f->imm = (int64_t)(bias + op->imm);
 		break;
+	case UP_FOP_RETVAL: /* a return's record has every register */
+		base_reg(f, regs, offsetof(struct user_regs_struct, rax), 8, 0);
+		break;
 	case UP_FOP_COMM:
 	case UP_FOP_DATA:
 		f->base = UPROBE_FETCH_IMM; /* the tracer's own: nothing to read */
 		return 0;
 	default:
-		return -ENOTSUP; /* $retval: return probes stay on the trap path */
+		return -ENOTSUP;
 	}
 	for (int i = 1; i < a->nops; i++) {
 		bool last = i == a->nops - 1;
@@ -652,7 +655,7 @@ static int build_capture(struct up_trace *tr, struct tprobe *p)
 	if (tr->opts.no_fast || !tr->opts.out || p->tp->is32)
 		return -ENOTSUP;
 	if (sp->kind == UP_SPEC_EVENT && sp->is_return)
-		return -ENOTSUP;
+		regs |= BIT(rax) | BIT(rip); /* $retval, and where it returned to */
 	n = sp->kind == UP_SPEC_EVENT ? (unsigned)sp->nargs : 1;
 	p->fetch = calloc(n ? n : 1, sizeof(*p->fetch));
 	if (!p->fetch)
@@ -744,13 +747,10 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 		p->u.flags = UPROBE_F_COUNT;
 	else
 		p->u.handler = on_hit;
-	if (p->u.handler && build_capture(tr, p) && tr->opts.verbose > 0 && !tr->opts.no_fast &&
-	    tr->opts.out)
+	if ((p->u.handler || p->u.ret_handler) && build_capture(tr, p) && tr->opts.verbose > 0 &&
+	    !tr->opts.no_fast && tr->opts.out)
 		tlog(tr, "'%s': stays on the trap path in process %d: %s", ts->text, (int)tp->pid,
-		     tp->is32 ? "a 32-bit process"
-		     : ts->spec.kind == UP_SPEC_EVENT && ts->spec.is_return
-			     ? "return probes are not recorded in-process"
-			     : "an argument the agent cannot fetch");
+		     tp->is32 ? "a 32-bit process" : "an argument the agent cannot fetch");
 	rc = register_uprobe(tr->ctx, &p->u);
 	if (rc && rc != -EINPROGRESS) {
 		tlog(tr, "'%s': cannot probe 0x%" PRIx64 " in process %d: %s", ts->text, vaddr,

@@ -17,11 +17,16 @@ ring) against the trap path (int3 stops, --no-fast) on tests/targets/fast_rec.c:
   signals  SIGALRM every 50 us, its handler hitting the probe too: one record per call
   filter   --filter on the fast path and the trap path: the same lines
   fork     a followed child hits through int3s: every call recorded
+  return   return probes in-process: the same records as the trap path from 2 threads;
+           a fork inside a probed function leaves the child unharmed; a tracer stopped
+           (SIGINT) while returns are hijacked lets them go home
 """
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 UPROBE, PROG = sys.argv[1], sys.argv[2]
 REGS = ["ax", "bx", "cx", "dx", "si", "di", "bp", "r8", "r9", "r10", "r11", "r12",
@@ -164,4 +169,30 @@ out, tr, err = run(["fork", 1000], [spec])
 if out.count("child exit 3") != 1 or len(tr) != 3000:
     fail("fork: %d records, not 3000; %s" % (len(tr), out))
 print("ok: fork: 3000 records (the child's through int3s)")
+
+# return probes ---------------------------------------------------------------------------
+spec = "r:a/args %s:rec_args rv=$retval:s64 ax=%%ax" % PROG
+out_f, tr_f, err_f = run(["args", 5000, 2], [spec])
+out_t, tr_t, _ = run(["args", 5000, 2], [spec], ["--no-fast"])
+if "on the fast path" not in err_f:
+    fail("return: not on the fast path\n" + err_f)
+if out_f != plain(["args", 5000, 2]) or len(tr_f) != 10000 or sorted(tr_f) != sorted(tr_t):
+    fail("return: fast %d records, trap %d, or different values" % (len(tr_f), len(tr_t)))
+for fl in ([], ["--no-follow"]):
+    spec = "r:f/forker %s:rec_forker rv=$retval:s64" % PROG
+    out, tr, err = run(["forkin"], [spec], fl)
+    if out.count("child -5") != 1 or "parent 5 child exit 4" not in out:
+        fail("return: fork inside a probed function %s: %s\n%s" % (fl, out, err))
+    if len(tr) != 1 or "rv=5" not in tr[0]:
+        fail("return: fork inside %s: %s" % (fl, tr))
+# the tracer goes (SIGINT) while a return is hijacked: the program ends as unprobed
+spec = "r:s/sleep %s:rec_sleep rv=$retval" % PROG
+cmd = ["setarch", "x86_64", "-R", UPROBE, "trace", "-v", "-e", spec, "--", PROG, "sleeper", "8"]
+tr = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+time.sleep(0.45)
+tr.send_signal(signal.SIGINT)
+out, err = tr.communicate(timeout=30)
+if tr.returncode != 0 or "slept 56" not in out:
+    fail("return: SIGINT with a hijacked return: exit %d\n%s\n%s" % (tr.returncode, out, err))
+print("ok: return: 10000 records equal to the trap path's; fork inside; SIGINT while hijacked")
 print("PASS")

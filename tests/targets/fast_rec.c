@@ -13,6 +13,10 @@
  *   signals  rec_nop5() in a loop while SIGALRM arrives every 50 us, the handler calling
  *            it too; prints how many calls were made
  *   fork     N calls, fork, N more in parent and child
+ *   forkin   rec_forker() forks inside itself: both return from it (a return probe's
+ *            hijacked return address must not reach the child)
+ *   sleeper  N calls of rec_sleep(), 100 ms each (a tracer stopped meanwhile must
+ *            leave the hijacked return to go home)
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -94,6 +98,21 @@ __attribute__((noipa)) long rec_args(long a, long b, long c, long d, long e, lon
 __attribute__((noipa)) long rec_ptr(const long *p, const char *s)
 {
 	return (long)(uintptr_t)p ^ (long)(uintptr_t)s;
+}
+
+__attribute__((noipa)) long rec_forker(long x)
+{
+	pid_t p = fork();
+
+	if (p == 0)
+		return -x;
+	return p > 0 ? x : 0;
+}
+
+__attribute__((noipa)) long rec_sleep(long x)
+{
+	usleep(100000);
+	return 2 * x;
 }
 
 static long n;
@@ -189,6 +208,22 @@ int main(int argc, char **argv)
 		setitimer(ITIMER_REAL, &it, NULL);
 		printf("calls %ld\n", n + (long)hcalls);
 		(void)s;
+	} else if (!strcmp(mode, "forkin")) {
+		long r = rec_forker(5);
+		int st;
+
+		if (r < 0) {
+			printf("child %ld\n", r);
+			_exit(4);
+		}
+		wait(&st);
+		printf("parent %ld child exit %d\n", r, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	} else if (!strcmp(mode, "sleeper")) {
+		long s = 0;
+
+		for (long i = 0; i < n; i++)
+			s += rec_sleep(i);
+		printf("slept %ld\n", s);
 	} else if (!strcmp(mode, "fork")) {
 		long s = (long)work(NULL);
 		pid_t pid = fork();

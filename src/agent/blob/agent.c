@@ -248,18 +248,16 @@ static struct upa_rec *reserve(struct upa_ctl *ctl, uint32_t size)
 	return (struct upa_rec *)(ring + off);
 }
 
-__attribute__((section(".text.entry"), used, force_align_arg_pointer)) void
-upa_entry(uint64_t *frame, struct upa_probe *d)
+/* The record of a hit (ret: a return, frame[UPA_RIP] where it returned to). */
+static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame, int ret)
 {
-	struct upa_ctl *ctl = (struct upa_ctl *)d->ctl;
 	const struct upa_fetch *f = (const struct upa_fetch *)(d + 1);
 	const struct upa_cond *c = (const struct upa_cond *)(f + d->nfetch);
 	struct upa_rec *r;
 	struct out o;
 	uint64_t regs, v;
+	uint32_t sp;
 
-	if (!(d->flags & UPA_P_ENABLED))
-		return;
 	for (unsigned i = 0; i < d->ncond; i++) {
 		const struct upa_fetch *cf = &f[c[i].fetch];
 
@@ -274,21 +272,125 @@ upa_entry(uint64_t *frame, struct upa_probe *d)
 		__atomic_fetch_add(&d->lost, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	uint32_t sp;
-
 	r->id = d->id;
 	r->thread = thread_key(ctl, frame, &sp);
-	r->cpu = cpu_number() | sp;
+	r->cpu = cpu_number() | sp | (ret ? UPA_REC_RET : 0);
 	r->tsc = tsc();
 	o.p = (uint8_t *)(r + 1);
 	for (regs = d->regs; regs; regs &= regs - 1) {
 		unsigned i = (unsigned)__builtin_ctzll(regs);
 
-		*(uint64_t *)o.p = i == UPA_RIP ? d->vaddr : frame[i];
+		*(uint64_t *)o.p = i == UPA_RIP && !ret ? d->vaddr : frame[i];
 		o.p += 8;
 	}
 	for (unsigned i = 0; i < d->nfetch; i++)
 		fetch(ctl, frame, &f[i], &o, &v);
 	r->len = (uint32_t)(o.p - (uint8_t *)r);
 	__atomic_store_n(&r->slot, d->max_record, __ATOMIC_RELEASE);
+}
+
+static inline struct upa_rt *rt_at(const struct upa_ctl *ctl, uint64_t key, unsigned i)
+{
+	uint64_t mask = (1ull << ctl->rtab_order) - 1;
+
+	return (struct upa_rt *)ctl->rtab + ((((key >> 3) * 0x9e3779b97f4a7c15ull >> 20) + i) & mask);
+}
+
+/* A return probe's entry: the return address at [rsp] is remembered and replaced. */
+static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame)
+{
+	uint64_t slot = frame[UPA_RSP], *ra = (uint64_t *)slot;
+
+	if (*ra == ctl->ret_tramp)
+		return; /* (a tail call into a probed function: the first hijack stands) */
+	for (unsigned i = 0; i < UPA_RT_PROBES; i++) {
+		struct upa_rt *e = rt_at(ctl, slot, i);
+		uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+
+		if (k == slot || ((k == UPA_RT_FREE || k == UPA_RT_TOMB) &&
+				  __atomic_compare_exchange_n(&e->key, &k, slot, 0, __ATOMIC_ACQ_REL,
+							      __ATOMIC_RELAXED))) {
+			e->orig = *ra;
+			e->desc = (uint64_t)d;
+			*ra = ctl->ret_tramp;
+			return;
+		}
+	}
+	/* the table is full: this return goes unrecorded */
+	__atomic_fetch_add(&ctl->lost, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&d->lost, 1, __ATOMIC_RELAXED);
+}
+
+/* Called by the return trampoline: records the return, gives back where it goes. */
+__attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl)
+{
+	uint64_t slot = frame[UPA_RSP] - 8;
+
+	for (unsigned i = 0; i < UPA_RT_PROBES; i++) {
+		struct upa_rt *e = rt_at(ctl, slot, i);
+		uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+
+		if (k == slot) {
+			uint64_t orig = e->orig;
+			struct upa_probe *d = (struct upa_probe *)e->desc;
+
+			__atomic_store_n(&e->key, UPA_RT_TOMB, __ATOMIC_RELEASE);
+			frame[UPA_RIP] = orig;
+			if (d->flags & UPA_P_ENABLED)
+				record(ctl, d, frame, 1);
+			return orig;
+		}
+		if (k == UPA_RT_FREE)
+			break;
+	}
+	return 0; /* not ours: cannot happen while the table is intact */
+}
+
+/*
+ * The return trampoline, at the blob's start: a probed function returned here, rsp
+ * just above where its return address was.  That slot, dead now, receives the real
+ * address; every register and the flags are as the function left them when the real
+ * return happens.  The blob's first word is the ctl's address (the tracer writes it).
+ */
+__asm__(".section .text.entry0,\"ax\",@progbits\n"
+	"upa_ctl_word:\n"
+	"	.quad 0\n"
+	"	.balign 16\n"
+	".globl upa_ret_tramp\n"
+	"upa_ret_tramp:\n"
+	"	lea -8(%rsp),%rsp\n"		/* the slot for the real return address */
+	"	pushfq\n"
+	"	cld\n"
+	"	lea -216(%rsp),%rsp\n"		/* a struct user_regs_struct frame */
+	"	mov %r15,0(%rsp)\n	mov %r14,8(%rsp)\n	mov %r13,16(%rsp)\n"
+	"	mov %r12,24(%rsp)\n	mov %rbp,32(%rsp)\n	mov %rbx,40(%rsp)\n"
+	"	mov %r11,48(%rsp)\n	mov %r10,56(%rsp)\n	mov %r9,64(%rsp)\n"
+	"	mov %r8,72(%rsp)\n	mov %rax,80(%rsp)\n	mov %rcx,88(%rsp)\n"
+	"	mov %rdx,96(%rsp)\n	mov %rsi,104(%rsp)\n	mov %rdi,112(%rsp)\n"
+	"	mov 216(%rsp),%rax\n	mov %rax,144(%rsp)\n"	/* eflags */
+	"	lea 232(%rsp),%rax\n	mov %rax,152(%rsp)\n"	/* rsp after the return */
+	"	mov %rsp,%rdi\n"
+	"	mov upa_ctl_word(%rip),%rsi\n"		/* the ctl */
+	"	call upa_return\n"
+	"	mov %rax,224(%rsp)\n"
+	"	mov 48(%rsp),%r11\n	mov 56(%rsp),%r10\n	mov 64(%rsp),%r9\n"
+	"	mov 72(%rsp),%r8\n	mov 80(%rsp),%rax\n	mov 88(%rsp),%rcx\n"
+	"	mov 96(%rsp),%rdx\n	mov 104(%rsp),%rsi\n	mov 112(%rsp),%rdi\n"
+	"	lea 216(%rsp),%rsp\n"
+	"	popfq\n"
+	"	ret\n"
+	".previous\n");
+
+__attribute__((section(".text.entry1"), used, force_align_arg_pointer)) void
+upa_entry(uint64_t *frame, struct upa_probe *d)
+{
+	struct upa_ctl *ctl = (struct upa_ctl *)d->ctl;
+
+	if (d->flags & UPA_P_RETURN) {
+		hijack(ctl, d, frame); /* also while disabled: the return decides */
+		return;
+	}
+	if (!(d->flags & UPA_P_ENABLED))
+		return;
+	record(ctl, d, frame, 0);
 }
