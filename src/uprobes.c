@@ -845,6 +845,12 @@ static int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen
 	if (!f)
 		return -ENOMEM;
 	f->u = u;
+	rc = -ENOTSUP;
+	if (fast_overlapping(mm, u->vaddr, u->vaddr + 1)) {
+		/* its bytes are a jmp now: the arbiter takes that site back to int3s */
+		snprintf(why, whylen, "inside another fast-path site");
+		goto fail;
+	}
 	rc = up_patch_site(mm->p, &ctx->files, u->vaddr, &f->site, why, whylen);
 	if (rc)
 		goto fail;
@@ -1110,6 +1116,10 @@ static int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u);
 static void fast_downgrade(struct uproc *mm, struct fastp *f)
 {
 	struct uprobe *u = f->u;
+
+	if (mm->ctx->opts.verbose)
+		logf_(mm->ctx, "process %d: 0x%" PRIx64 " leaves the fast path: another probe "
+			       "needs an int3 within its bytes", (int)mm->pid, f->site.vaddr);
 
 	fast_unpatch(mm, f);
 	fast_unlink(mm, f);

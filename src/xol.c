@@ -23,6 +23,7 @@
 struct gap_search {
 	uint64_t near, prev_end, best;
 	uint64_t best_dist;
+	uint64_t size; /* bytes wanted */
 };
 
 static uint64_t dist(uint64_t a, uint64_t b)
@@ -43,7 +44,7 @@ static void consider_gap(struct gap_search *g, uint64_t start, uint64_t end)
 	if (end > HIGH_LIMIT)
 		end = HIGH_LIMIT;
 	/* keep off the edges of the gap: a page of distance from each neighbour */
-	if (end - start < 3 * UP_XOL_AREA_SIZE || end <= start)
+	if (end <= start || end - start < 2 * PAGE + g->size)
 		return;
 	start += PAGE;
 	end -= PAGE;
@@ -51,10 +52,10 @@ static void consider_gap(struct gap_search *g, uint64_t start, uint64_t end)
 		start = lo;
 	if (end > hi)
 		end = hi;
-	if (end <= start || end - start < UP_XOL_AREA_SIZE)
+	if (end <= start || end - start < g->size)
 		return;
-	cand = start >= g->near ? start : end - UP_XOL_AREA_SIZE;
-	if (cand < g->near && cand + UP_XOL_AREA_SIZE > g->near)
+	cand = start >= g->near ? start : end - g->size;
+	if (cand < g->near && cand + g->size > g->near)
 		return;
 	if (!g->best || dist(cand, g->near) < g->best_dist) {
 		g->best = cand;
@@ -77,7 +78,7 @@ static int map_area(struct up_task *t, uint64_t near, uint64_t *base, int prot)
 {
 	struct up_proc *p = up_task_proc(t);
 	const bool m32 = up_proc_mode(p) == 32;
-	struct gap_search g = { .near = near };
+	struct gap_search g = { .near = near, .size = UP_XOL_AREA_SIZE };
 	uint64_t args[6] = { 0, UP_XOL_AREA_SIZE, (uint64_t)prot,
 			     MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0 };
 	int64_t ret;
@@ -121,6 +122,20 @@ static int map_area(struct up_task *t, uint64_t near, uint64_t *base, int prot)
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+int up_xol_find_gap(struct up_proc *p, uint64_t near, uint64_t size, uint64_t *addr)
+{
+	struct gap_search g = { .near = near, .size = (size + PAGE - 1) & ~(PAGE - 1) };
+	int rc = up_proc_for_each_map(p, gap_fn, &g);
+
+	if (rc < 0)
+		return rc;
+	consider_gap(&g, g.prev_end, HIGH_LIMIT);
+	if (!g.best)
+		return -ENOMEM;
+	*addr = g.best;
 	return 0;
 }
 

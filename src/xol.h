@@ -39,6 +39,11 @@ int up_xol_alloc_n(struct up_xol *x, struct up_task *t, uint64_t near, unsigned 
 void up_xol_free_n(struct up_xol *x, uint64_t slot, unsigned n);
 /* A read-write page near `near` (the fast path's counters), never inherited by fork. */
 int up_xol_map_data(struct up_task *t, uint64_t near, uint64_t *addr);
+/*
+ * A free range of size bytes within +-2 GiB of near, a page away from any mapping
+ * (not placed: the caller maps it with MAP_FIXED_NOREPLACE).  -ENOMEM when none.
+ */
+int up_xol_find_gap(struct up_proc *p, uint64_t near, uint64_t size, uint64_t *addr);
 /* Writes the slot's code. */
 int up_xol_write(struct up_proc *p, uint64_t slot, const void *code, size_t len);
 void up_xol_free(struct up_xol *x, uint64_t slot);

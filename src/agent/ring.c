@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "agent/ring.h"
+#include "xol.h"
 
 extern const uint8_t up_agent_blob[];
 extern const size_t up_agent_blob_size;
@@ -32,6 +33,12 @@ extern const size_t up_agent_blob_size;
 #define RTAB_ORDER 14 /* 16384 hijacked returns at a time */
 #define RTAB_SIZE ((size_t)sizeof(struct upa_rt) << RTAB_ORDER)
 #define DEFAULT_RING (4u << 20)
+/* Far from the program's heap, mmap area and stacks, so that the program's own
+   mappings land where they would without us (32 TiB: nothing is there on x86-64). */
+#define AGENT_NEAR 0x200000000000ull
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
 #define REC_ALIGN 32u
 
 #define NR_CLOSE 3
@@ -114,6 +121,7 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	struct up_agent *a;
 	size_t ring = PAGE, data_len;
 	int64_t fd = -1, r;
+	uint64_t at = 0, flags = MAP_SHARED;
 	char path[64];
 	int rc, lfd;
 
@@ -143,13 +151,15 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 		snprintf(why, whylen, "memfd_create in the process failed (%s)", strerror(-rc));
 		goto fail;
 	}
+	if (!up_xol_find_gap(p, AGENT_NEAR, a->size, &at))
+		flags |= MAP_FIXED_NOREPLACE;
 	rc = rsys(t, NR_FTRUNCATE, (uint64_t)fd, a->size, 0, 0, 0, 0, &r);
 	if (!rc)
-		rc = rsys(t, NR_MMAP, 0, data_len, PROT_READ | PROT_WRITE, MAP_SHARED, (uint64_t)fd,
-			  0, (int64_t *)&a->data_addr);
+		rc = rsys(t, NR_MMAP, at, data_len, PROT_READ | PROT_WRITE, flags, (uint64_t)fd, 0,
+			  (int64_t *)&a->data_addr);
 	if (!rc)
-		rc = rsys(t, NR_MMAP, 0, PAGE, PROT_READ | PROT_EXEC, MAP_SHARED, (uint64_t)fd,
-			  a->code_off, (int64_t *)&a->code_addr);
+		rc = rsys(t, NR_MMAP, at ? at + data_len : 0, PAGE, PROT_READ | PROT_EXEC, flags,
+			  (uint64_t)fd, a->code_off, (int64_t *)&a->code_addr);
 	if (!rc)
 		rc = rsys(t, NR_MADVISE, a->data_addr, data_len, MADV_DONTFORK, 0, 0, 0, &r);
 	if (!rc)

@@ -170,6 +170,22 @@ if out.count("child exit 3") != 1 or len(tr) != 3000:
     fail("fork: %d records, not 3000; %s" % (len(tr), out))
 print("ok: fork: 3000 records (the child's through int3s)")
 
+# every instruction of a function ------------------------------------------------------------
+dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", PROG], capture_output=True,
+                     text=True).stdout
+body = dis.split("<work>:\n", 1)[1].split("\n\n", 1)[0]
+addrs = [int(line.split(":")[0], 16) for line in body.splitlines() if ":" in line]
+specs = ["p:w/i%d 0x%x ax=%%ax cx=%%cx sp=%%sp fl=%%flags:b12@0/64" % (i, a)
+         for i, a in enumerate(addrs)]
+out_f, tr_f, err_f = run(["args", 300], specs)
+out_t, tr_t, _ = run(["args", 300], specs, ["--no-fast"])
+if out_f != plain(["args", 300]) or out_t != out_f:
+    fail("every instruction: the program's output changed")
+if sorted(tr_f) != sorted(tr_t) or not tr_f:
+    fail("every instruction: fast %d records, trap %d, or different values" % (len(tr_f), len(tr_t)))
+print("ok: every instruction of work(): %d probes (%d on the fast path), %d records as the "
+      "trap path's" % (len(addrs), fast_count(err_f), len(tr_f)))
+
 # return probes ---------------------------------------------------------------------------
 spec = "r:a/args %s:rec_args rv=$retval:s64 ax=%%ax" % PROG
 out_f, tr_f, err_f = run(["args", 5000, 2], [spec])
