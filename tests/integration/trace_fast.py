@@ -211,4 +211,45 @@ out, err = tr.communicate(timeout=30)
 if tr.returncode != 0 or "slept 56" not in out:
     fail("return: SIGINT with a hijacked return: exit %d\n%s\n%s" % (tr.returncode, out, err))
 print("ok: return: 10000 records equal to the trap path's; fork inside; SIGINT while hijacked")
+
+# the tracer stopped by a signal under full load: bytes back, untraced, output unchanged -----
+def mem(pid, addr, n):
+    with open("/proc/%d/mem" % pid, "rb") as f:
+        f.seek(addr)
+        return f.read(n)
+
+
+syms = {}
+for line in subprocess.run(["nm", PROG], capture_output=True, text=True).stdout.splitlines():
+    parts = line.split()
+    if len(parts) == 3:
+        syms[parts[2]] = int(parts[0], 16)
+N = 20000000
+ref = subprocess.run([PROG, "args", str(N), "2"], capture_output=True, text=True).stdout
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    target = subprocess.Popen([PROG, "args", str(N), "2"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.02)
+    before = mem(target.pid, syms["rec_args"], 16)
+    tracer = subprocess.Popen([UPROBE, "trace", "-v", "-p", str(target.pid), "-o", "/dev/null",
+                               "-e", "p:a/args %s:rec_args a=%%di b=+0(%%si):u8" % PROG,
+                               "-e", "r:a/ret %s:work rv=$retval" % PROG],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 10
+    while time.time() < deadline and mem(target.pid, syms["rec_args"], 16) == before:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    tracer.send_signal(sig)
+    _, terr = tracer.communicate(timeout=30)
+    if mem(target.pid, syms["rec_args"], 16) != before:
+        fail("stop %s: rec_args's bytes not restored\n%s" % (sig.name, terr))
+    with open("/proc/%d/status" % target.pid) as f:
+        if not re.search(r"TracerPid:\s*0\n", f.read()):
+            fail("stop %s: still traced" % sig.name)
+    out, _ = target.communicate(timeout=60)
+    if target.returncode != 0 or out != ref:
+        fail("stop %s: target exit %d, output %r (unprobed %r)\n%s" %
+             (sig.name, target.returncode, out, ref, terr))
+    if "on the fast path" not in terr:
+        fail("stop %s: nothing on the fast path\n%s" % (sig.name, terr))
+print("ok: SIGINT, SIGTERM, SIGHUP under full load: bytes back, untraced, output as unprobed")
 print("PASS")
