@@ -1032,6 +1032,20 @@ int uprobe_record_read(const struct uprobe_record *rec, uint64_t addr, void *buf
 	return up_agent_rec_read(rec->priv, addr, buf, len);
 }
 
+/* A recording site's counts go into its uprobe (it is leaving the fast path). */
+static void rec_settle(struct uproc *mm, struct fastp *f)
+{
+	uint64_t filtered = 0, lost = 0;
+
+	if (mm->agent)
+		up_agent_probe_counts(mm->agent, f->desc, &filtered, &lost);
+	f->u->nhits += f->nrec + filtered + lost;
+	f->u->nlost += lost;
+	mm->ctx->stats.records_lost += lost;
+	mm->ctx->stats.records_filtered += filtered;
+	f->nrec = 0;
+}
+
 /* Puts the original instruction back (process quiesced); the trampoline stays mapped. */
 static void fast_unpatch(struct uproc *mm, struct fastp *f)
 {
@@ -1042,18 +1056,10 @@ static void fast_unpatch(struct uproc *mm, struct fastp *f)
 	up_proc_write_text(mm->p, f->site.vaddr, f->site.orig, f->site.len);
 	f->patched = false;
 	if (f->rec) {
-		uint64_t filtered = 0, lost = 0;
-
 		/* records already written are delivered; a thread still inside the
 		   trampoline finishes its record, which nobody reads */
 		agent_drain(mm);
-		if (mm->agent)
-			up_agent_probe_counts(mm->agent, f->desc, &filtered, &lost);
-		f->u->nhits += f->nrec + filtered + lost;
-		f->u->nlost += lost;
-		mm->ctx->stats.records_lost += lost;
-		mm->ctx->stats.records_filtered += filtered;
-		f->nrec = 0;
+		rec_settle(mm, f);
 		if (f->id < mm->nrecp)
 			mm->recp[f->id] = NULL;
 		/* returns still hijacked go home through the agent, unrecorded */
@@ -1087,14 +1093,7 @@ static void fast_forget(struct uproc *mm)
 		mm->fast = f->next;
 		if (f->patched && f->u->pid == mm->pid) {
 			if (f->rec) {
-				uint64_t filtered = 0, lost = 0;
-
-				if (mm->agent)
-					up_agent_probe_counts(mm->agent, f->desc, &filtered, &lost);
-				f->u->nhits += f->nrec + filtered + lost;
-				f->u->nlost += lost;
-				mm->ctx->stats.records_lost += lost;
-				mm->ctx->stats.records_filtered += filtered;
+				rec_settle(mm, f);
 			} else {
 				f->u->nhits += f->last;
 			}
