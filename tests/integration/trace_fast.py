@@ -193,7 +193,7 @@ out_t, tr_t, _ = run(["args", 5000, 2], [spec], ["--no-fast"])
 if "on the fast path" not in err_f:
     fail("return: not on the fast path\n" + err_f)
 if out_f != plain(["args", 5000, 2]) or len(tr_f) != 10000 or sorted(tr_f) != sorted(tr_t):
-    fail("return: fast %d records, trap %d, or different values" % (len(tr_f), len(tr_t)))
+    fail("return: fast %d records, trap %d, or different values\n%s\n%s" % (len(tr_f), len(tr_t), err_f, out_f))
 for fl in ([], ["--no-follow"]):
     spec = "r:f/forker %s:rec_forker rv=$retval:s64" % PROG
     out, tr, err = run(["forkin"], [spec], fl)
