@@ -275,37 +275,67 @@ static bool take_deferred(struct up_engine *e, pid_t tid, int *status)
 	return false;
 }
 
+/* A thread at its PTRACE_EVENT_EXIT stop goes on exiting (the client's last look first). */
+static void let_exit(struct up_engine *e, struct up_task *t)
+{
+	if (e->ops->on_exiting)
+		e->ops->on_exiting(e->ctx, t);
+	t->stop = UP_ST_EXIT;
+	t->held = false;
+	t->qstopped = false;
+	if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 && errno != ESRCH)
+		up__log(e, "thread %d: cannot continue to exit: %s", t->tid, strerror(errno));
+	t->state = UP_TS_EXITING;
+}
+
+/* Is tid gone in a non-leader exec whose stop is deferred (the exec'ing thread's former
+   tid, or the old leader's, now the exec'ing thread's)? */
+static bool exec_deferred(struct up_engine *e, pid_t tid)
+{
+	for (size_t i = 0; i < e->ndq; i++)
+		if (e->dq[i].exec_former && (e->dq[i].exec_former == tid || e->dq[i].tid == tid))
+			return true;
+	return false;
+}
+
 /*
  * Every wait for one thread goes through here and waits for any child: a zombie
  * leader is not reported until its other threads are reaped, so waitpid(leader)
  * could wait for ever while those threads wait for us.
+ *
+ * Other threads' PTRACE_EVENT_EXIT stops are let go at once, never deferred: a thread
+ * exec'ing (de_thread) waits for every other thread to be dead, and the one waited for
+ * may be that thread -- deferring them deadlocked a quiesce against a non-leader exec.
  */
 int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 {
+	if (exec_deferred(e, tid))
+		return -ESRCH; /* the exec stop waits for the dispatch, not for this wait */
 	if (take_deferred(e, tid, status))
 		return 0;
 	for (;;) {
 		int st;
-		pid_t r = waitpid(-1, &st, __WALL);
+		pid_t r;
 
+		if (exec_deferred(e, tid))
+			return -ESRCH;
+		r = waitpid(-1, &st, __WALL);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		if (r == tid) {
-			*status = st;
-			return 0;
-		}
 		/*
-		 * A non-leader thread exec'd: it reports under the leader's tid and the tid
-		 * waited for is gone for good.  The exec stop stays deferred for the leader;
-		 * the one waited for is told it went away (-ESRCH).
+		 * A non-leader thread exec'd: it reports under the leader's tid and its own
+		 * tid is gone for good (and so is the old leader, whose death is never
+		 * reported).  The exec stop stays deferred for the leader; whoever waits for
+		 * one of the two is told it went away (-ESRCH).
 		 */
 		if (WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_EXEC) {
 			unsigned long former = 0;
 
-			if (ptrace(PTRACE_GETEVENTMSG, r, 0, &former) == 0 && (pid_t)former == tid) {
+			if (ptrace(PTRACE_GETEVENTMSG, r, 0, &former) == 0 && former &&
+			    (pid_t)former != r) {
 				struct up_task *l = up__find_task(e, r);
 
 				if (l) {
@@ -313,20 +343,37 @@ int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 					l->queued = true;
 					l->stop = UP_ST_IN_SYSCALL;
 				}
-				up__defer(e, r, st, false);
-				return -ESRCH;
+				if (up__defer(e, r, st, false) == 0)
+					e->dq[e->ndq - 1].exec_former = (pid_t)former;
+				if ((pid_t)former == tid || r == tid)
+					return -ESRCH;
+				continue;
 			}
+		}
+		if (r == tid) {
+			*status = st;
+			return 0;
 		}
 		struct up_task *o = up__find_task(e, r);
 
+		if (WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_EXIT) {
+			if (o) {
+				if (o->queued)
+					drop_deferred(e, o->tid);
+				o->queued = false;
+				let_exit(e, o);
+			} else {
+				ptrace(PTRACE_CONT, r, 0, 0);
+			}
+			continue;
+		}
 		if (o) {
 			if (WIFSTOPPED(st) && o->state != UP_TS_EXITING)
 				o->state = UP_TS_STOPPED;
 			o->queued = true;
 			if (WIFSTOPPED(st)) {
 				int ev = st >> 16;
-				o->stop = ev == PTRACE_EVENT_EXIT ? UP_ST_EXIT
-					  : (ev == PTRACE_EVENT_STOP) ? UP_ST_EVENT
+				o->stop = (ev == PTRACE_EVENT_STOP) ? UP_ST_EVENT
 					  : ev ? UP_ST_IN_SYSCALL
 					       : UP_ST_SIGNAL;
 			}
@@ -634,7 +681,15 @@ static void handle_exec(struct up_engine *e, struct up_task *t)
 	for (struct up_task *o = p->tasks, *n; o; o = n) {
 		n = o->next;
 		if (o != t) {
-			o->queued = false; /* its later statuses are dropped as unknown */
+			/*
+			 * Statuses it left deferred go too: the old leader's tid is the exec'ing
+			 * thread's now, and a stale stop of the old leader (a breakpoint it hit
+			 * before de_thread killed it) handled as the new image's would resume
+			 * it out of its exec stop, or hand it a SIGTRAP of the old image.
+			 */
+			if (o->queued)
+				drop_deferred(e, o->tid);
+			o->queued = false;
 			task_free(o);
 		}
 	}
@@ -706,14 +761,7 @@ static void handle_stop(struct up_engine *e, struct up_task *t, int status)
 		return;
 	case PTRACE_EVENT_EXIT:
 		/* its memory is still there: the client's last look */
-		if (e->ops->on_exiting)
-			e->ops->on_exiting(e->ctx, t);
-		t->stop = UP_ST_EXIT;
-		t->held = false;
-		if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 && errno != ESRCH)
-			up__log(e, "thread %d: cannot continue to exit: %s", t->tid,
-				strerror(errno));
-		t->state = UP_TS_EXITING;
+		let_exit(e, t);
 		return;
 	case 0:
 		break;
@@ -1252,6 +1300,40 @@ unsigned up_proc_mode(struct up_proc *p)
 	return 64;
 }
 
+bool up_proc_dying(struct up_proc *p)
+{
+	char path[64], line[256];
+	bool dying = true; /* no /proc entry: gone */
+	FILE *f;
+
+	if (p->gone)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/status", p->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return true;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "State:", 6)) {
+			const char *st = line + 6 + strspn(line + 6, " \t");
+
+			if (*st == 'Z' || *st == 'X')
+				break;
+			dying = false;
+		} else if (!strncmp(line, "ShdPnd:", 7)) {
+			if (strtoull(line + 7, NULL, 16) & (1ULL << (SIGKILL - 1)))
+				dying = true;
+			break;
+		}
+	}
+	fclose(f);
+	if (!dying) {
+		struct up_map m;
+
+		dying = up_proc_find_map(p, 0, &m) == -ESRCH;
+	}
+	return dying;
+}
+
 int up_proc_quiesce(struct up_proc *p)
 {
 	struct up_engine *e = p->e;
@@ -1308,14 +1390,7 @@ int up_proc_quiesce(struct up_proc *p)
 			 * An exiting thread goes on exiting: held, it would keep a non-leader
 			 * exec (de_thread waits for every other thread to die) from finishing.
 			 */
-			if (e->ops->on_exiting)
-				e->ops->on_exiting(e->ctx, t);
-			t->stop = UP_ST_EXIT;
-			t->qstopped = false;
-			if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 && errno != ESRCH)
-				up__log(e, "thread %d: cannot continue to exit: %s", t->tid,
-					strerror(errno));
-			t->state = UP_TS_EXITING;
+			let_exit(e, t);
 			continue;
 		}
 		/* another stop: keep it for after the unquiesce */

@@ -66,6 +66,7 @@ struct up_deferred {
 	pid_t tid;
 	int status;
 	bool orphan; /* the stop of a thread not known yet (its creator's event is due) */
+	pid_t exec_former; /* a PTRACE_EVENT_EXEC stop: the tid that exec'd (0: not one) */
 };
 
 struct up_engine {

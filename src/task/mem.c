@@ -140,6 +140,17 @@ int up_proc_write_text(struct up_proc *p, uint64_t addr, const void *buf, size_t
 	err = mem_pio(p, addr, (void *)buf, len, true);
 	if (err == 0)
 		return 0;
+	/*
+	 * PTRACE_POKETEXT only where the kernel refuses the forced write but the address
+	 * space is still there: after an exec the descriptor's memory is gone while a tid
+	 * already names the new image, and a poke would leave our bytes in it.
+	 */
+	{
+		uint8_t b;
+
+		if (mem_pio(p, addr, &b, 1, false) < 0)
+			return -ESRCH;
+	}
 	t = up__stopped_task(p);
 	if (t)
 		return poke_text(t, addr, buf, len);
