@@ -804,10 +804,15 @@ static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, 
 			i++;
 			continue;
 		}
-		/* every consecutive uprobe of this process under the one quiesce */
-		for (; j < n && us[j]->pid == up->pid; j++) {
+		/* every consecutive uprobe of this process under the one quiesce; once the
+		   process is found dying (killed meanwhile), the rest of its batch is not tried */
+		for (bool dying = false; j < n && us[j]->pid == up->pid; j++) {
 			if (reg) {
-				rc = us[j]->kimg ? -EBUSY : arm(ctx, mm_of(up), us[j]);
+				rc = us[j]->kimg ? -EBUSY : dying ? -ESRCH : arm(ctx, mm_of(up), us[j]);
+				/* failed because it was killed meanwhile: say so */
+				if (rc && rc != -ESRCH && rc != -EBUSY && up_proc_dying(up->p))
+					rc = -ESRCH;
+				dying = dying || rc == -ESRCH;
 				if (rc && !first)
 					first = rc;
 			} else if (us[j]->kimg) {

@@ -39,11 +39,7 @@ if(COMMAND uprobe_core_test)
 
   uprobe_core_test(test_rel_fault)
   add_dependencies(test_rel_fault rel_syscall rel_churn rel_exec)
-  # exec_nonleader (a non-leader exec while probes are being (un)registered) and
-  # kill_midinsert (SIGKILL during a registration batch) are left out of the suite: under
-  # load they still hang at times (the closing note of 2026-12-03); run them by hand:
-  # build/tests/test_rel_fault exec_nonleader
-  foreach(t kill_midstep exit_during_quiesce)
+  foreach(t kill_midstep kill_midinsert exit_during_quiesce exec_nonleader)
     core_case(test_rel_fault ${t} rel.fault.${t})
   endforeach()
 
