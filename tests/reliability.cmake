@@ -27,6 +27,12 @@ if(COMMAND uprobe_core_test)
   foreach(t rel_big rel_tree rel_syscall rel_churn rel_exec)
     uprobe_core_target(${t} ${t}.c THREADS)
   endforeach()
+  uprobe_core_target(rel_setid rel_setid.c)
+  # privilege: an exec of a set-uid program of another user is not followed
+  add_test(NAME reliability.setid_follow
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/setid_follow.sh
+      $<TARGET_FILE:uprobe-cli> ${UPROBE_CORE_TARGETS_DIR}/rel_setid)
+  set_tests_properties(reliability.setid_follow PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
   uprobe_core_target(rel_soak_busy rel_soak_busy.c THREADS)
   target_link_libraries(rel_soak_busy PRIVATE m)
 
