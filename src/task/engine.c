@@ -31,6 +31,41 @@
 #define PTRACE_EVENT_STOP 128
 #endif
 
+/* ---- ptrace ---------------------------------------------------------------------- */
+
+/* Does the thread exist and is it not dead yet (/proc/TID/stat's state)? */
+static bool thread_alive(pid_t tid)
+{
+	char path[64], buf[512], *rp;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+long up__ptrace(int req, pid_t tid, void *addr, void *data)
+{
+	long r;
+
+	errno = 0;
+	r = ptrace(req, tid, addr, data);
+	if (r == -1 && errno == ESRCH && thread_alive(tid)) {
+		errno = 0;
+		r = ptrace(req, tid, addr, data);
+	}
+	return r;
+}
+
 /* ---- logging, lookup ------------------------------------------------------------- */
 
 void up__log(struct up_engine *e, const char *fmt, ...)
@@ -283,7 +318,7 @@ static void let_exit(struct up_engine *e, struct up_task *t)
 	t->stop = UP_ST_EXIT;
 	t->held = false;
 	t->qstopped = false;
-	if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 && errno != ESRCH)
+	if (up__ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 && errno != ESRCH)
 		up__log(e, "thread %d: cannot continue to exit: %s", t->tid, strerror(errno));
 	t->state = UP_TS_EXITING;
 }
@@ -334,7 +369,7 @@ int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 		if (WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_EXEC) {
 			unsigned long former = 0;
 
-			if (ptrace(PTRACE_GETEVENTMSG, r, 0, &former) == 0 && former &&
+			if (up__ptrace(PTRACE_GETEVENTMSG, r, 0, &former) == 0 && former &&
 			    (pid_t)former != r) {
 				struct up_task *l = up__find_task(e, r);
 
@@ -363,7 +398,7 @@ int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 				o->queued = false;
 				let_exit(e, o);
 			} else {
-				ptrace(PTRACE_CONT, r, 0, 0);
+				up__ptrace(PTRACE_CONT, r, 0, 0);
 			}
 			continue;
 		}
@@ -390,7 +425,7 @@ int up__load_regs(struct up_task *t)
 		return -ESRCH;
 	if (t->regs_valid)
 		return 0;
-	if (ptrace(PTRACE_GETREGS, t->tid, 0, &t->regs) < 0)
+	if (up__ptrace(PTRACE_GETREGS, t->tid, 0, &t->regs) < 0)
 		return -errno;
 	t->regs_valid = true;
 	t->regs_dirty = false;
@@ -402,7 +437,7 @@ static int flush_regs(struct up_task *t)
 	if (!t->regs_dirty)
 		return 0;
 	t->regs_dirty = false;
-	if (ptrace(PTRACE_SETREGS, t->tid, 0, &t->regs) < 0) {
+	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &t->regs) < 0) {
 		int err = -errno;
 
 		up__log(t->proc->e, "thread %d: cannot write registers: %s", t->tid,
@@ -423,7 +458,7 @@ static int task_resume_raw(struct up_task *t, bool step)
 	if (t->stop == UP_ST_SIGNAL) {
 		sig = t->sig;
 		if (sig && t->info_clobbered && t->info.si_signo == sig)
-			ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->info);
+			up__ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->info);
 	}
 	if (step)
 		req = PTRACE_SINGLESTEP;
@@ -436,7 +471,7 @@ static int task_resume_raw(struct up_task *t, bool step)
 	t->held = false;
 	t->qstopped = false;
 	t->sig = 0;
-	if (ptrace(req, t->tid, 0, (void *)(long)sig) < 0) {
+	if (up__ptrace(req, t->tid, 0, (void *)(long)sig) < 0) {
 		int err = -errno;
 
 		if (err == -ESRCH) {
@@ -570,7 +605,7 @@ static void handle_new_child(struct up_engine *e, struct up_task *t, int ev)
 	int st, err;
 
 	t->stop = UP_ST_IN_SYSCALL;
-	if (ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &msg) < 0) {
+	if (up__ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &msg) < 0) {
 		task_continue(t);
 		return;
 	}
@@ -593,7 +628,7 @@ static void handle_new_child(struct up_engine *e, struct up_task *t, int ev)
 		struct up_task *nt = task_new(p, ntid, UP_TS_STOPPED);
 
 		if (!nt) {
-			ptrace(PTRACE_DETACH, ntid, 0, 0);
+			up__ptrace(PTRACE_DETACH, ntid, 0, 0);
 			task_continue(t);
 			return;
 		}
@@ -623,7 +658,7 @@ static void handle_new_child(struct up_engine *e, struct up_task *t, int ev)
 			proc_mark_gone(np);
 			proc_try_free(np);
 		}
-		ptrace(PTRACE_DETACH, ntid, 0, 0);
+		up__ptrace(PTRACE_DETACH, ntid, 0, 0);
 		task_continue(t);
 		return;
 	}
@@ -655,7 +690,7 @@ static void handle_exec(struct up_engine *e, struct up_task *t)
 	struct up_proc *p = t->proc;
 	unsigned long former = 0;
 
-	ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &former);
+	up__ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &former);
 	if ((pid_t)former != t->tid && former != 0) {
 		/* a non-leader exec'd: it now has the leader's tid; keep its object */
 		for (struct up_task *o = p->tasks; o; o = o->next) {
@@ -789,7 +824,7 @@ static void handle_stop(struct up_engine *e, struct up_task *t, int status)
 		report_stop(t, &stop);
 		return;
 	}
-	if (ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) < 0) {
+	if (up__ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) < 0) {
 		memset(&t->info, 0, sizeof(t->info));
 		t->info.si_signo = sig;
 	}
@@ -824,7 +859,7 @@ static void handle_status(struct up_engine *e, pid_t tid, int status)
 			return;
 		}
 		/* a thread we no longer know: let it go on */
-		ptrace(PTRACE_CONT, tid, 0,
+		up__ptrace(PTRACE_CONT, tid, 0,
 		       (void *)(long)((status >> 16) ? 0 : WSTOPSIG(status)));
 		return;
 	}
@@ -1061,7 +1096,7 @@ static int seize_threads(struct up_proc *p)
 					known = true;
 			if (known)
 				continue;
-			if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)UP_PTRACE_OPTIONS) < 0) {
+			if (up__ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)UP_PTRACE_OPTIONS) < 0) {
 				int err = errno;
 
 				if (tid == p->pid) {
@@ -1110,7 +1145,7 @@ int up_engine_attach(struct up_engine *e, pid_t pid, struct up_proc **out)
 	if (err < 0) {
 		/* let go of the threads seized so far */
 		for (struct up_task *t = p->tasks; t; t = t->next)
-			ptrace(PTRACE_DETACH, t->tid, 0, 0);
+			up__ptrace(PTRACE_DETACH, t->tid, 0, 0);
 		proc_mark_gone(p);
 		proc_try_free(p);
 		return err;
@@ -1159,7 +1194,7 @@ int up_engine_spawn(struct up_engine *e, char *const argv[], struct up_proc **ou
 		err = -ECHILD;
 		goto fail_reaped;
 	}
-	if (ptrace(PTRACE_SEIZE, pid, 0, (void *)(long)UP_PTRACE_OPTIONS) < 0) {
+	if (up__ptrace(PTRACE_SEIZE, pid, 0, (void *)(long)UP_PTRACE_OPTIONS) < 0) {
 		err = -errno;
 		up__log(e, "spawn %s: cannot trace the child: %s", argv[0], strerror(-err));
 		goto fail_kill;
@@ -1191,9 +1226,9 @@ int up_engine_spawn(struct up_engine *e, char *const argv[], struct up_proc **ou
 		if (ev == PTRACE_EVENT_EXEC)
 			break;
 		if (ev == 0 && sig != SIGCONT && sig != SIGSTOP)
-			ptrace(PTRACE_CONT, pid, 0, (void *)(long)sig);
+			up__ptrace(PTRACE_CONT, pid, 0, (void *)(long)sig);
 		else
-			ptrace(PTRACE_CONT, pid, 0, 0);
+			up__ptrace(PTRACE_CONT, pid, 0, 0);
 	}
 	close(pfd[0]);
 
@@ -1206,7 +1241,7 @@ int up_engine_spawn(struct up_engine *e, char *const argv[], struct up_proc **ou
 			proc_try_free(p);
 		}
 		kill(pid, SIGKILL);
-		ptrace(PTRACE_DETACH, pid, 0, 0);
+		up__ptrace(PTRACE_DETACH, pid, 0, 0);
 		waitpid(pid, &st, __WALL);
 		return -ENOMEM;
 	}
@@ -1346,7 +1381,7 @@ int up_proc_quiesce(struct up_proc *p)
 	for (struct up_task *t = p->tasks; t; t = t->next) {
 		if (t->state != UP_TS_RUNNING && t->state != UP_TS_LISTENING)
 			continue;
-		if (ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) < 0) {
+		if (up__ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) < 0) {
 			/* it died meanwhile: its exit is due */
 			t->state = UP_TS_EXITING;
 			continue;
@@ -1476,7 +1511,7 @@ static int drain_sigtrap(struct up_engine *e, struct up_task *t)
 	int st;
 
 	flush_regs(t);
-	if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 || up__wait_tid(e, t->tid, &st) < 0)
+	if (up__ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 || up__wait_tid(e, t->tid, &st) < 0)
 		return 0;
 	if (!WIFSTOPPED(st) || (st >> 16) != 0 || WSTOPSIG(st) != SIGTRAP) {
 		/* something else came first: pass it on, the SIGTRAP question stays */
@@ -1485,7 +1520,7 @@ static int drain_sigtrap(struct up_engine *e, struct up_task *t)
 	t->state = UP_TS_STOPPED;
 	t->stop = UP_ST_SIGNAL;
 	t->regs_valid = false;
-	if (ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) < 0 || t->info.si_code != SI_KERNEL)
+	if (up__ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) < 0 || t->info.si_code != SI_KERNEL)
 		return SIGTRAP; /* the program's own */
 	if (client_set)
 		return 0; /* the client put the thread right already */
@@ -1518,7 +1553,7 @@ int up_proc_detach(struct up_proc *p)
 			if ((st >> 16) == 0) {
 				sig = WSTOPSIG(st);
 				if (sig == SIGTRAP &&
-				    ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) == 0) {
+				    up__ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) == 0) {
 					if (t->info.si_code == SI_KERNEL && t->regs_valid &&
 					    t->regs_dirty) {
 						/* the client has put this thread right already
@@ -1539,12 +1574,12 @@ int up_proc_detach(struct up_proc *p)
 		} else if (t->stop == UP_ST_SIGNAL) {
 			sig = t->sig;
 			if (sig && t->info_clobbered && t->info.si_signo == sig)
-				ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->info);
+				up__ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->info);
 		} else if (t->stop == UP_ST_EVENT && sigtrap_pending(t->tid)) {
 			sig = drain_sigtrap(e, t);
 		}
 		flush_regs(t);
-		if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)sig) < 0 && errno != ESRCH)
+		if (up__ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)sig) < 0 && errno != ESRCH)
 			up__log(e, "thread %d: detach: %s", t->tid, strerror(errno));
 	}
 	/* statuses of threads that came and went meanwhile */

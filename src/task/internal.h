@@ -87,6 +87,12 @@ struct up_engine {
 void up__log(struct up_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 struct up_task *up__find_task(struct up_engine *e, pid_t tid);
 /* Waits for tid's next status; statuses of other threads seen meanwhile are deferred. */
+/*
+ * ptrace(2) for the engine's own requests.  ESRCH normally means the thread was killed;
+ * one from a thread that /proc still shows alive is not that: the request is tried once
+ * more (a lost ptrace relationship is logged by the caller if it persists).
+ */
+long up__ptrace(int req, pid_t tid, void *addr, void *data);
 int up__wait_tid(struct up_engine *e, pid_t tid, int *status);
 int up__defer(struct up_engine *e, pid_t tid, int status, bool orphan);
 int up__load_regs(struct up_task *t);

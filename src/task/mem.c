@@ -115,13 +115,13 @@ static int poke_text(struct up_task *t, uint64_t addr, const uint8_t *buf, size_
 		uint8_t *w = (uint8_t *)&word;
 
 		errno = 0;
-		word = ptrace(PTRACE_PEEKTEXT, t->tid, (void *)(uintptr_t)a, 0);
+		word = up__ptrace(PTRACE_PEEKTEXT, t->tid, (void *)(uintptr_t)a, 0);
 		if (errno)
 			return -errno;
 		for (unsigned i = 0; i < 8; i++)
 			if (a + i >= addr && a + i < addr + len)
 				w[i] = buf[a + i - addr];
-		if (ptrace(PTRACE_POKETEXT, t->tid, (void *)(uintptr_t)a, (void *)word) < 0)
+		if (up__ptrace(PTRACE_POKETEXT, t->tid, (void *)(uintptr_t)a, (void *)word) < 0)
 			return -errno;
 		a += 8;
 	}
