@@ -65,3 +65,19 @@ add_test(NAME reliability.detach.returns
   COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_detach_ret.py
     $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:core_threads> 12)
 set_tests_properties(reliability.detach.returns PROPERTIES TIMEOUT 120)
+
+# fault injection into the tracer (LD_PRELOAD): one failed allocation, one ptrace request
+# failing with ESRCH, at a different call in each run, under a full-speed load
+add_library(fault_inject MODULE ${CMAKE_CURRENT_LIST_DIR}/tools/fault_inject.c)
+set_target_properties(fault_inject PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY
+  ${CMAKE_BINARY_DIR}/tests/tools)
+target_link_libraries(fault_inject PRIVATE ${CMAKE_DL_LIBS})
+if(NOT UPROBE_SANITIZE)
+  foreach(kind malloc ptrace)
+    add_test(NAME reliability.fault.${kind}
+      COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_fault.py
+        $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:core_fast> $<TARGET_FILE:fault_inject>
+        ${kind} 8)
+    set_tests_properties(reliability.fault.${kind} PROPERTIES TIMEOUT 240)
+  endforeach()
+endif()
