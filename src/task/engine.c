@@ -1500,6 +1500,47 @@ static bool sigtrap_pending(pid_t tid)
 }
 
 /*
+ * The same, for a thread about to be run for our own ends (a remote system call): run
+ * from its interrupt stop, it would take the int3's SIGTRAP as the end of the first step
+ * and the next step would drop it -- the thread then went on from the byte after the
+ * int3, inside the probed instruction (SIGSEGV, SIGILL at start-up in the soak).  Let it
+ * take the signal now and keep that stop deferred, as if it had come before the
+ * interrupt's.  True when the thread now has a queued stop (or is gone): not usable.
+ */
+bool up__defer_pending_sigtrap(struct up_task *t)
+{
+	struct up_engine *e = t->proc->e;
+	int st, err;
+
+	if (t->state != UP_TS_STOPPED || t->stop != UP_ST_EVENT || t->queued ||
+	    !sigtrap_pending(t->tid))
+		return false;
+	flush_regs(t);
+	if (up__ptrace(PTRACE_CONT, t->tid, 0, 0) < 0)
+		return false;
+	t->state = UP_TS_RUNNING;
+	t->regs_valid = false;
+	err = up__wait_tid(e, t->tid, &st);
+	if (err < 0) {
+		t->state = UP_TS_EXITING;
+		return true;
+	}
+	if (WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_EXIT) {
+		let_exit(e, t);
+		return true;
+	}
+	t->state = WIFSTOPPED(st) ? UP_TS_STOPPED : UP_TS_EXITING;
+	if (WIFSTOPPED(st)) {
+		int ev = st >> 16;
+
+		t->stop = ev == PTRACE_EVENT_STOP ? UP_ST_EVENT : ev ? UP_ST_IN_SYSCALL : UP_ST_SIGNAL;
+	}
+	t->queued = true;
+	up__defer(e, t->tid, st, false);
+	return true;
+}
+
+/*
  * A thread our interrupt stopped right after an int3 trapped: the int3's SIGTRAP still
  * waits in its queue, and detached it would kill the program.  Let the thread take it
  * (it stops again before running any instruction), and treat it as a breakpoint stop:

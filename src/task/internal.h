@@ -93,6 +93,9 @@ struct up_task *up__find_task(struct up_engine *e, pid_t tid);
  * more (a lost ptrace relationship is logged by the caller if it persists).
  */
 long up__ptrace(int req, pid_t tid, void *addr, void *data);
+/* A thread stopped by our interrupt with an int3's SIGTRAP still pending takes it now,
+   the stop deferred; true if so (the thread is not to be run for us). */
+bool up__defer_pending_sigtrap(struct up_task *t);
 int up__wait_tid(struct up_engine *e, pid_t tid, int *status);
 int up__defer(struct up_engine *e, pid_t tid, int status, bool orphan);
 int up__load_regs(struct up_task *t);

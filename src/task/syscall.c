@@ -152,6 +152,8 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 		args = zero;
 	if (t->state != UP_TS_STOPPED || t->stop == UP_ST_EXIT || t->queued)
 		return -ESRCH;
+	if (up__defer_pending_sigtrap(t))
+		return -EAGAIN; /* its breakpoint stop first: another thread may serve */
 	err = up__task_normalize(t);
 	if (err < 0)
 		return err;
