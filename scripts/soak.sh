@@ -3,7 +3,8 @@
 # soak.sh [SECONDS] [-- DRIVER OPTIONS]: random register/unregister at random instruction
 # addresses of a busy multithreaded program (tests/targets/rel_soak_busy) for SECONDS
 # (default 600), each run compared with an unprobed reference run (issue 8, part 7).
-# Not part of `make test` (ctest runs a 5-second soak, rel.soak.short).
+# Not part of `make test` (nor of ctest: a run cannot be cut short, so even a short soak
+# can take minutes).
 # Environment: BUILD (default: build next to this script), SOAK_THREADS, SOAK_ITERS,
 # SOAK_SEED, SOAK_MODE (0 mixed, 1 int3 probes only, 2 counting probes only).
 set -eu

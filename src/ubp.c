@@ -139,7 +139,11 @@ int up_ubp_prepare(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr
 	} else if (!up_proc_first_task(p)) {
 		snprintf(msg, msglen, "process %d is exiting", (int)up_proc_pid(p));
 		return -ESRCH;
-	} else if (up_proc_find_map(p, vaddr, &m)) {
+	} else if ((rc = up_proc_find_map(p, vaddr, &m))) {
+		if (rc == -ESRCH) {
+			snprintf(msg, msglen, "process %d is exiting", (int)up_proc_pid(p));
+			return -ESRCH;
+		}
 		snprintf(msg, msglen, "0x%" PRIx64 " is not mapped in process %d", vaddr,
 			 (int)up_proc_pid(p));
 		return -EINVAL;

@@ -141,6 +141,7 @@ struct uprobe_ctx {
 
 static void fast_forget(struct uproc *mm);
 static void agent_drain(struct uproc *mm);
+static void free_utasks(struct up_proc *p);
 
 /* ---- small helpers ----------------------------------------------------------------- */
 
@@ -1304,10 +1305,15 @@ static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, 
 			i++;
 			continue;
 		}
-		/* every consecutive uprobe of this process under the one quiesce */
-		for (; j < n && us[j]->pid == up->pid; j++) {
+		/* every consecutive uprobe of this process under the one quiesce; once the
+		   process is found dying (killed meanwhile), the rest of its batch is not tried */
+		for (bool dying = false; j < n && us[j]->pid == up->pid; j++) {
 			if (reg) {
-				rc = us[j]->kimg ? -EBUSY : arm(ctx, mm_of(up), us[j]);
+				rc = us[j]->kimg ? -EBUSY : dying ? -ESRCH : arm(ctx, mm_of(up), us[j]);
+				/* failed because it was killed meanwhile: say so */
+				if (rc && rc != -ESRCH && rc != -EBUSY && up_proc_dying(up->p))
+					rc = -ESRCH;
+				dying = dying || rc == -ESRCH;
 				if (rc && !first)
 					first = rc;
 			} else if (us[j]->kimg) {
@@ -2089,6 +2095,37 @@ static void warn_setid(struct uprobe_ctx *ctx, pid_t pid)
 		      (int)pid, (st.st_mode & S_ISUID) ? 'u' : 'g');
 }
 
+/*
+ * An exec that would gain privileges the tracer does not have (a set-uid file of another
+ * user, a set-gid file of another group) is not followed: say so, and the path.
+ */
+static bool exec_gains_privilege(struct uprobe_ctx *ctx, pid_t pid)
+{
+	char path[64], exe[512];
+	struct stat st;
+	ssize_t n;
+	bool uid, gid;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (stat(path, &st) < 0)
+		return false;
+	uid = (st.st_mode & S_ISUID) && st.st_uid != geteuid();
+	/* set-gid without group execute is mandatory locking, not set-gid */
+	gid = (st.st_mode & S_ISGID) && (st.st_mode & S_IXGRP) && st.st_gid != getegid();
+	if (!uid && !gid)
+		return false;
+	n = readlink(path, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = 0;
+	logf_(ctx,
+	      "process %d exec'd %s, set-%s %u: not followed (a tracer never goes beyond its "
+	      "own rights); its probes are gone and it runs on untraced, but the kernel "
+	      "started it without those privileges since it was traced at the exec: to run "
+	      "it privileged, start it outside the tracer and attach (-p), as root",
+	      (int)pid, exe[0] ? exe : "a program", uid ? "uid" : "gid",
+	      uid ? (unsigned)st.st_uid : (unsigned)st.st_gid);
+	return true;
+}
+
 static void cb_exec(void *arg, struct up_proc *p, struct up_task *t)
 {
 	struct uprobe_ctx *ctx = arg;
@@ -2097,6 +2134,22 @@ static void cb_exec(void *arg, struct up_proc *p, struct up_task *t)
 	(void)t;
 	if (!up)
 		return;
+	if (exec_gains_privilege(ctx, up->pid)) {
+		pid_t pid = up->pid;
+
+		uproc_unlink(ctx, up);
+		if (!up->mm_owner)
+			forget_all(up);
+		for (struct uproc *c = ctx->procs; c; c = c->next)
+			if (c->mm_owner == up)
+				c->mm_owner = NULL;
+		free(up);
+		free_utasks(p);
+		up_proc_detach(p);
+		if (ctx->opts.on_exit)
+			ctx->opts.on_exit(ctx->opts.arg, pid, -1);
+		return;
+	}
 	warn_setid(ctx, up->pid);
 	for (struct up_task *x = up_proc_first_task(p); x; x = up_proc_next_task(x)) {
 		struct utask *ut = up_task_data(x);

@@ -27,6 +27,12 @@ if(COMMAND uprobe_core_test)
   foreach(t rel_big rel_tree rel_syscall rel_churn rel_exec)
     uprobe_core_target(${t} ${t}.c THREADS)
   endforeach()
+  uprobe_core_target(rel_setid rel_setid.c)
+  # privilege: an exec of a set-uid program of another user is not followed
+  add_test(NAME reliability.setid_follow
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/setid_follow.sh
+      $<TARGET_FILE:uprobe-cli> ${UPROBE_CORE_TARGETS_DIR}/rel_setid)
+  set_tests_properties(reliability.setid_follow PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
   uprobe_core_target(rel_soak_busy rel_soak_busy.c THREADS)
   target_link_libraries(rel_soak_busy PRIVATE m)
 
@@ -39,11 +45,7 @@ if(COMMAND uprobe_core_test)
 
   uprobe_core_test(test_rel_fault)
   add_dependencies(test_rel_fault rel_syscall rel_churn rel_exec)
-  # exec_nonleader (a non-leader exec while probes are being (un)registered) and
-  # kill_midinsert (SIGKILL during a registration batch) are left out of the suite: under
-  # load they still hang at times (the closing note of 2026-12-03); run them by hand:
-  # build/tests/test_rel_fault exec_nonleader
-  foreach(t kill_midstep exit_during_quiesce)
+  foreach(t kill_midstep kill_midinsert exit_during_quiesce exec_nonleader)
     core_case(test_rel_fault ${t} rel.fault.${t})
   endforeach()
 
@@ -63,3 +65,19 @@ add_test(NAME reliability.detach.returns
   COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_detach_ret.py
     $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:core_threads> 12)
 set_tests_properties(reliability.detach.returns PROPERTIES TIMEOUT 120)
+
+# fault injection into the tracer (LD_PRELOAD): one failed allocation, one ptrace request
+# failing with ESRCH, at a different call in each run, under a full-speed load
+add_library(fault_inject MODULE ${CMAKE_CURRENT_LIST_DIR}/tools/fault_inject.c)
+set_target_properties(fault_inject PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY
+  ${CMAKE_BINARY_DIR}/tests/tools)
+target_link_libraries(fault_inject PRIVATE ${CMAKE_DL_LIBS})
+if(NOT UPROBE_SANITIZE)
+  foreach(kind malloc ptrace)
+    add_test(NAME reliability.fault.${kind}
+      COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_fault.py
+        $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:core_fast> $<TARGET_FILE:fault_inject>
+        ${kind} 8)
+    set_tests_properties(reliability.fault.${kind} PROPERTIES TIMEOUT 240)
+  endforeach()
+endif()

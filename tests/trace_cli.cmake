@@ -176,6 +176,11 @@ add_test(NAME trace.dlopen.again
     -- $<TARGET_FILE:trace_dlopen> $<TARGET_FILE:trace_lib> 3 4)
 set_tests_properties(trace.dlopen.again PROPERTIES
   PASS_REGULAR_EXPRESSION "t/libf +12\n")
+# dlopen/dlclose 100 and 1,000 times with probes live: output, counts, no growth
+add_test(NAME trace.dlopen.loop
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/dlclose_loop.sh ${UPROBE_BIN}
+    $<TARGET_FILE:trace_dlopen> $<TARGET_FILE:trace_lib>)
+set_tests_properties(trace.dlopen.loop PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240)
 
 # the kernel's uprobe tracer as the oracle of the ptrace backend: same events, same values
 add_test(NAME trace.backends.agree

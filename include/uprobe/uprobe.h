@@ -169,7 +169,9 @@ struct uprobe_ctx_opts {
 	size_t ring_bytes; /* the fast path's record ring per process; 0: 4 MiB */
 	void (*log)(void *arg, const char *msg); /* error details; default: dropped */
 	void *log_arg;
-	/* called when a traced process exits or execs (its probes are unregistered) */
+	/* called when a traced process exits or execs (its probes are unregistered);
+	   on_exit's wait_status is -1 for a process let go untraced (an exec of a set-uid
+	   or set-gid program that would gain rights the tracer does not have) */
 	void (*on_exit)(void *arg, pid_t pid, int wait_status);
 	void (*on_exec)(void *arg, pid_t pid);
 	/* called for a new child when follow_fork is set */

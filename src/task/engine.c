@@ -31,6 +31,41 @@
 #define PTRACE_EVENT_STOP 128
 #endif
 
+/* ---- ptrace ---------------------------------------------------------------------- */
+
+/* Does the thread exist and is it not dead yet (/proc/TID/stat's state)? */
+static bool thread_alive(pid_t tid)
+{
+	char path[64], buf[512], *rp;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+long up__ptrace(int req, pid_t tid, void *addr, void *data)
+{
+	long r;
+
+	errno = 0;
+	r = ptrace(req, tid, addr, data);
+	if (r == -1 && errno == ESRCH && thread_alive(tid)) {
+		errno = 0;
+		r = ptrace(req, tid, addr, data);
+	}
+	return r;
+}
+
 /* ---- logging, lookup ------------------------------------------------------------- */
 
 void up__log(struct up_engine *e, const char *fmt, ...)
@@ -275,37 +310,67 @@ static bool take_deferred(struct up_engine *e, pid_t tid, int *status)
 	return false;
 }
 
+/* A thread at its PTRACE_EVENT_EXIT stop goes on exiting (the client's last look first). */
+static void let_exit(struct up_engine *e, struct up_task *t)
+{
+	if (e->ops->on_exiting)
+		e->ops->on_exiting(e->ctx, t);
+	t->stop = UP_ST_EXIT;
+	t->held = false;
+	t->qstopped = false;
+	if (up__ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 && errno != ESRCH)
+		up__log(e, "thread %d: cannot continue to exit: %s", t->tid, strerror(errno));
+	t->state = UP_TS_EXITING;
+}
+
+/* Is tid gone in a non-leader exec whose stop is deferred (the exec'ing thread's former
+   tid, or the old leader's, now the exec'ing thread's)? */
+static bool exec_deferred(struct up_engine *e, pid_t tid)
+{
+	for (size_t i = 0; i < e->ndq; i++)
+		if (e->dq[i].exec_former && (e->dq[i].exec_former == tid || e->dq[i].tid == tid))
+			return true;
+	return false;
+}
+
 /*
  * Every wait for one thread goes through here and waits for any child: a zombie
  * leader is not reported until its other threads are reaped, so waitpid(leader)
  * could wait for ever while those threads wait for us.
+ *
+ * Other threads' PTRACE_EVENT_EXIT stops are let go at once, never deferred: a thread
+ * exec'ing (de_thread) waits for every other thread to be dead, and the one waited for
+ * may be that thread -- deferring them deadlocked a quiesce against a non-leader exec.
  */
 int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 {
+	if (exec_deferred(e, tid))
+		return -ESRCH; /* the exec stop waits for the dispatch, not for this wait */
 	if (take_deferred(e, tid, status))
 		return 0;
 	for (;;) {
 		int st;
-		pid_t r = waitpid(-1, &st, __WALL);
+		pid_t r;
 
+		if (exec_deferred(e, tid))
+			return -ESRCH;
+		r = waitpid(-1, &st, __WALL);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		if (r == tid) {
-			*status = st;
-			return 0;
-		}
 		/*
-		 * A non-leader thread exec'd: it reports under the leader's tid and the tid
-		 * waited for is gone for good.  The exec stop stays deferred for the leader;
-		 * the one waited for is told it went away (-ESRCH).
+		 * A non-leader thread exec'd: it reports under the leader's tid and its own
+		 * tid is gone for good (and so is the old leader, whose death is never
+		 * reported).  The exec stop stays deferred for the leader; whoever waits for
+		 * one of the two is told it went away (-ESRCH).
 		 */
 		if (WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_EXEC) {
 			unsigned long former = 0;
 
-			if (ptrace(PTRACE_GETEVENTMSG, r, 0, &former) == 0 && (pid_t)former == tid) {
+			if (up__ptrace(PTRACE_GETEVENTMSG, r, 0, &former) == 0 && former &&
+			    (pid_t)former != r) {
 				struct up_task *l = up__find_task(e, r);
 
 				if (l) {
@@ -313,20 +378,37 @@ int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 					l->queued = true;
 					l->stop = UP_ST_IN_SYSCALL;
 				}
-				up__defer(e, r, st, false);
-				return -ESRCH;
+				if (up__defer(e, r, st, false) == 0)
+					e->dq[e->ndq - 1].exec_former = (pid_t)former;
+				if ((pid_t)former == tid || r == tid)
+					return -ESRCH;
+				continue;
 			}
+		}
+		if (r == tid) {
+			*status = st;
+			return 0;
 		}
 		struct up_task *o = up__find_task(e, r);
 
+		if (WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_EXIT) {
+			if (o) {
+				if (o->queued)
+					drop_deferred(e, o->tid);
+				o->queued = false;
+				let_exit(e, o);
+			} else {
+				up__ptrace(PTRACE_CONT, r, 0, 0);
+			}
+			continue;
+		}
 		if (o) {
 			if (WIFSTOPPED(st) && o->state != UP_TS_EXITING)
 				o->state = UP_TS_STOPPED;
 			o->queued = true;
 			if (WIFSTOPPED(st)) {
 				int ev = st >> 16;
-				o->stop = ev == PTRACE_EVENT_EXIT ? UP_ST_EXIT
-					  : (ev == PTRACE_EVENT_STOP) ? UP_ST_EVENT
+				o->stop = (ev == PTRACE_EVENT_STOP) ? UP_ST_EVENT
 					  : ev ? UP_ST_IN_SYSCALL
 					       : UP_ST_SIGNAL;
 			}
@@ -343,7 +425,7 @@ int up__load_regs(struct up_task *t)
 		return -ESRCH;
 	if (t->regs_valid)
 		return 0;
-	if (ptrace(PTRACE_GETREGS, t->tid, 0, &t->regs) < 0)
+	if (up__ptrace(PTRACE_GETREGS, t->tid, 0, &t->regs) < 0)
 		return -errno;
 	t->regs_valid = true;
 	t->regs_dirty = false;
@@ -355,7 +437,7 @@ static int flush_regs(struct up_task *t)
 	if (!t->regs_dirty)
 		return 0;
 	t->regs_dirty = false;
-	if (ptrace(PTRACE_SETREGS, t->tid, 0, &t->regs) < 0) {
+	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &t->regs) < 0) {
 		int err = -errno;
 
 		up__log(t->proc->e, "thread %d: cannot write registers: %s", t->tid,
@@ -376,7 +458,7 @@ static int task_resume_raw(struct up_task *t, bool step)
 	if (t->stop == UP_ST_SIGNAL) {
 		sig = t->sig;
 		if (sig && t->info_clobbered && t->info.si_signo == sig)
-			ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->info);
+			up__ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->info);
 	}
 	if (step)
 		req = PTRACE_SINGLESTEP;
@@ -389,7 +471,7 @@ static int task_resume_raw(struct up_task *t, bool step)
 	t->held = false;
 	t->qstopped = false;
 	t->sig = 0;
-	if (ptrace(req, t->tid, 0, (void *)(long)sig) < 0) {
+	if (up__ptrace(req, t->tid, 0, (void *)(long)sig) < 0) {
 		int err = -errno;
 
 		if (err == -ESRCH) {
@@ -523,7 +605,7 @@ static void handle_new_child(struct up_engine *e, struct up_task *t, int ev)
 	int st, err;
 
 	t->stop = UP_ST_IN_SYSCALL;
-	if (ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &msg) < 0) {
+	if (up__ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &msg) < 0) {
 		task_continue(t);
 		return;
 	}
@@ -546,7 +628,7 @@ static void handle_new_child(struct up_engine *e, struct up_task *t, int ev)
 		struct up_task *nt = task_new(p, ntid, UP_TS_STOPPED);
 
 		if (!nt) {
-			ptrace(PTRACE_DETACH, ntid, 0, 0);
+			up__ptrace(PTRACE_DETACH, ntid, 0, 0);
 			task_continue(t);
 			return;
 		}
@@ -576,7 +658,7 @@ static void handle_new_child(struct up_engine *e, struct up_task *t, int ev)
 			proc_mark_gone(np);
 			proc_try_free(np);
 		}
-		ptrace(PTRACE_DETACH, ntid, 0, 0);
+		up__ptrace(PTRACE_DETACH, ntid, 0, 0);
 		task_continue(t);
 		return;
 	}
@@ -608,7 +690,7 @@ static void handle_exec(struct up_engine *e, struct up_task *t)
 	struct up_proc *p = t->proc;
 	unsigned long former = 0;
 
-	ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &former);
+	up__ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &former);
 	if ((pid_t)former != t->tid && former != 0) {
 		/* a non-leader exec'd: it now has the leader's tid; keep its object */
 		for (struct up_task *o = p->tasks; o; o = o->next) {
@@ -634,7 +716,15 @@ static void handle_exec(struct up_engine *e, struct up_task *t)
 	for (struct up_task *o = p->tasks, *n; o; o = n) {
 		n = o->next;
 		if (o != t) {
-			o->queued = false; /* its later statuses are dropped as unknown */
+			/*
+			 * Statuses it left deferred go too: the old leader's tid is the exec'ing
+			 * thread's now, and a stale stop of the old leader (a breakpoint it hit
+			 * before de_thread killed it) handled as the new image's would resume
+			 * it out of its exec stop, or hand it a SIGTRAP of the old image.
+			 */
+			if (o->queued)
+				drop_deferred(e, o->tid);
+			o->queued = false;
 			task_free(o);
 		}
 	}
@@ -706,14 +796,7 @@ static void handle_stop(struct up_engine *e, struct up_task *t, int status)
 		return;
 	case PTRACE_EVENT_EXIT:
 		/* its memory is still there: the client's last look */
-		if (e->ops->on_exiting)
-			e->ops->on_exiting(e->ctx, t);
-		t->stop = UP_ST_EXIT;
-		t->held = false;
-		if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 && errno != ESRCH)
-			up__log(e, "thread %d: cannot continue to exit: %s", t->tid,
-				strerror(errno));
-		t->state = UP_TS_EXITING;
+		let_exit(e, t);
 		return;
 	case 0:
 		break;
@@ -741,7 +824,7 @@ static void handle_stop(struct up_engine *e, struct up_task *t, int status)
 		report_stop(t, &stop);
 		return;
 	}
-	if (ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) < 0) {
+	if (up__ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) < 0) {
 		memset(&t->info, 0, sizeof(t->info));
 		t->info.si_signo = sig;
 	}
@@ -776,7 +859,7 @@ static void handle_status(struct up_engine *e, pid_t tid, int status)
 			return;
 		}
 		/* a thread we no longer know: let it go on */
-		ptrace(PTRACE_CONT, tid, 0,
+		up__ptrace(PTRACE_CONT, tid, 0,
 		       (void *)(long)((status >> 16) ? 0 : WSTOPSIG(status)));
 		return;
 	}
@@ -1013,7 +1096,7 @@ static int seize_threads(struct up_proc *p)
 					known = true;
 			if (known)
 				continue;
-			if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)UP_PTRACE_OPTIONS) < 0) {
+			if (up__ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)UP_PTRACE_OPTIONS) < 0) {
 				int err = errno;
 
 				if (tid == p->pid) {
@@ -1062,7 +1145,7 @@ int up_engine_attach(struct up_engine *e, pid_t pid, struct up_proc **out)
 	if (err < 0) {
 		/* let go of the threads seized so far */
 		for (struct up_task *t = p->tasks; t; t = t->next)
-			ptrace(PTRACE_DETACH, t->tid, 0, 0);
+			up__ptrace(PTRACE_DETACH, t->tid, 0, 0);
 		proc_mark_gone(p);
 		proc_try_free(p);
 		return err;
@@ -1111,7 +1194,7 @@ int up_engine_spawn(struct up_engine *e, char *const argv[], struct up_proc **ou
 		err = -ECHILD;
 		goto fail_reaped;
 	}
-	if (ptrace(PTRACE_SEIZE, pid, 0, (void *)(long)UP_PTRACE_OPTIONS) < 0) {
+	if (up__ptrace(PTRACE_SEIZE, pid, 0, (void *)(long)UP_PTRACE_OPTIONS) < 0) {
 		err = -errno;
 		up__log(e, "spawn %s: cannot trace the child: %s", argv[0], strerror(-err));
 		goto fail_kill;
@@ -1143,9 +1226,9 @@ int up_engine_spawn(struct up_engine *e, char *const argv[], struct up_proc **ou
 		if (ev == PTRACE_EVENT_EXEC)
 			break;
 		if (ev == 0 && sig != SIGCONT && sig != SIGSTOP)
-			ptrace(PTRACE_CONT, pid, 0, (void *)(long)sig);
+			up__ptrace(PTRACE_CONT, pid, 0, (void *)(long)sig);
 		else
-			ptrace(PTRACE_CONT, pid, 0, 0);
+			up__ptrace(PTRACE_CONT, pid, 0, 0);
 	}
 	close(pfd[0]);
 
@@ -1158,7 +1241,7 @@ int up_engine_spawn(struct up_engine *e, char *const argv[], struct up_proc **ou
 			proc_try_free(p);
 		}
 		kill(pid, SIGKILL);
-		ptrace(PTRACE_DETACH, pid, 0, 0);
+		up__ptrace(PTRACE_DETACH, pid, 0, 0);
 		waitpid(pid, &st, __WALL);
 		return -ENOMEM;
 	}
@@ -1252,6 +1335,40 @@ unsigned up_proc_mode(struct up_proc *p)
 	return 64;
 }
 
+bool up_proc_dying(struct up_proc *p)
+{
+	char path[64], line[256];
+	bool dying = true; /* no /proc entry: gone */
+	FILE *f;
+
+	if (p->gone)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/status", p->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return true;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "State:", 6)) {
+			const char *st = line + 6 + strspn(line + 6, " \t");
+
+			if (*st == 'Z' || *st == 'X')
+				break;
+			dying = false;
+		} else if (!strncmp(line, "ShdPnd:", 7)) {
+			if (strtoull(line + 7, NULL, 16) & (1ULL << (SIGKILL - 1)))
+				dying = true;
+			break;
+		}
+	}
+	fclose(f);
+	if (!dying) {
+		struct up_map m;
+
+		dying = up_proc_find_map(p, 0, &m) == -ESRCH;
+	}
+	return dying;
+}
+
 int up_proc_quiesce(struct up_proc *p)
 {
 	struct up_engine *e = p->e;
@@ -1264,7 +1381,7 @@ int up_proc_quiesce(struct up_proc *p)
 	for (struct up_task *t = p->tasks; t; t = t->next) {
 		if (t->state != UP_TS_RUNNING && t->state != UP_TS_LISTENING)
 			continue;
-		if (ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) < 0) {
+		if (up__ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) < 0) {
 			/* it died meanwhile: its exit is due */
 			t->state = UP_TS_EXITING;
 			continue;
@@ -1308,14 +1425,7 @@ int up_proc_quiesce(struct up_proc *p)
 			 * An exiting thread goes on exiting: held, it would keep a non-leader
 			 * exec (de_thread waits for every other thread to die) from finishing.
 			 */
-			if (e->ops->on_exiting)
-				e->ops->on_exiting(e->ctx, t);
-			t->stop = UP_ST_EXIT;
-			t->qstopped = false;
-			if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 && errno != ESRCH)
-				up__log(e, "thread %d: cannot continue to exit: %s", t->tid,
-					strerror(errno));
-			t->state = UP_TS_EXITING;
+			let_exit(e, t);
 			continue;
 		}
 		/* another stop: keep it for after the unquiesce */
@@ -1390,6 +1500,47 @@ static bool sigtrap_pending(pid_t tid)
 }
 
 /*
+ * The same, for a thread about to be run for our own ends (a remote system call): run
+ * from its interrupt stop, it would take the int3's SIGTRAP as the end of the first step
+ * and the next step would drop it -- the thread then went on from the byte after the
+ * int3, inside the probed instruction (SIGSEGV, SIGILL at start-up in the soak).  Let it
+ * take the signal now and keep that stop deferred, as if it had come before the
+ * interrupt's.  True when the thread now has a queued stop (or is gone): not usable.
+ */
+bool up__defer_pending_sigtrap(struct up_task *t)
+{
+	struct up_engine *e = t->proc->e;
+	int st, err;
+
+	if (t->state != UP_TS_STOPPED || t->stop != UP_ST_EVENT || t->queued ||
+	    !sigtrap_pending(t->tid))
+		return false;
+	flush_regs(t);
+	if (up__ptrace(PTRACE_CONT, t->tid, 0, 0) < 0)
+		return false;
+	t->state = UP_TS_RUNNING;
+	t->regs_valid = false;
+	err = up__wait_tid(e, t->tid, &st);
+	if (err < 0) {
+		t->state = UP_TS_EXITING;
+		return true;
+	}
+	if (WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_EXIT) {
+		let_exit(e, t);
+		return true;
+	}
+	t->state = WIFSTOPPED(st) ? UP_TS_STOPPED : UP_TS_EXITING;
+	if (WIFSTOPPED(st)) {
+		int ev = st >> 16;
+
+		t->stop = ev == PTRACE_EVENT_STOP ? UP_ST_EVENT : ev ? UP_ST_IN_SYSCALL : UP_ST_SIGNAL;
+	}
+	t->queued = true;
+	up__defer(e, t->tid, st, false);
+	return true;
+}
+
+/*
  * A thread our interrupt stopped right after an int3 trapped: the int3's SIGTRAP still
  * waits in its queue, and detached it would kill the program.  Let the thread take it
  * (it stops again before running any instruction), and treat it as a breakpoint stop:
@@ -1401,7 +1552,7 @@ static int drain_sigtrap(struct up_engine *e, struct up_task *t)
 	int st;
 
 	flush_regs(t);
-	if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 || up__wait_tid(e, t->tid, &st) < 0)
+	if (up__ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 || up__wait_tid(e, t->tid, &st) < 0)
 		return 0;
 	if (!WIFSTOPPED(st) || (st >> 16) != 0 || WSTOPSIG(st) != SIGTRAP) {
 		/* something else came first: pass it on, the SIGTRAP question stays */
@@ -1410,7 +1561,7 @@ static int drain_sigtrap(struct up_engine *e, struct up_task *t)
 	t->state = UP_TS_STOPPED;
 	t->stop = UP_ST_SIGNAL;
 	t->regs_valid = false;
-	if (ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) < 0 || t->info.si_code != SI_KERNEL)
+	if (up__ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) < 0 || t->info.si_code != SI_KERNEL)
 		return SIGTRAP; /* the program's own */
 	if (client_set)
 		return 0; /* the client put the thread right already */
@@ -1443,7 +1594,7 @@ int up_proc_detach(struct up_proc *p)
 			if ((st >> 16) == 0) {
 				sig = WSTOPSIG(st);
 				if (sig == SIGTRAP &&
-				    ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) == 0) {
+				    up__ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) == 0) {
 					if (t->info.si_code == SI_KERNEL && t->regs_valid &&
 					    t->regs_dirty) {
 						/* the client has put this thread right already
@@ -1464,12 +1615,12 @@ int up_proc_detach(struct up_proc *p)
 		} else if (t->stop == UP_ST_SIGNAL) {
 			sig = t->sig;
 			if (sig && t->info_clobbered && t->info.si_signo == sig)
-				ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->info);
+				up__ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->info);
 		} else if (t->stop == UP_ST_EVENT && sigtrap_pending(t->tid)) {
 			sig = drain_sigtrap(e, t);
 		}
 		flush_regs(t);
-		if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)sig) < 0 && errno != ESRCH)
+		if (up__ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)sig) < 0 && errno != ESRCH)
 			up__log(e, "thread %d: detach: %s", t->tid, strerror(errno));
 	}
 	/* statuses of threads that came and went meanwhile */

@@ -66,6 +66,7 @@ struct up_deferred {
 	pid_t tid;
 	int status;
 	bool orphan; /* the stop of a thread not known yet (its creator's event is due) */
+	pid_t exec_former; /* a PTRACE_EVENT_EXEC stop: the tid that exec'd (0: not one) */
 };
 
 struct up_engine {
@@ -86,6 +87,15 @@ struct up_engine {
 void up__log(struct up_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 struct up_task *up__find_task(struct up_engine *e, pid_t tid);
 /* Waits for tid's next status; statuses of other threads seen meanwhile are deferred. */
+/*
+ * ptrace(2) for the engine's own requests.  ESRCH normally means the thread was killed;
+ * one from a thread that /proc still shows alive is not that: the request is tried once
+ * more (a lost ptrace relationship is logged by the caller if it persists).
+ */
+long up__ptrace(int req, pid_t tid, void *addr, void *data);
+/* A thread stopped by our interrupt with an int3's SIGTRAP still pending takes it now,
+   the stop deferred; true if so (the thread is not to be run for us). */
+bool up__defer_pending_sigtrap(struct up_task *t);
 int up__wait_tid(struct up_engine *e, pid_t tid, int *status);
 int up__defer(struct up_engine *e, pid_t tid, int status, bool orphan);
 int up__load_regs(struct up_task *t);

@@ -72,12 +72,14 @@ int up_proc_for_each_map(struct up_proc *p, int (*fn)(void *arg, const struct up
 struct find_arg {
 	uint64_t addr;
 	struct up_map *out;
+	unsigned nmaps;
 };
 
 static int find_fn(void *arg, const struct up_map *m)
 {
 	struct find_arg *a = arg;
 
+	a->nmaps++;
 	if (a->addr >= m->start && a->addr < m->end) {
 		*a->out = *m;
 		return 1;
@@ -87,10 +89,11 @@ static int find_fn(void *arg, const struct up_map *m)
 
 int up_proc_find_map(struct up_proc *p, uint64_t addr, struct up_map *out)
 {
-	struct find_arg a = { addr, out };
+	struct find_arg a = { addr, out, 0 };
 	int r = up_proc_for_each_map(p, find_fn, &a);
 
-	if (r < 0)
-		return r;
+	/* no maps at all (or none to read): the address space is gone (killed, exiting) */
+	if (r < 0 || !a.nmaps)
+		return -ESRCH;
 	return r == 1 ? 0 : -ENOENT;
 }

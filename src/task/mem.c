@@ -115,13 +115,13 @@ static int poke_text(struct up_task *t, uint64_t addr, const uint8_t *buf, size_
 		uint8_t *w = (uint8_t *)&word;
 
 		errno = 0;
-		word = ptrace(PTRACE_PEEKTEXT, t->tid, (void *)(uintptr_t)a, 0);
+		word = up__ptrace(PTRACE_PEEKTEXT, t->tid, (void *)(uintptr_t)a, 0);
 		if (errno)
 			return -errno;
 		for (unsigned i = 0; i < 8; i++)
 			if (a + i >= addr && a + i < addr + len)
 				w[i] = buf[a + i - addr];
-		if (ptrace(PTRACE_POKETEXT, t->tid, (void *)(uintptr_t)a, (void *)word) < 0)
+		if (up__ptrace(PTRACE_POKETEXT, t->tid, (void *)(uintptr_t)a, (void *)word) < 0)
 			return -errno;
 		a += 8;
 	}
@@ -140,6 +140,17 @@ int up_proc_write_text(struct up_proc *p, uint64_t addr, const void *buf, size_t
 	err = mem_pio(p, addr, (void *)buf, len, true);
 	if (err == 0)
 		return 0;
+	/*
+	 * PTRACE_POKETEXT only where the kernel refuses the forced write but the address
+	 * space is still there: after an exec the descriptor's memory is gone while a tid
+	 * already names the new image, and a poke would leave our bytes in it.
+	 */
+	{
+		uint8_t b;
+
+		if (mem_pio(p, addr, &b, 1, false) < 0)
+			return -ESRCH;
+	}
 	t = up__stopped_task(p);
 	if (t)
 		return poke_text(t, addr, buf, len);

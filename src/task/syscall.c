@@ -73,7 +73,7 @@ static int run_until(struct up_task *t, int req, int *status, int *pending_sig)
 	for (;;) {
 		int st, err;
 
-		if (ptrace(req, t->tid, 0, 0) < 0)
+		if (up__ptrace(req, t->tid, 0, 0) < 0)
 			return -errno;
 		t->state = UP_TS_RUNNING;
 		err = up__wait_tid(e, t->tid, &st);
@@ -115,11 +115,11 @@ int up__task_normalize(struct up_task *t)
 	if (t->stop != UP_ST_IN_SYSCALL)
 		return 0;
 	if (t->regs_dirty) {
-		if (ptrace(PTRACE_SETREGS, t->tid, 0, &t->regs) < 0)
+		if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &t->regs) < 0)
 			return -errno;
 		t->regs_dirty = false;
 	}
-	if (ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) < 0)
+	if (up__ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) < 0)
 		return -errno;
 	err = run_until(t, PTRACE_CONT, &st, &sig);
 	if (err < 0)
@@ -152,6 +152,8 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 		args = zero;
 	if (t->state != UP_TS_STOPPED || t->stop == UP_ST_EXIT || t->queued)
 		return -ESRCH;
+	if (up__defer_pending_sigtrap(t))
+		return -EAGAIN; /* its breakpoint stop first: another thread may serve */
 	err = up__task_normalize(t);
 	if (err < 0)
 		return err;
@@ -161,9 +163,9 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 	saved = t->regs;
 	orig_stop = t->stop;
 	mode = saved.cs == 0x23 ? 32 : 64;
-	if (ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof(mask), &mask) < 0)
+	if (up__ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof(mask), &mask) < 0)
 		return -errno;
-	if (ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(all), &all) < 0)
+	if (up__ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(all), &all) < 0)
 		return -errno;
 
 	insn_at = vdso_syscall_insn(p, mode);
@@ -199,7 +201,7 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 		r.rbp = (uint32_t)args[5];
 	}
 	r.eflags &= ~0x100ULL; /* TF: the step is ptrace's */
-	if (ptrace(PTRACE_SETREGS, t->tid, 0, &r) < 0) {
+	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &r) < 0) {
 		err = -errno;
 		goto restore_text;
 	}
@@ -208,7 +210,7 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 		err = run_until(t, PTRACE_SINGLESTEP, &st, &pending);
 		if (err < 0)
 			goto out_dead;
-		if (ptrace(PTRACE_GETREGS, t->tid, 0, &r) < 0) {
+		if (up__ptrace(PTRACE_GETREGS, t->tid, 0, &r) < 0) {
 			err = -errno;
 			goto restore_regs;
 		}
@@ -226,7 +228,7 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 	err = 0;
 
 restore_regs:
-	if (ptrace(PTRACE_SETREGS, t->tid, 0, &saved) < 0 && !err)
+	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &saved) < 0 && !err)
 		err = -errno;
 	t->regs = saved;
 	t->regs_valid = true;
@@ -245,7 +247,7 @@ restore_text:
 	if (wrote)
 		up_proc_write_text(p, insn_at, saved_insn, 2);
 restore_mask:
-	ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(mask), &mask);
+	up__ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(mask), &mask);
 	if (pending)
 		tgkill(p->pid, t->tid, pending);
 	return err;

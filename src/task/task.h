@@ -150,6 +150,9 @@ int up_proc_quiesce(struct up_proc *p);
 void up_proc_unquiesce(struct up_proc *p);
 /* Resumes a process returned stopped by up_engine_spawn (or every held thread). */
 int up_proc_resume(struct up_proc *p);
+/* Is the process on its way out (killed: SIGKILL pending; a zombie; no address space)?
+   An operation that failed on it failed for that reason. */
+bool up_proc_dying(struct up_proc *p);
 /*
  * Stops tracing the process: every thread detached (quiesced first; a pending signal
  * is passed on at detach).  The client's data must already be cleaned up.  The

@@ -790,12 +790,30 @@ static void keep_count(struct up_trace *tr, struct tprobe *p)
 	}
 }
 
+/* Retired probes whose queued unregistration has been applied (a handler's queue runs
+   when it returns) are freed now, not at the end: a loop of dlopen/dlclose grew them. */
+static void free_retired(struct up_trace *tr)
+{
+	struct tprobe **pp = &tr->retired;
+
+	while (*pp) {
+		struct tprobe *p = *pp;
+
+		if (p->u.kimg) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		tprobe_free(p);
+	}
+}
 
 /* Probes whose file is no longer mapped there (dlclose) go; they are armed again if it comes back. */
 static void disarm_unmapped(struct up_trace *tr, struct tproc *tp)
 {
 	struct tprobe **pp = &tp->probes;
 
+	free_retired(tr);
 	while (*pp) {
 		struct tprobe *p = *pp;
 		struct tspec *ts = p->ts;

@@ -3,7 +3,8 @@
  * Target of trace.dlopen: starts without the library, then dlopen()s argv[1] and calls
  * its lib_func K times (argv[2], default 4), printing each result.  ROUNDS (argv[3],
  * default 1) repeats dlopen, the calls and dlclose: the library comes back, maybe at
- * another address, and must be probed again.
+ * another address, and must be probed again.  With TRACE_DLOPEN_MAPS set in the
+ * environment it ends by writing to stderr how many executable mappings it has.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -36,6 +37,21 @@ int main(int argc, char **argv)
 		for (int i = 0; i < k; i++)
 			printf("lib_func(%d) = %d\n", i, f(i));
 		dlclose(h);
+	}
+	if (getenv("TRACE_DLOPEN_MAPS")) {
+		FILE *m = fopen("/proc/self/maps", "r");
+		char line[512];
+		int nx = 0;
+
+		while (m && fgets(line, sizeof(line), m)) {
+			char perms[8];
+
+			if (sscanf(line, "%*s %7s", perms) == 1 && perms[2] == 'x')
+				nx++;
+		}
+		if (m)
+			fclose(m);
+		fprintf(stderr, "executable mappings: %d\n", nx);
 	}
 	return 0;
 }

@@ -99,7 +99,10 @@ static int add_text(struct spec_list *l, const char *s)
 		return -ENOMEM;
 	l->v = v;
 	l->v[l->n] = strdup(s);
-	return l->v[l->n++] ? 0 : -ENOMEM;
+	if (!l->v[l->n])
+		return -ENOMEM;
+	l->n++;
+	return 0;
 }
 
 static int add_file(struct spec_list *l, const char *path)
@@ -123,8 +126,13 @@ static int add_file(struct spec_list *l, const char *path)
 		e = s + strlen(s);
 		while (e > s && (e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
 			*--e = '\0';
-		if (*s)
-			add_text(l, s);
+		if (*s && add_text(l, s)) {
+			cli_err("trace", "%s: %s", path, strerror(ENOMEM));
+			free(line);
+			if (f != stdin)
+				fclose(f);
+			return -ENOMEM;
+		}
 	}
 	free(line);
 	if (f != stdin)
@@ -253,7 +261,10 @@ static int run_trace(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+e:f:p:o:b:cvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'e':
-			add_text(&specs, optarg);
+			if (add_text(&specs, optarg)) {
+				cli_err("trace", "%s", strerror(ENOMEM));
+				return CLI_FAIL;
+			}
 			break;
 		case 'f':
 			if (add_file(&specs, optarg))
@@ -376,8 +387,12 @@ static int run_trace(int argc, char **argv)
 	for (unsigned i = 0; i < specs.n; i++) {
 		char err[1024];
 
+		err[0] = 0;
 		rc = up_trace_add(tr, specs.v[i], err, sizeof(err));
-		if (rc) {
+		if (rc == -ENOMEM || (rc && !err[0])) {
+			cli_err("trace", "'%s': %s", specs.v[i], strerror(-rc));
+			status = CLI_FAIL;
+		} else if (rc) {
 			fprintf(stderr, "uprobe trace: bad probe spec:\n%s%s", err,
 				err[0] && err[strlen(err) - 1] == '\n' ? "" : "\n");
 			status = CLI_USAGE;

@@ -1,0 +1,41 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# usage: dlclose_loop.sh UPROBE TRACE_DLOPEN TRACE_LIB
+# A probed library dlopen'd and dlclose'd many times while its probes are live (entry,
+# a later instruction, a return probe, a fetching probe): the target's output and status
+# as unprobed, every hit counted, no hang; the tracer's peak memory (RSS) the same for
+# 100 and 1,000 rounds, and the target's executable mappings (our slot areas among them)
+# as few after 1,000 rounds as after 100.
+set -u
+uprobe=$1
+prog=$2
+lib=$3
+[ -x /usr/bin/time ] || { echo "SKIP: no /usr/bin/time"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+K=5
+for rounds in 100 1000; do
+	"$prog" "$lib" $K $rounds > "$tmp/plain" 2>&1
+	pst=$?
+	TRACE_DLOPEN_MAPS=1 timeout 120 /usr/bin/time -o "$tmp/time.$rounds" -f "%M" \
+		"$uprobe" trace -c -e "p:t/entry $lib:lib_func" -e "p:t/later $lib:lib_func+4" \
+		-e "r:t/ret $lib:lib_func" -e "p:t/arg $lib:lib_func %di" \
+		-- "$prog" "$lib" $K $rounds > "$tmp/out" 2> "$tmp/err"
+	st=$?
+	[ $st = 124 ] && fail "$rounds rounds: uprobe did not finish in 120 s"
+	[ $st = $pst ] || fail "$rounds rounds: exit status $st, unprobed $pst"
+	grep -v '^  ' "$tmp/out" | cmp -s - "$tmp/plain" || fail "$rounds rounds: the output differs"
+	for e in entry later ret arg; do
+		grep -qE " t/$e +$((K * rounds))\$" "$tmp/out" ||
+			fail "$rounds rounds: t/$e did not count $((K * rounds)): $(grep " t/$e " "$tmp/out")"
+	done
+	eval "rss_$rounds=$(tail -1 "$tmp/time.$rounds")"
+	eval "nx_$rounds=$(sed -n 's/^executable mappings: //p' "$tmp/err")"
+	cat "$tmp/err"
+done
+echo "tracer peak RSS: $rss_100 KB after 100 rounds, $rss_1000 KB after 1000"
+echo "target's executable mappings at the end: $nx_100 after 100 rounds, $nx_1000 after 1000"
+[ $((rss_1000 - rss_100)) -lt 256 ] || fail "the tracer's memory grows with the rounds"
+[ "$nx_1000" -le "$nx_100" ] || fail "the target's executable mappings grow with the rounds"
+echo PASS

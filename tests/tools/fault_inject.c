@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: MIT
+/*
+ * LD_PRELOAD fault injection for the tracer (issue 8: a failed allocation, a lost ptrace
+ * relationship).  UPROBE_FAULT selects one call to fail:
+ *   malloc:N   the Nth malloc/calloc/realloc returns NULL (ENOMEM)
+ *   ptrace:N   the Nth ptrace request (after the first SEIZE) fails with ESRCH
+ * Only that one call fails; the counting starts at load.  UPROBE_FAULT_REPORT=FILE
+ * writes the number of calls seen at exit ("malloc M ptrace P").  LD_PRELOAD and both
+ * variables are removed from the environment at load, so programs the tracer starts do
+ * not inherit them.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t m);
+extern void *__libc_realloc(void *p, size_t n);
+
+static long (*real_ptrace)(int, ...);
+static unsigned long n_malloc, n_ptrace, fail_malloc, fail_ptrace;
+static int armed_ptrace; /* counting starts once the target is seized */
+static char report[256];
+
+static void on_exit_report(void)
+{
+	FILE *f;
+
+	if (!report[0] || !(f = fopen(report, "w")))
+		return;
+	fprintf(f, "malloc %lu ptrace %lu\n", n_malloc, n_ptrace);
+	fclose(f);
+}
+
+__attribute__((constructor)) static void fault_init(void)
+{
+	const char *s = getenv("UPROBE_FAULT"), *r = getenv("UPROBE_FAULT_REPORT");
+
+	real_ptrace = (long (*)(int, ...))dlsym(RTLD_NEXT, "ptrace");
+	if (r)
+		snprintf(report, sizeof(report), "%s", r);
+	if (s && !strncmp(s, "malloc:", 7))
+		fail_malloc = strtoul(s + 7, NULL, 10);
+	else if (s && !strncmp(s, "ptrace:", 7))
+		fail_ptrace = strtoul(s + 7, NULL, 10);
+	unsetenv("LD_PRELOAD");
+	unsetenv("UPROBE_FAULT");
+	unsetenv("UPROBE_FAULT_REPORT");
+	atexit(on_exit_report);
+	n_malloc = 0;
+}
+
+static int malloc_fails(void)
+{
+	if (++n_malloc == fail_malloc) {
+		errno = ENOMEM;
+		return 1;
+	}
+	return 0;
+}
+
+void *malloc(size_t n)
+{
+	return malloc_fails() ? NULL : __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t m)
+{
+	return malloc_fails() ? NULL : __libc_calloc(n, m);
+}
+
+void *realloc(void *p, size_t n)
+{
+	return malloc_fails() ? NULL : __libc_realloc(p, n);
+}
+
+long ptrace(enum __ptrace_request req, ...)
+{
+	va_list ap;
+	pid_t pid;
+	void *addr, *data;
+
+	va_start(ap, req);
+	pid = va_arg(ap, pid_t);
+	addr = va_arg(ap, void *);
+	data = va_arg(ap, void *);
+	va_end(ap);
+	if (req == PTRACE_SEIZE)
+		armed_ptrace = 1;
+	if (armed_ptrace && ++n_ptrace == fail_ptrace) {
+		errno = ESRCH;
+		return -1;
+	}
+	return real_ptrace(req, pid, addr, data);
+}
