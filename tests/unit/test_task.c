@@ -5,6 +5,7 @@
  * quiesce stops every thread, memory, text and remote system calls work.
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -48,6 +49,8 @@ struct rec {
 	bool quiesce_in_cb;
 	bool detach_children;
 	int quiesce_err;
+	bool check_pin;		/* at each breakpoint: the two masks below */
+	int self_cpus, tracee_cpus; /* CPUs the engine thread / the tracee may run on */
 	char log[1024];
 };
 
@@ -61,6 +64,14 @@ static enum up_resume on_stop(void *ctx, struct up_task *t, const struct up_stop
 	switch (s->kind) {
 	case UP_STOP_BREAKPOINT:
 		r->nbp++;
+		if (r->check_pin) {
+			cpu_set_t set;
+
+			assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+			r->self_cpus = CPU_COUNT(&set);
+			assert_int_equal(sched_getaffinity(up_task_tid(t), sizeof(set), &set), 0);
+			r->tracee_cpus = CPU_COUNT(&set);
+		}
 		assert_int_equal(up_task_get_regs(t, &regs), 0);
 		if (regs.rip != r->bp_addr + 1) {
 			r->bad_rip = regs.rip;
@@ -651,6 +662,63 @@ static void test_breakpoint_step(void **state)
 	up_engine_free(e);
 }
 
+/*
+ * Placement: at a stop the engine thread runs on one CPU (its tracee's), the traced
+ * program keeps the mask it was started with, the engine thread's own mask is back when
+ * the program is gone, and UPROBE_PIN=0 leaves it alone.
+ */
+static void run_bp_pinned(struct rec *r, struct up_engine *e, const cpu_set_t *mine)
+{
+	struct up_sym_elf *elf = NULL;
+	struct up_sym sym;
+	struct up_proc *p;
+	cpu_set_t after;
+
+	assert_int_equal(up_sym_elf_open(TASK_VICTIM, &elf), 0);
+	assert_int_equal(up_sym_elf_lookup(elf, "bp_target", &sym), 0);
+	up_sym_elf_close(elf);
+	r->check_pin = true;
+	r->emulate_push = false;
+	p = spawn(e, "bp", NULL);
+	r->bp_addr = sym.value;
+	assert_int_equal(up_proc_read(p, r->bp_addr, &r->bp_orig, 1), 0);
+	assert_int_equal(up_proc_write_text(p, r->bp_addr, &(uint8_t){ 0xcc }, 1), 0);
+	up_proc_resume(p);
+	assert_int_equal(up_engine_run(e, NULL), 0);
+	assert_int_equal(r->nbp, 5);
+	assert_int_equal(r->tracee_cpus, CPU_COUNT(mine));
+	assert_int_equal(sched_getaffinity(0, sizeof(after), &after), 0);
+	assert_true(CPU_EQUAL(&after, mine));
+}
+
+static void test_placement(void **state)
+{
+	struct rec r;
+	struct up_engine *e;
+	cpu_set_t mine;
+
+	(void)state;
+	assert_int_equal(sched_getaffinity(0, sizeof(mine), &mine), 0);
+	if (CPU_COUNT(&mine) < 2)
+		skip();
+	unsetenv("UPROBE_PIN");
+	e = new_engine(&r);
+	run_bp_pinned(&r, e, &mine);
+	assert_int_equal(r.self_cpus, 1);
+	/* the mask came back with the first program gone: a second one is placed again */
+	memset(&r, 0, sizeof(r));
+	run_bp_pinned(&r, e, &mine);
+	assert_int_equal(r.self_cpus, 1);
+	up_engine_free(e);
+
+	setenv("UPROBE_PIN", "0", 1);
+	e = new_engine(&r);
+	unsetenv("UPROBE_PIN");
+	run_bp_pinned(&r, e, &mine);
+	assert_int_equal(r.self_cpus, CPU_COUNT(&mine));
+	up_engine_free(e);
+}
+
 static void test_breakpoint_threads_quiesce(void **state)
 {
 	struct rec r;
@@ -905,6 +973,7 @@ int main(void)
 		cmocka_unit_test(test_remote_syscall),
 		cmocka_unit_test(test_remote_syscall_quiesced),
 		cmocka_unit_test(test_breakpoint_step),
+		cmocka_unit_test(test_placement),
 		cmocka_unit_test(test_breakpoint_threads_quiesce),
 		cmocka_unit_test(test_engine_free_detaches),
 #ifdef TASK_TARGET32
