@@ -35,13 +35,14 @@
 #include "sym/sym.h"
 
 const char *const bench_tool_names[T_NTOOLS] = {
-	"unprobed loop",     "uprobe (library)", "uprobe trace -c", "uprobe fast path",
-	"kernel (tracefs)",  "bpftrace",	 "gdb dprintf",
-	"ptrace floor",	     "floor-samecpu",	 "floor-diffcpu",
+	"unprobed loop",    "uprobe (library)", "uprobe, unpinned", "uprobe trace -c",
+	"uprobe fast path", "kernel (tracefs)", "bpftrace",	    "gdb dprintf",
+	"ptrace floor",	    "floor, following", "floor-samecpu",    "floor-diffcpu",
 };
 const char *const bench_tool_keys[T_NTOOLS] = {
-	"baseline", "uprobe",	"uprobe_cli",	"uprobe_fast",	 "kernel",	  "bpftrace",
-	"gdb",	    "floor",	"floor_samecpu", "floor_diffcpu",
+	"baseline", "uprobe",	     "uprobe_unpinned", "uprobe_cli",	 "uprobe_fast",
+	"kernel",   "bpftrace",	     "gdb",		"floor",	 "floor_following",
+	"floor_samecpu", "floor_diffcpu",
 };
 
 double bench_now(void)
@@ -201,7 +202,7 @@ static void lib_log(void *arg, const char *msg)
 	fprintf(stderr, "bench: uprobe: %s\n", msg);
 }
 
-static double run_lib(struct bench *b, struct bench_workload *w, long n)
+static double run_lib(struct bench *b, struct bench_workload *w, long n, bool pin)
 {
 	char nbuf[32];
 	char *argv[] = { (char *)b->target, (char *)w->mode, nbuf, NULL };
@@ -217,7 +218,12 @@ static double run_lib(struct bench *b, struct bench_workload *w, long n)
 		u.handler = read_args;
 	else
 		u.handler = count_hit;
+	/* the engine reads UPROBE_PIN when it is made */
+	if (!pin)
+		setenv("UPROBE_PIN", "0", 1);
 	rc = uprobe_ctx_new(&opts, &ctx);
+	if (!pin)
+		unsetenv("UPROBE_PIN");
 	if (rc)
 		bench_die("uprobe_ctx_new: %s", strerror(-rc));
 	rc = uprobe_spawn(ctx, argv, &u.pid);
@@ -434,15 +440,44 @@ static int cpu_nth(int k)
 	return -1;
 }
 
+/* the CPU tid last ran on (field 39 of its stat), or -1 */
+static int cpu_of(pid_t tid)
+{
+	char path[64], buf[1024], *p;
+	ssize_t len;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return -1;
+	buf[len] = 0;
+	p = strrchr(buf, ')');
+	for (int field = 3; p && field <= 39; field++)
+		p = strchr(p + 1, ' ');
+	return p ? atoi(p + 1) : -1;
+}
+
+/*
+ * tracer_cpu FOLLOW: the tracer moves to the CPU its tracee last ran on, looked up every
+ * 100 ms, as the engine places its thread (src/task/engine.c); the tracee is never pinned.
+ */
+#define FOLLOW (-2)
+
 static double run_floor(struct bench *b, long n, int tracer_cpu, int tracee_cpu)
 {
 	char nbuf[32];
 	long stops = 0;
-	int status;
+	double next = 0;
+	int status, at = -1;
 	pid_t pid;
 
 	snprintf(nbuf, sizeof(nbuf), "%ld", n);
-	pin(0, tracer_cpu);
+	pin(0, tracer_cpu == FOLLOW ? -1 : tracer_cpu);
 	pid = fork();
 	if (pid < 0)
 		bench_die("fork: %s", strerror(errno));
@@ -455,6 +490,15 @@ static double run_floor(struct bench *b, long n, int tracer_cpu, int tracee_cpu)
 	}
 	while (waitpid(pid, &status, 0) == pid && WIFSTOPPED(status)) {
 		stops++;
+		if (tracer_cpu == FOLLOW && stops > 1 && bench_now() >= next) {
+			int cpu = cpu_of(pid);
+
+			next = bench_now() + 0.1;
+			if (cpu >= 0 && cpu != at && CPU_ISSET(cpu, &all_cpus)) {
+				pin(0, cpu);
+				at = cpu;
+			}
+		}
 		ptrace(PTRACE_CONT, pid, 0, 0);
 	}
 	pin(0, -1);
@@ -475,7 +519,9 @@ static double run_one(struct bench *b, int wi, int tool, long n)
 	case T_BASE:
 		return run_base(b, w, n);
 	case T_UPROBE:
-		return run_lib(b, w, n);
+		return run_lib(b, w, n, true);
+	case T_UPROBE_NOPIN:
+		return run_lib(b, w, n, false);
 	case T_UPROBE_CLI:
 		return run_cli(b, w, n);
 	case T_FAST:
@@ -486,6 +532,8 @@ static double run_one(struct bench *b, int wi, int tool, long n)
 		return run_gdb(b, w, n);
 	case T_FLOOR:
 		return run_floor(b, n, -1, -1);
+	case T_FLOOR_FOLLOW:
+		return run_floor(b, n, FOLLOW, -1);
 	case T_FLOOR_SAME:
 		return run_floor(b, n, c0, c0);
 	case T_FLOOR_DIFF:
@@ -632,12 +680,12 @@ static void setup(struct bench *b, const char *build)
 		c[T_BASE].used = true;
 		if (w->kind == BK_FLOOR) {
 			c[T_FLOOR].used = c[T_FLOOR_SAME].used = true;
-			c[T_FLOOR_DIFF].used = true;
+			c[T_FLOOR_DIFF].used = c[T_FLOOR_FOLLOW].used = true;
 			if (b->ncpus < 2)
-				c[T_FLOOR_DIFF].skip = "fewer than 2 CPUs";
+				c[T_FLOOR_DIFF].skip = c[T_FLOOR_FOLLOW].skip = "fewer than 2 CPUs";
 			continue;
 		}
-		c[T_UPROBE].used = w->kind != BK_MALLOC;
+		c[T_UPROBE].used = c[T_UPROBE_NOPIN].used = w->kind != BK_MALLOC;
 		c[T_UPROBE_CLI].used = w->kind == BK_RET || w->kind == BK_ARGS ||
 				       w->kind == BK_MALLOC;
 		c[T_FAST].used = w->kind == BK_ENTRY || w->kind == BK_MT;

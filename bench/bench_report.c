@@ -14,8 +14,10 @@
 #include "bench.h"
 
 static const char *const colors[T_NTOOLS] = {
-	"#999999", "#1f77b4", "#6baed6", "#d62728", "#9467bd",
-	"#2ca02c", "#ff7f0e", "#ffbb78", "#8c564b",
+	[T_BASE] = "#999999",	      [T_UPROBE] = "#1f77b4",	  [T_UPROBE_NOPIN] = "#9ecae1",
+	[T_UPROBE_CLI] = "#6baed6",   [T_FAST] = "#d62728",	  [T_KERNEL] = "#9467bd",
+	[T_BPFTRACE] = "#2ca02c",     [T_GDB] = "#ff7f0e",	  [T_FLOOR] = "#ffbb78",
+	[T_FLOOR_FOLLOW] = "#e7ba52", [T_FLOOR_SAME] = "#8c564b", [T_FLOOR_DIFF] = "#c49c94",
 };
 
 static const char *fmt_ns(char *buf, size_t len, double v)
