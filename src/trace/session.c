@@ -69,6 +69,21 @@ struct comm_entry {
 
 #define COMM_CACHE 64
 
+/*
+ * A hit of an event spec, fetched while its thread was stopped and formatted after the
+ * thread was resumed: report() fills it and breaks the engine's loop, up_trace_run()
+ * formats it before waiting again.  The thread's cpu and comm are read then too, so the
+ * stop itself costs the wait and the three ptrace calls, no /proc read, no formatting.
+ */
+struct pending {
+	bool full;
+	struct tspec *ts;
+	pid_t pid, tid;
+	uint64_t time_ns, addr, ret_addr;
+	struct up_fetch_value vals[UP_SPEC_MAX_ARGS];
+	char arena[64 * 1024]; /* the strings of vals */
+};
+
 struct up_trace {
 	struct up_trace_opts opts;
 	struct uprobe_ctx *ctx;
@@ -85,6 +100,8 @@ struct up_trace {
 	struct comm_entry comms[COMM_CACHE];
 	char *line;
 	size_t linecap;
+	bool pend_break; /* the engine's loop was broken to format tr->pend */
+	struct pending pend;
 };
 
 /* ---- small things --------------------------------------------------------------------- */
@@ -224,6 +241,41 @@ static void emit(struct up_trace *tr, const char *buf, int len)
 
 /* ---- hits ------------------------------------------------------------------------------ */
 
+/* The comm for $comm while the thread is stopped: /proc is read once per thread only. */
+static const char *comm_cached(struct up_trace *tr, pid_t pid, pid_t tid)
+{
+	struct comm_entry *c = &tr->comms[(unsigned)tid % COMM_CACHE];
+	int cpu;
+
+	if (c->tid != tid || !c->comm[0])
+		c = thread_info(tr, pid, tid, &cpu);
+	return c->comm;
+}
+
+/* Formats the pending hit, if any: its thread runs again (or is gone) by now. */
+static void flush_pending(struct up_trace *tr)
+{
+	struct pending *pd = &tr->pend;
+	struct up_fmt_event ev = { .addr = pd->addr, .ret_addr = pd->ret_addr, .vals = pd->vals };
+	struct comm_entry *c;
+	struct up_fmt_ctx fc;
+	int cpu;
+
+	if (!pd->full)
+		return;
+	pd->full = false;
+	c = thread_info(tr, pd->pid, pd->tid, &cpu);
+	fc = (struct up_fmt_ctx){ .comm = c->comm[0] ? c->comm : NULL,
+				  .pid = pd->pid,
+				  .tid = pd->tid,
+				  .cpu = cpu,
+				  .time_ns = pd->time_ns };
+	if (tr->opts.json)
+		FORMAT(tr, up_fmt_event_json(buf, size, &fc, &pd->ts->spec, &ev));
+	else
+		FORMAT(tr, up_fmt_event_text(buf, size, &fc, &pd->ts->spec, &ev));
+}
+
 struct read_ctx {
 	struct up_trace *tr;
 	pid_t pid;
@@ -263,35 +315,34 @@ static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
 	ts->hits++;
 	if (!tr->opts.out)
 		return;
-	c = thread_info(tr, pid, tid, &cpu);
-	env.comm = c->comm;
-	fc.comm = c->comm[0] ? c->comm : NULL;
-	fc.pid = pid;
-	fc.tid = tid;
-	fc.cpu = cpu;
-	fc.time_ns = now_ns();
+	flush_pending(tr); /* hits of one dispatch stay in order */
 	if (ts->spec.kind == UP_SPEC_SEED) {
+		/* the seed's D/S/A are read while formatting: formatted here, stopped */
+		c = thread_info(tr, pid, tid, &cpu);
+		env.comm = c->comm;
+		fc.comm = c->comm[0] ? c->comm : NULL;
+		fc.pid = pid;
+		fc.tid = tid;
+		fc.cpu = cpu;
+		fc.time_ns = now_ns();
 		if (tr->opts.json)
 			FORMAT(tr, up_fmt_seed_hit_json(buf, size, &fc, &ts->spec, &env));
 		else
 			FORMAT(tr, up_fmt_seed_hit(buf, size, &fc, &ts->spec, &env));
 		return;
 	}
-	{
-		struct up_fetch_value vals[ts->spec.nargs ? ts->spec.nargs : 1];
-		static char arena[64 * 1024];
-		struct up_fmt_event ev = {
-			.addr = p->u.vaddr,
-			.ret_addr = is_return ? regs->rip : 0,
-			.vals = vals,
-		};
-
-		up_fetch_eval_all(&ts->spec, &env, vals, arena, sizeof(arena));
-		if (tr->opts.json)
-			FORMAT(tr, up_fmt_event_json(buf, size, &fc, &ts->spec, &ev));
-		else
-			FORMAT(tr, up_fmt_event_text(buf, size, &fc, &ts->spec, &ev));
-	}
+	/* field by field: the record is 70 KiB */
+	tr->pend.ts = ts;
+	tr->pend.pid = pid;
+	tr->pend.tid = tid;
+	tr->pend.time_ns = now_ns();
+	tr->pend.addr = p->u.vaddr;
+	tr->pend.ret_addr = is_return ? regs->rip : 0;
+	env.comm = comm_cached(tr, pid, tid);
+	up_fetch_eval_all(&ts->spec, &env, tr->pend.vals, tr->pend.arena, sizeof(tr->pend.arena));
+	tr->pend.full = true;
+	tr->pend_break = true;
+	uprobe_ctx_break(tr->ctx);
 }
 
 static int arm_proc(struct up_trace *tr, struct tproc *tp);
@@ -905,7 +956,13 @@ int up_trace_run(struct up_trace *tr, volatile int *stop)
 	 * three ptrace calls, nothing more.  Arming for new images and libraries happens
 	 * in the callbacks, while the thread concerned is stopped.
 	 */
-	rc = uprobe_ctx_run(tr->ctx, stop);
+	for (;;) {
+		tr->pend_break = false;
+		rc = uprobe_ctx_run(tr->ctx, stop);
+		flush_pending(tr);
+		if (rc != -EINTR || !tr->pend_break || (stop && *stop) || tr->out_failed)
+			break;
+	}
 	if (tr->opts.out && fflush(tr->opts.out) && !tr->out_failed)
 		tr->out_failed = errno ? errno : EIO;
 	if (tr->out_failed)
@@ -1069,6 +1126,7 @@ int up_trace_dispatch(struct up_trace *tr)
 {
 	int rc = uprobe_ctx_dispatch(tr->ctx);
 
+	flush_pending(tr);
 	if (tr->opts.out)
 		fflush(tr->opts.out);
 	return rc;
