@@ -376,6 +376,81 @@ static double run_cli(struct bench *b, struct bench_workload *w, long n)
 	return bench_read_loop_ns(b);
 }
 
+/* ---- bpftrace ---- */
+
+/*
+ * bpftrace -c runs the target with the probe attached and prints its maps at the end:
+ * @n the hits (a per-CPU count), @bad the hits whose arguments were not (., 2..6).  A
+ * probe on libc's malloc is system-wide: filtered to the target (cpid).
+ */
+static void bpftrace_script(struct bench *b, struct bench_workload *w, char *buf, size_t len)
+{
+	switch (w->kind) {
+	case BK_RET:
+		snprintf(buf, len, "uretprobe:%s:%s { @n = count(); }", b->target, w->sym);
+		break;
+	case BK_ARGS:
+		snprintf(buf, len,
+			 "uprobe:%s:%s { @n = count(); if (arg1 != 2 || arg2 != 3 || arg3 != 4 "
+			 "|| arg4 != 5 || arg5 != 6) { @bad = count(); } }",
+			 b->target, w->sym);
+		break;
+	case BK_MALLOC:
+		snprintf(buf, len, "uprobe:%s:malloc /pid == cpid/ { @n = count(); }", b->libc);
+		break;
+	default:
+		snprintf(buf, len, "uprobe:%s:%s { @n = count(); }", b->target, w->sym);
+		break;
+	}
+}
+
+static long map_value(const char *out, const char *name)
+{
+	char key[32];
+	const char *p;
+
+	snprintf(key, sizeof(key), "%s: ", name);
+	p = strstr(out, key);
+	return p ? atol(p + strlen(key)) : 0;
+}
+
+/* One run; NULL, or why it failed (with hits and bad filled either way). */
+static const char *bpftrace_once(struct bench *b, struct bench_workload *w, long n, long *hits,
+				 long *bad)
+{
+	static char why[160];
+	char script[PATH_MAX + 256], cmd[PATH_MAX + 64];
+	char *argv[] = { "bpftrace", "-e", script, "-c", cmd, NULL };
+	char *out;
+	int status;
+
+	bpftrace_script(b, w, script, sizeof(script));
+	snprintf(cmd, sizeof(cmd), "%s %s %ld", b->target, w->mode, n);
+	out = run_capture(argv, &status);
+	*hits = map_value(out, "@n");
+	*bad = map_value(out, "@bad");
+	free(out);
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		snprintf(why, sizeof(why), "bpftrace failed (status 0x%x; BENCH_VERBOSE=1 shows why)",
+			 status);
+		return why;
+	}
+	return NULL;
+}
+
+static double run_bpftrace(struct bench *b, struct bench_workload *w, long n)
+{
+	long hits, bad;
+	const char *err = bpftrace_once(b, w, n, &hits, &bad);
+
+	if (err)
+		bench_die("(%s) %s: %s", w->key, w->label, err);
+	if (hits != n || bad)
+		bench_die("bpftrace on (%s) %s: %ld hits (%ld with wrong arguments), expected %ld",
+			  w->key, w->label, hits, bad, n);
+	return bench_read_loop_ns(b);
+}
+
 /* ---- gdb ---- */
 
 static double run_gdb(struct bench *b, struct bench_workload *w, long n)
@@ -528,6 +603,8 @@ static double run_one(struct bench *b, int wi, int tool, long n)
 		return run_fast(b, w, n);
 	case T_KERNEL:
 		return bench_kernel_run(b, wi, n);
+	case T_BPFTRACE:
+		return run_bpftrace(b, w, n);
 	case T_GDB:
 		return run_gdb(b, w, n);
 	case T_FLOOR:
@@ -588,6 +665,24 @@ static bool in_path(const char *prog)
 		path += len + (path[len] == ':');
 	}
 	return false;
+}
+
+/* NULL when bpftrace runs here (one short run of (a)), or why not. */
+static const char *bpftrace_check(struct bench *b)
+{
+	long hits, bad;
+	const char *err;
+
+	if (!in_path("bpftrace"))
+		return geteuid() ? "not installed (make bench installs it as root)"
+				 : "not installed (apt-get install bpftrace failed or was not run)";
+	if (geteuid())
+		return "not root (bpftrace needs root)";
+	err = bpftrace_once(b, &b->w[0], 10, &hits, &bad);
+	if (!err && hits != 10)
+		err = "bpftrace counted a wrong number of hits in a trial run";
+	unlink(b->out_path);
+	return err;
 }
 
 static void add_workload(struct bench *b, const char *key, const char *label, const char *mode,
@@ -669,9 +764,7 @@ static void setup(struct bench *b, const char *build)
 	up_sym_elf_close(elf);
 
 	b->kernel_skip = bench_kernel_setup(b);
-	b->bpftrace_skip = in_path("bpftrace") ? "installed, but runs through it are not "
-						 "implemented here"
-					       : "not installed";
+	b->bpftrace_skip = bpftrace_check(b);
 
 	for (int i = 0; i < b->nw; i++) {
 		struct bench_workload *w = &b->w[i];

@@ -92,7 +92,11 @@ static void print_table(const struct bench *b)
 	printf("ns/hit = (probed loop time - unprobed loop time) / hits, median [min - max] over "
 	       "the rounds;\nevery run's hit count checked.  uprobe (library): a handler per hit "
 	       "(a counting one;\n(d) a counting ret_handler, (e) one that reads and checks the "
-	       "6 argument registers);\n(f) is measured with the CLI, `uprobe trace -c`.\n\n");
+	       "6 argument registers);\n(f) is measured with the CLI, `uprobe trace -c`.  "
+	       "\"uprobe, unpinned\": UPROBE_PIN=0 (the engine thread\nnot placed on the "
+	       "tracee's CPU).  kernel: a uprobe_events event per hit (e: the 6 arguments "
+	       "fetched);\nbpftrace: count() per hit (e: the 6 arguments read and checked).  "
+	       "uprobe/floor: uprobe (library) over\nthe plain ptrace floor.\n\n");
 	printf("%-30s %-18s %9s %10s  %s\n", "workload", "tool", "hits/run", "ns/hit",
 	       "[min - max]");
 	for (int i = 0; i < b->nw; i++) {
