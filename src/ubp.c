@@ -185,19 +185,25 @@ int up_ubp_prepare(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr
 		return -ENOTSUP;
 	}
 	b->orig = bytes[0];
+	b->fresh = true;
 	return 0;
 }
 
 int up_ubp_insert(struct up_proc *p, struct up_ubp *b)
 {
 	uint8_t cur, int3 = UP_BKPT_INSN;
-	int rc = up_proc_read(p, b->vaddr, &cur, 1);
+	int rc;
 
-	if (rc)
-		return rc;
-	if (cur == UP_BKPT_INSN)
-		return -EEXIST;
-	b->orig = cur;
+	/* right after prepare the byte is known (one read less a probe: 10,000 in a batch) */
+	if (!b->fresh) {
+		rc = up_proc_read(p, b->vaddr, &cur, 1);
+		if (rc)
+			return rc;
+		if (cur == UP_BKPT_INSN)
+			return -EEXIST;
+		b->orig = cur;
+	}
+	b->fresh = false;
 	rc = up_proc_write_text(p, b->vaddr, &int3, 1);
 	if (rc)
 		return rc;
