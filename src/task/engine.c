@@ -464,6 +464,8 @@ static int task_resume_raw(struct up_task *t, bool step)
 
 	if (t->state != UP_TS_STOPPED)
 		return -ESRCH;
+	if (t->proc->tc)
+		up__mem_flush(t->proc); /* the thread runs what the cache holds */
 	flush_regs(t);
 	if (t->stop == UP_ST_SIGNAL) {
 		sig = t->sig;
@@ -1424,7 +1426,8 @@ int up_proc_quiesce(struct up_proc *p)
 	if (p->gone || !up__live_task(p) || execd) {
 		/* dead, or exec'ing: no unquiesce will come, and deferred statuses must flow
 		   (the exec's own stop among them) */
-		p->quiesce--;
+		if (--p->quiesce == 0)
+			up__mem_drop(p);
 		return -ESRCH;
 	}
 	return 0;
@@ -1438,6 +1441,7 @@ void up_proc_unquiesce(struct up_proc *p)
 		return;
 	if (--p->quiesce > 0)
 		return;
+	up__mem_release(p);
 	for (struct up_task *t = p->tasks; t; t = t->next) {
 		if (t->queued)
 			queued = true;
@@ -1524,6 +1528,7 @@ int up_proc_detach(struct up_proc *p)
 		return -ESRCH;
 	err = up_proc_quiesce(p);
 	(void)err;
+	up__mem_release(p); /* what the client wrote, in place before the threads go */
 	for (struct up_task *t = p->tasks; t; t = t->next) {
 		int sig = 0, st;
 

@@ -59,6 +59,7 @@ struct up_proc {
 	bool vdso_known;
 	uint64_t syscall_insn; /* address of a syscall / int $0x80 in the vDSO, 0: none */
 	bool vfork_child;
+	struct up_tcache *tc; /* mem.c: pages read and written while quiesced, or NULL */
 	bool gone; /* detached or exited: freed when refs drops to 0 */
 	int refs;
 	void *data;
@@ -105,6 +106,12 @@ void up__wake_fd(void);
 /* mem.c */
 int up__proc_open_mem(struct up_proc *p);
 void up__proc_close_mem(struct up_proc *p);
+/* Writes back what the quiesced process's page cache holds; before any thread runs. */
+void up__mem_flush(struct up_proc *p);
+/* up__mem_flush, then forgets the cache (at the outermost unquiesce). */
+void up__mem_release(struct up_proc *p);
+/* Forgets the cache unwritten (the address space is gone: exec, exit). */
+void up__mem_drop(struct up_proc *p);
 
 /* syscall.c */
 /* Brings a thread in an in-syscall event stop to a PTRACE_EVENT_STOP at the user

@@ -604,6 +604,66 @@ static void test_remote_syscall(void **state)
 	up_engine_free(e);
 }
 
+/* straight from the process's memory, not through the engine */
+static uint8_t peek_mem(pid_t pid, uint64_t addr)
+{
+	char path[64];
+	uint8_t byte = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &byte, 1, (off_t)addr), 1);
+	close(fd);
+	return byte;
+}
+
+/*
+ * Writes while quiesced go through the engine's page cache: the engine reads them back
+ * at once, a remote system call meanwhile runs, and they are in the process's memory
+ * when its threads run again.
+ */
+static void test_text_cache(void **state)
+{
+	struct rec r;
+	struct up_engine *e = new_engine(&r);
+	struct up_proc *p = spawn(e, "spin", "2");
+	struct up_sym_elf *elf = NULL;
+	struct up_sym sym;
+	uint8_t orig, got, int3 = 0xcc;
+	uint64_t args[6] = { 0 };
+	int64_t ret = 0;
+	int two = 2;
+	pid_t pid = up_proc_pid(p);
+
+	(void)state;
+	assert_int_equal(up_sym_elf_open(TASK_VICTIM, &elf), 0);
+	assert_int_equal(up_sym_elf_lookup(elf, "bp_target", &sym), 0); /* spin never calls it */
+	up_sym_elf_close(elf);
+	up_proc_resume(p);
+	dispatch_until(e, &r, threads_at_least, &two);
+	assert_int_equal(up_proc_quiesce(p), 0);
+	assert_int_equal(up_proc_read(p, sym.value, &orig, 1), 0);
+	assert_int_not_equal(orig, 0xcc);
+	assert_int_equal(up_proc_write_text(p, sym.value, &int3, 1), 0);
+	assert_int_equal(up_proc_read(p, sym.value, &got, 1), 0);
+	assert_int_equal(got, 0xcc);
+	assert_int_equal(up_task_syscall(up_proc_first_task(p), SYS_gettid, args, &ret), 0);
+	assert_int_equal(ret, pid);
+	assert_int_equal(up_proc_read(p, sym.value, &got, 1), 0);
+	assert_int_equal(got, 0xcc);
+	up_proc_unquiesce(p);
+	assert_int_equal(peek_mem(pid, sym.value), 0xcc);
+	assert_int_equal(up_proc_quiesce(p), 0);
+	assert_int_equal(up_proc_write_text(p, sym.value, &orig, 1), 0);
+	up_proc_unquiesce(p);
+	assert_int_equal(peek_mem(pid, sym.value), orig);
+	kill(pid, SIGKILL);
+	assert_int_equal(up_engine_run(e, NULL), 0);
+	up_engine_free(e);
+}
+
 static void test_remote_syscall_quiesced(void **state)
 {
 	struct rec r;
@@ -972,6 +1032,7 @@ int main(void)
 		cmocka_unit_test(test_write_text_private),
 		cmocka_unit_test(test_remote_syscall),
 		cmocka_unit_test(test_remote_syscall_quiesced),
+		cmocka_unit_test(test_text_cache),
 		cmocka_unit_test(test_breakpoint_step),
 		cmocka_unit_test(test_placement),
 		cmocka_unit_test(test_breakpoint_threads_quiesce),
