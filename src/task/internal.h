@@ -80,7 +80,7 @@ struct up_engine {
 	size_t ndq, cap_dq;
 	volatile int brk;
 	/* placement (engine.c): the engine thread follows its tracees' CPU */
-	bool pin_on;	    /* UPROBE_PIN is not 0 and there are CPUs to choose from */
+	bool pin_on;	    /* UPROBE_PIN=1 and there are CPUs to choose from */
 	int pin_cpu;	    /* the CPU the engine thread is pinned to, -1: none (its own mask) */
 	uint64_t pin_next;  /* CLOCK_MONOTONIC_COARSE ns of the next look at a tracee's CPU */
 	cpu_set_t pin_orig; /* the engine thread's own mask: restored, and given to spawns */

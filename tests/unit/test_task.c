@@ -723,9 +723,9 @@ static void test_breakpoint_step(void **state)
 }
 
 /*
- * Placement: at a stop the engine thread runs on one CPU (its tracee's), the traced
- * program keeps the mask it was started with, the engine thread's own mask is back when
- * the program is gone, and UPROBE_PIN=0 leaves it alone.
+ * Placement (UPROBE_PIN=1): at a stop the engine thread runs on one CPU (its tracee's),
+ * the traced program keeps the mask it was started with, the engine thread's own mask is
+ * back when the program is gone; by default the engine thread is left alone.
  */
 static void run_bp_pinned(struct rec *r, struct up_engine *e, const cpu_set_t *mine)
 {
@@ -761,8 +761,9 @@ static void test_placement(void **state)
 	assert_int_equal(sched_getaffinity(0, sizeof(mine), &mine), 0);
 	if (CPU_COUNT(&mine) < 2)
 		skip();
-	unsetenv("UPROBE_PIN");
+	setenv("UPROBE_PIN", "1", 1);
 	e = new_engine(&r);
+	unsetenv("UPROBE_PIN");
 	run_bp_pinned(&r, e, &mine);
 	assert_int_equal(r.self_cpus, 1);
 	/* the mask came back with the first program gone: a second one is placed again */
@@ -771,9 +772,7 @@ static void test_placement(void **state)
 	assert_int_equal(r.self_cpus, 1);
 	up_engine_free(e);
 
-	setenv("UPROBE_PIN", "0", 1);
 	e = new_engine(&r);
-	unsetenv("UPROBE_PIN");
 	run_bp_pinned(&r, e, &mine);
 	assert_int_equal(r.self_cpus, CPU_COUNT(&mine));
 	up_engine_free(e);
