@@ -31,7 +31,7 @@ struct bench_workload {
 enum bench_tool {
 	T_BASE,
 	T_UPROBE,     /* the library, a handler per hit */
-	T_UPROBE_NOPIN, /* the same with UPROBE_PIN=0: the engine thread not placed */
+	T_UPROBE_PIN, /* the same with UPROBE_PIN=1: the engine thread on the tracee's CPU */
 	T_UPROBE_CLI, /* uprobe trace -c */
 	T_FAST,	      /* the library, a counting probe on the fast path (no stop) */
 	T_KERNEL,

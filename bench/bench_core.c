@@ -35,12 +35,12 @@
 #include "sym/sym.h"
 
 const char *const bench_tool_names[T_NTOOLS] = {
-	"unprobed loop",    "uprobe (library)", "uprobe, unpinned", "uprobe trace -c",
+	"unprobed loop",    "uprobe (library)", "uprobe, pinned",   "uprobe trace -c",
 	"uprobe fast path", "kernel (tracefs)", "bpftrace",	    "gdb dprintf",
 	"ptrace floor",	    "floor, following", "floor-samecpu",    "floor-diffcpu",
 };
 const char *const bench_tool_keys[T_NTOOLS] = {
-	"baseline", "uprobe",	     "uprobe_unpinned", "uprobe_cli",	 "uprobe_fast",
+	"baseline", "uprobe",	     "uprobe_pinned",   "uprobe_cli",	 "uprobe_fast",
 	"kernel",   "bpftrace",	     "gdb",		"floor",	 "floor_following",
 	"floor_samecpu", "floor_diffcpu",
 };
@@ -219,10 +219,10 @@ static double run_lib(struct bench *b, struct bench_workload *w, long n, bool pi
 	else
 		u.handler = count_hit;
 	/* the engine reads UPROBE_PIN when it is made */
-	if (!pin)
-		setenv("UPROBE_PIN", "0", 1);
+	if (pin)
+		setenv("UPROBE_PIN", "1", 1);
 	rc = uprobe_ctx_new(&opts, &ctx);
-	if (!pin)
+	if (pin)
 		unsetenv("UPROBE_PIN");
 	if (rc)
 		bench_die("uprobe_ctx_new: %s", strerror(-rc));
@@ -539,7 +539,8 @@ static int cpu_of(pid_t tid)
 
 /*
  * tracer_cpu FOLLOW: the tracer moves to the CPU its tracee last ran on, looked up every
- * 100 ms, as the engine places its thread (src/task/engine.c); the tracee is never pinned.
+ * 100 ms, as the engine does with UPROBE_PIN=1 (src/task/engine.c); the tracee is never
+ * pinned.
  */
 #define FOLLOW (-2)
 
@@ -594,9 +595,9 @@ static double run_one(struct bench *b, int wi, int tool, long n)
 	case T_BASE:
 		return run_base(b, w, n);
 	case T_UPROBE:
-		return run_lib(b, w, n, true);
-	case T_UPROBE_NOPIN:
 		return run_lib(b, w, n, false);
+	case T_UPROBE_PIN:
+		return run_lib(b, w, n, true);
 	case T_UPROBE_CLI:
 		return run_cli(b, w, n);
 	case T_FAST:
@@ -778,7 +779,7 @@ static void setup(struct bench *b, const char *build)
 				c[T_FLOOR_DIFF].skip = c[T_FLOOR_FOLLOW].skip = "fewer than 2 CPUs";
 			continue;
 		}
-		c[T_UPROBE].used = c[T_UPROBE_NOPIN].used = w->kind != BK_MALLOC;
+		c[T_UPROBE].used = c[T_UPROBE_PIN].used = w->kind != BK_MALLOC;
 		c[T_UPROBE_CLI].used = w->kind == BK_RET || w->kind == BK_ARGS ||
 				       w->kind == BK_MALLOC;
 		c[T_FAST].used = w->kind == BK_ENTRY || w->kind == BK_MT;

@@ -14,7 +14,7 @@
 #include "bench.h"
 
 static const char *const colors[T_NTOOLS] = {
-	[T_BASE] = "#999999",	      [T_UPROBE] = "#1f77b4",	  [T_UPROBE_NOPIN] = "#9ecae1",
+	[T_BASE] = "#999999",	      [T_UPROBE] = "#1f77b4",	  [T_UPROBE_PIN] = "#9ecae1",
 	[T_UPROBE_CLI] = "#6baed6",   [T_FAST] = "#d62728",	  [T_KERNEL] = "#9467bd",
 	[T_BPFTRACE] = "#2ca02c",     [T_GDB] = "#ff7f0e",	  [T_FLOOR] = "#ffbb78",
 	[T_FLOOR_FOLLOW] = "#e7ba52", [T_FLOOR_SAME] = "#8c564b", [T_FLOOR_DIFF] = "#c49c94",
@@ -93,7 +93,7 @@ static void print_table(const struct bench *b)
 	       "the rounds;\nevery run's hit count checked.  uprobe (library): a handler per hit "
 	       "(a counting one;\n(d) a counting ret_handler, (e) one that reads and checks the "
 	       "6 argument registers);\n(f) is measured with the CLI, `uprobe trace -c`.  "
-	       "\"uprobe, unpinned\": UPROBE_PIN=0 (the engine thread\nnot placed on the "
+	       "\"uprobe, pinned\": UPROBE_PIN=1 (the engine thread\nfollows the "
 	       "tracee's CPU).  kernel: a uprobe_events event per hit (e: the 6 arguments "
 	       "fetched);\nbpftrace: count() per hit (e: the 6 arguments read and checked).  "
 	       "uprobe/floor: uprobe (library) over\nthe plain ptrace floor.\n\n");
