@@ -70,18 +70,26 @@ struct comm_entry {
 #define COMM_CACHE 64
 
 /*
- * A hit of an event spec, fetched while its thread was stopped and formatted after the
- * thread was resumed: report() fills it and breaks the engine's loop, up_trace_run()
- * formats it before waiting again.  The thread's cpu and comm are read then too, so the
- * stop itself costs the wait and the three ptrace calls, no /proc read, no formatting.
+ * A hit, fetched while its thread was stopped and formatted after the thread was
+ * resumed: report() fills it and breaks the engine's loop, up_trace_run() formats it
+ * before waiting again.  The thread's cpu and comm are read then too, so the stop itself
+ * costs the wait and the three ptrace calls, no /proc read, no formatting.  An event
+ * spec's values are fetched into vals; a seed spec's D, S or A bytes are copied into
+ * arena (snap_*), which the formatter then reads instead of the process.
  */
+#define PEND_MAX 4
+
 struct pending {
-	bool full;
+	bool seed, is32;
 	struct tspec *ts;
 	pid_t pid, tid;
 	uint64_t time_ns, addr, ret_addr;
+	struct user_regs_struct regs; /* seed specs */
+	uint64_t snap_addr;
+	size_t snap_len;
+	int snap_err;
 	struct up_fetch_value vals[UP_SPEC_MAX_ARGS];
-	char arena[64 * 1024]; /* the strings of vals */
+	char arena[UP_SPEC_SEED_SIZE_MAX]; /* the strings of vals, or the seed's bytes */
 };
 
 struct up_trace {
@@ -101,7 +109,8 @@ struct up_trace {
 	char *line;
 	size_t linecap;
 	bool pend_break; /* the engine's loop was broken to format tr->pend */
-	struct pending pend;
+	unsigned npend;	 /* hits in pend, in order: several specs on one address */
+	struct pending pend[PEND_MAX];
 };
 
 /* ---- small things --------------------------------------------------------------------- */
@@ -252,28 +261,81 @@ static const char *comm_cached(struct up_trace *tr, pid_t pid, pid_t tid)
 	return c->comm;
 }
 
-/* Formats the pending hit, if any: its thread runs again (or is gone) by now. */
-static void flush_pending(struct up_trace *tr)
+/* The formatter's reads of a pending seed hit: from the bytes copied at the hit. */
+static int read_snapshot(void *arg, uint64_t addr, void *buf, size_t len)
 {
-	struct pending *pd = &tr->pend;
-	struct up_fmt_event ev = { .addr = pd->addr, .ret_addr = pd->ret_addr, .vals = pd->vals };
-	struct comm_entry *c;
-	struct up_fmt_ctx fc;
-	int cpu;
+	const struct pending *pd = arg;
 
-	if (!pd->full)
-		return;
-	pd->full = false;
-	c = thread_info(tr, pd->pid, pd->tid, &cpu);
+	if (pd->snap_err)
+		return pd->snap_err;
+	if (addr < pd->snap_addr || addr - pd->snap_addr > pd->snap_len ||
+	    len > pd->snap_len - (addr - pd->snap_addr))
+		return -EFAULT;
+	memcpy(buf, pd->arena + (addr - pd->snap_addr), len);
+	return 0;
+}
+
+/* Copies what the seed spec's formatter will read: D/S the dump, i386 A the stack. */
+static void pend_seed(struct pending *pd, const struct up_spec *spec, const uprobe_regs_t *regs,
+		      const struct up_fetch_env *env)
+{
+	uint64_t sp = pd->is32 ? regs->rsp & 0xffffffffu : regs->rsp;
+
+	pd->regs = *regs;
+	pd->snap_addr = pd->snap_len = 0;
+	pd->snap_err = 0;
+	if (spec->seed_type == UP_SEED_ARGS) {
+		if (!pd->is32 || spec->size > UP_SPEC_SEED_NARGS_MAX)
+			return; /* in registers */
+		pd->snap_addr = (sp + 4) & 0xffffffffu;
+		pd->snap_len = 4 * spec->size;
+	} else {
+		pd->snap_addr = spec->seed_type == UP_SEED_STACK ? sp : spec->daddr;
+		pd->snap_len = spec->size <= sizeof(pd->arena) ? spec->size : 0;
+	}
+	if (pd->snap_len)
+		pd->snap_err = env->read(env->ctx, pd->snap_addr, pd->arena, pd->snap_len);
+}
+
+/* Formats one pending hit: its thread runs again (or is gone) by now.  *cpu: its cpu, or
+   -1 to read it (with the comm) from /proc. */
+static void flush_one(struct up_trace *tr, struct pending *pd, int *cpu)
+{
+	struct up_fmt_event ev = { .addr = pd->addr, .ret_addr = pd->ret_addr, .vals = pd->vals };
+	struct up_fetch_env env = { .regs = &pd->regs, .is32 = pd->is32, .read = read_snapshot,
+				    .ctx = pd };
+	struct comm_entry *c = &tr->comms[(unsigned)pd->tid % COMM_CACHE];
+	struct up_fmt_ctx fc;
+
+	if (*cpu < 0 || c->tid != pd->tid)
+		c = thread_info(tr, pd->pid, pd->tid, cpu);
 	fc = (struct up_fmt_ctx){ .comm = c->comm[0] ? c->comm : NULL,
 				  .pid = pd->pid,
 				  .tid = pd->tid,
-				  .cpu = cpu,
+				  .cpu = *cpu,
 				  .time_ns = pd->time_ns };
-	if (tr->opts.json)
+	env.comm = c->comm;
+	if (pd->seed && tr->opts.json)
+		FORMAT(tr, up_fmt_seed_hit_json(buf, size, &fc, &pd->ts->spec, &env));
+	else if (pd->seed)
+		FORMAT(tr, up_fmt_seed_hit(buf, size, &fc, &pd->ts->spec, &env));
+	else if (tr->opts.json)
 		FORMAT(tr, up_fmt_event_json(buf, size, &fc, &pd->ts->spec, &ev));
 	else
 		FORMAT(tr, up_fmt_event_text(buf, size, &fc, &pd->ts->spec, &ev));
+}
+
+static void flush_pending(struct up_trace *tr)
+{
+	int cpu = -1;
+
+	/* one /proc read for the hits of one thread (several specs on one address) */
+	for (unsigned i = 0; i < tr->npend; i++) {
+		if (i && tr->pend[i].tid != tr->pend[i - 1].tid)
+			cpu = -1;
+		flush_one(tr, &tr->pend[i], &cpu);
+	}
+	tr->npend = 0;
 }
 
 struct read_ctx {
@@ -295,8 +357,7 @@ static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
 	pid_t pid = uprobe_current_pid(tr->ctx), tid = uprobe_current_tid(tr->ctx);
 	struct read_ctx rc = { .tr = tr, .pid = pid };
 	struct tproc *tp = proc_of(tr, pid);
-	struct comm_entry *c;
-	struct up_fmt_ctx fc;
+	struct pending *pd;
 	struct up_fetch_env env = {
 		.regs = regs,
 		.is32 = tp ? tp->is32 : false,
@@ -306,7 +367,6 @@ static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
 		.has_retval = is_return,
 		.file_bias = p->file_bias,
 	};
-	int cpu;
 
 	if (tr->off || !ts->enabled || ts->removed)
 		return;
@@ -315,32 +375,24 @@ static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
 	ts->hits++;
 	if (!tr->opts.out)
 		return;
-	flush_pending(tr); /* hits of one dispatch stay in order */
-	if (ts->spec.kind == UP_SPEC_SEED) {
-		/* the seed's D/S/A are read while formatting: formatted here, stopped */
-		c = thread_info(tr, pid, tid, &cpu);
-		env.comm = c->comm;
-		fc.comm = c->comm[0] ? c->comm : NULL;
-		fc.pid = pid;
-		fc.tid = tid;
-		fc.cpu = cpu;
-		fc.time_ns = now_ns();
-		if (tr->opts.json)
-			FORMAT(tr, up_fmt_seed_hit_json(buf, size, &fc, &ts->spec, &env));
-		else
-			FORMAT(tr, up_fmt_seed_hit(buf, size, &fc, &ts->spec, &env));
-		return;
+	if (tr->npend == PEND_MAX)
+		flush_pending(tr); /* hits of one dispatch stay in order */
+	pd = &tr->pend[tr->npend++];
+	/* field by field: the record is 130 KiB */
+	pd->seed = ts->spec.kind == UP_SPEC_SEED;
+	pd->is32 = env.is32;
+	pd->ts = ts;
+	pd->pid = pid;
+	pd->tid = tid;
+	pd->time_ns = now_ns();
+	pd->addr = p->u.vaddr;
+	pd->ret_addr = is_return ? regs->rip : 0;
+	if (pd->seed) {
+		pend_seed(pd, &ts->spec, regs, &env);
+	} else {
+		env.comm = comm_cached(tr, pid, tid);
+		up_fetch_eval_all(&ts->spec, &env, pd->vals, pd->arena, sizeof(pd->arena));
 	}
-	/* field by field: the record is 70 KiB */
-	tr->pend.ts = ts;
-	tr->pend.pid = pid;
-	tr->pend.tid = tid;
-	tr->pend.time_ns = now_ns();
-	tr->pend.addr = p->u.vaddr;
-	tr->pend.ret_addr = is_return ? regs->rip : 0;
-	env.comm = comm_cached(tr, pid, tid);
-	up_fetch_eval_all(&ts->spec, &env, tr->pend.vals, tr->pend.arena, sizeof(tr->pend.arena));
-	tr->pend.full = true;
 	tr->pend_break = true;
 	uprobe_ctx_break(tr->ctx);
 }
