@@ -31,12 +31,14 @@ struct bench_workload {
 enum bench_tool {
 	T_BASE,
 	T_UPROBE,     /* the library, a handler per hit */
+	T_UPROBE_PIN, /* the same with UPROBE_PIN=1: the engine thread on the tracee's CPU */
 	T_UPROBE_CLI, /* uprobe trace -c */
 	T_FAST,	      /* the library, a counting probe on the fast path (no stop) */
 	T_KERNEL,
 	T_BPFTRACE,
 	T_GDB,
 	T_FLOOR,
+	T_FLOOR_FOLLOW, /* the tracer placed as the engine does: on the tracee's last CPU */
 	T_FLOOR_SAME,
 	T_FLOOR_DIFF,
 	T_NTOOLS

@@ -35,13 +35,14 @@
 #include "sym/sym.h"
 
 const char *const bench_tool_names[T_NTOOLS] = {
-	"unprobed loop",     "uprobe (library)", "uprobe trace -c", "uprobe fast path",
-	"kernel (tracefs)",  "bpftrace",	 "gdb dprintf",
-	"ptrace floor",	     "floor-samecpu",	 "floor-diffcpu",
+	"unprobed loop",    "uprobe (library)", "uprobe, pinned",   "uprobe trace -c",
+	"uprobe fast path", "kernel (tracefs)", "bpftrace",	    "gdb dprintf",
+	"ptrace floor",	    "floor, following", "floor-samecpu",    "floor-diffcpu",
 };
 const char *const bench_tool_keys[T_NTOOLS] = {
-	"baseline", "uprobe",	"uprobe_cli",	"uprobe_fast",	 "kernel",	  "bpftrace",
-	"gdb",	    "floor",	"floor_samecpu", "floor_diffcpu",
+	"baseline", "uprobe",	     "uprobe_pinned",   "uprobe_cli",	 "uprobe_fast",
+	"kernel",   "bpftrace",	     "gdb",		"floor",	 "floor_following",
+	"floor_samecpu", "floor_diffcpu",
 };
 
 double bench_now(void)
@@ -201,7 +202,7 @@ static void lib_log(void *arg, const char *msg)
 	fprintf(stderr, "bench: uprobe: %s\n", msg);
 }
 
-static double run_lib(struct bench *b, struct bench_workload *w, long n)
+static double run_lib(struct bench *b, struct bench_workload *w, long n, bool pin)
 {
 	char nbuf[32];
 	char *argv[] = { (char *)b->target, (char *)w->mode, nbuf, NULL };
@@ -217,7 +218,12 @@ static double run_lib(struct bench *b, struct bench_workload *w, long n)
 		u.handler = read_args;
 	else
 		u.handler = count_hit;
+	/* the engine reads UPROBE_PIN when it is made */
+	if (pin)
+		setenv("UPROBE_PIN", "1", 1);
 	rc = uprobe_ctx_new(&opts, &ctx);
+	if (pin)
+		unsetenv("UPROBE_PIN");
 	if (rc)
 		bench_die("uprobe_ctx_new: %s", strerror(-rc));
 	rc = uprobe_spawn(ctx, argv, &u.pid);
@@ -370,6 +376,81 @@ static double run_cli(struct bench *b, struct bench_workload *w, long n)
 	return bench_read_loop_ns(b);
 }
 
+/* ---- bpftrace ---- */
+
+/*
+ * bpftrace -c runs the target with the probe attached and prints its maps at the end:
+ * @n the hits (a per-CPU count), @bad the hits whose arguments were not (., 2..6).  A
+ * probe on libc's malloc is system-wide: filtered to the target (cpid).
+ */
+static void bpftrace_script(struct bench *b, struct bench_workload *w, char *buf, size_t len)
+{
+	switch (w->kind) {
+	case BK_RET:
+		snprintf(buf, len, "uretprobe:%s:%s { @n = count(); }", b->target, w->sym);
+		break;
+	case BK_ARGS:
+		snprintf(buf, len,
+			 "uprobe:%s:%s { @n = count(); if (arg1 != 2 || arg2 != 3 || arg3 != 4 "
+			 "|| arg4 != 5 || arg5 != 6) { @bad = count(); } }",
+			 b->target, w->sym);
+		break;
+	case BK_MALLOC:
+		snprintf(buf, len, "uprobe:%s:malloc /pid == cpid/ { @n = count(); }", b->libc);
+		break;
+	default:
+		snprintf(buf, len, "uprobe:%s:%s { @n = count(); }", b->target, w->sym);
+		break;
+	}
+}
+
+static long map_value(const char *out, const char *name)
+{
+	char key[32];
+	const char *p;
+
+	snprintf(key, sizeof(key), "%s: ", name);
+	p = strstr(out, key);
+	return p ? atol(p + strlen(key)) : 0;
+}
+
+/* One run; NULL, or why it failed (with hits and bad filled either way). */
+static const char *bpftrace_once(struct bench *b, struct bench_workload *w, long n, long *hits,
+				 long *bad)
+{
+	static char why[160];
+	char script[PATH_MAX + 256], cmd[PATH_MAX + 64];
+	char *argv[] = { "bpftrace", "-e", script, "-c", cmd, NULL };
+	char *out;
+	int status;
+
+	bpftrace_script(b, w, script, sizeof(script));
+	snprintf(cmd, sizeof(cmd), "%s %s %ld", b->target, w->mode, n);
+	out = run_capture(argv, &status);
+	*hits = map_value(out, "@n");
+	*bad = map_value(out, "@bad");
+	free(out);
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		snprintf(why, sizeof(why), "bpftrace failed (status 0x%x; BENCH_VERBOSE=1 shows why)",
+			 status);
+		return why;
+	}
+	return NULL;
+}
+
+static double run_bpftrace(struct bench *b, struct bench_workload *w, long n)
+{
+	long hits, bad;
+	const char *err = bpftrace_once(b, w, n, &hits, &bad);
+
+	if (err)
+		bench_die("(%s) %s: %s", w->key, w->label, err);
+	if (hits != n || bad)
+		bench_die("bpftrace on (%s) %s: %ld hits (%ld with wrong arguments), expected %ld",
+			  w->key, w->label, hits, bad, n);
+	return bench_read_loop_ns(b);
+}
+
 /* ---- gdb ---- */
 
 static double run_gdb(struct bench *b, struct bench_workload *w, long n)
@@ -434,15 +515,45 @@ static int cpu_nth(int k)
 	return -1;
 }
 
+/* the CPU tid last ran on (field 39 of its stat), or -1 */
+static int cpu_of(pid_t tid)
+{
+	char path[64], buf[1024], *p;
+	ssize_t len;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return -1;
+	buf[len] = 0;
+	p = strrchr(buf, ')');
+	for (int field = 3; p && field <= 39; field++)
+		p = strchr(p + 1, ' ');
+	return p ? atoi(p + 1) : -1;
+}
+
+/*
+ * tracer_cpu FOLLOW: the tracer moves to the CPU its tracee last ran on, looked up every
+ * 100 ms, as the engine does with UPROBE_PIN=1 (src/task/engine.c); the tracee is never
+ * pinned.
+ */
+#define FOLLOW (-2)
+
 static double run_floor(struct bench *b, long n, int tracer_cpu, int tracee_cpu)
 {
 	char nbuf[32];
 	long stops = 0;
-	int status;
+	double next = 0;
+	int status, at = -1;
 	pid_t pid;
 
 	snprintf(nbuf, sizeof(nbuf), "%ld", n);
-	pin(0, tracer_cpu);
+	pin(0, tracer_cpu == FOLLOW ? -1 : tracer_cpu);
 	pid = fork();
 	if (pid < 0)
 		bench_die("fork: %s", strerror(errno));
@@ -455,6 +566,15 @@ static double run_floor(struct bench *b, long n, int tracer_cpu, int tracee_cpu)
 	}
 	while (waitpid(pid, &status, 0) == pid && WIFSTOPPED(status)) {
 		stops++;
+		if (tracer_cpu == FOLLOW && stops > 1 && bench_now() >= next) {
+			int cpu = cpu_of(pid);
+
+			next = bench_now() + 0.1;
+			if (cpu >= 0 && cpu != at && CPU_ISSET(cpu, &all_cpus)) {
+				pin(0, cpu);
+				at = cpu;
+			}
+		}
 		ptrace(PTRACE_CONT, pid, 0, 0);
 	}
 	pin(0, -1);
@@ -475,17 +595,23 @@ static double run_one(struct bench *b, int wi, int tool, long n)
 	case T_BASE:
 		return run_base(b, w, n);
 	case T_UPROBE:
-		return run_lib(b, w, n);
+		return run_lib(b, w, n, false);
+	case T_UPROBE_PIN:
+		return run_lib(b, w, n, true);
 	case T_UPROBE_CLI:
 		return run_cli(b, w, n);
 	case T_FAST:
 		return run_fast(b, w, n);
 	case T_KERNEL:
 		return bench_kernel_run(b, wi, n);
+	case T_BPFTRACE:
+		return run_bpftrace(b, w, n);
 	case T_GDB:
 		return run_gdb(b, w, n);
 	case T_FLOOR:
 		return run_floor(b, n, -1, -1);
+	case T_FLOOR_FOLLOW:
+		return run_floor(b, n, FOLLOW, -1);
 	case T_FLOOR_SAME:
 		return run_floor(b, n, c0, c0);
 	case T_FLOOR_DIFF:
@@ -540,6 +666,24 @@ static bool in_path(const char *prog)
 		path += len + (path[len] == ':');
 	}
 	return false;
+}
+
+/* NULL when bpftrace runs here (one short run of (a)), or why not. */
+static const char *bpftrace_check(struct bench *b)
+{
+	long hits, bad;
+	const char *err;
+
+	if (!in_path("bpftrace"))
+		return geteuid() ? "not installed (make bench installs it as root)"
+				 : "not installed (apt-get install bpftrace failed or was not run)";
+	if (geteuid())
+		return "not root (bpftrace needs root)";
+	err = bpftrace_once(b, &b->w[0], 10, &hits, &bad);
+	if (!err && hits != 10)
+		err = "bpftrace counted a wrong number of hits in a trial run";
+	unlink(b->out_path);
+	return err;
 }
 
 static void add_workload(struct bench *b, const char *key, const char *label, const char *mode,
@@ -621,9 +765,7 @@ static void setup(struct bench *b, const char *build)
 	up_sym_elf_close(elf);
 
 	b->kernel_skip = bench_kernel_setup(b);
-	b->bpftrace_skip = in_path("bpftrace") ? "installed, but runs through it are not "
-						 "implemented here"
-					       : "not installed";
+	b->bpftrace_skip = bpftrace_check(b);
 
 	for (int i = 0; i < b->nw; i++) {
 		struct bench_workload *w = &b->w[i];
@@ -632,12 +774,12 @@ static void setup(struct bench *b, const char *build)
 		c[T_BASE].used = true;
 		if (w->kind == BK_FLOOR) {
 			c[T_FLOOR].used = c[T_FLOOR_SAME].used = true;
-			c[T_FLOOR_DIFF].used = true;
+			c[T_FLOOR_DIFF].used = c[T_FLOOR_FOLLOW].used = true;
 			if (b->ncpus < 2)
-				c[T_FLOOR_DIFF].skip = "fewer than 2 CPUs";
+				c[T_FLOOR_DIFF].skip = c[T_FLOOR_FOLLOW].skip = "fewer than 2 CPUs";
 			continue;
 		}
-		c[T_UPROBE].used = w->kind != BK_MALLOC;
+		c[T_UPROBE].used = c[T_UPROBE_PIN].used = w->kind != BK_MALLOC;
 		c[T_UPROBE_CLI].used = w->kind == BK_RET || w->kind == BK_ARGS ||
 				       w->kind == BK_MALLOC;
 		c[T_FAST].used = w->kind == BK_ENTRY || w->kind == BK_MT;

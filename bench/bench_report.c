@@ -14,8 +14,10 @@
 #include "bench.h"
 
 static const char *const colors[T_NTOOLS] = {
-	"#999999", "#1f77b4", "#6baed6", "#d62728", "#9467bd",
-	"#2ca02c", "#ff7f0e", "#ffbb78", "#8c564b",
+	[T_BASE] = "#999999",	      [T_UPROBE] = "#1f77b4",	  [T_UPROBE_PIN] = "#9ecae1",
+	[T_UPROBE_CLI] = "#6baed6",   [T_FAST] = "#d62728",	  [T_KERNEL] = "#9467bd",
+	[T_BPFTRACE] = "#2ca02c",     [T_GDB] = "#ff7f0e",	  [T_FLOOR] = "#ffbb78",
+	[T_FLOOR_FOLLOW] = "#e7ba52", [T_FLOOR_SAME] = "#8c564b", [T_FLOOR_DIFF] = "#c49c94",
 };
 
 static const char *fmt_ns(char *buf, size_t len, double v)
@@ -90,7 +92,11 @@ static void print_table(const struct bench *b)
 	printf("ns/hit = (probed loop time - unprobed loop time) / hits, median [min - max] over "
 	       "the rounds;\nevery run's hit count checked.  uprobe (library): a handler per hit "
 	       "(a counting one;\n(d) a counting ret_handler, (e) one that reads and checks the "
-	       "6 argument registers);\n(f) is measured with the CLI, `uprobe trace -c`.\n\n");
+	       "6 argument registers);\n(f) is measured with the CLI, `uprobe trace -c`.  "
+	       "\"uprobe, pinned\": UPROBE_PIN=1 (the engine thread\nfollows the "
+	       "tracee's CPU).  kernel: a uprobe_events event per hit (e: the 6 arguments "
+	       "fetched);\nbpftrace: count() per hit (e: the 6 arguments read and checked).  "
+	       "uprobe/floor: uprobe (library) over\nthe plain ptrace floor.\n\n");
 	printf("%-30s %-18s %9s %10s  %s\n", "workload", "tool", "hits/run", "ns/hit",
 	       "[min - max]");
 	for (int i = 0; i < b->nw; i++) {

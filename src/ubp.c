@@ -56,6 +56,14 @@ struct up_sym_elf *up_ubp_file(struct up_ubp_files *files, const char *path)
  * starts[i] holds the length of the instruction at offset i (0: not a start); a
  * decoder gap ends the map there (limit).
  */
+static bool function_mapped(const struct up_ubp_files *files, const struct up_sym_elf *elf,
+			    const struct up_sym *sym)
+{
+	const struct up_ubp_fn *fc = &files->fn;
+
+	return fc->elf == elf && fc->start == sym->value && fc->size == sym->size;
+}
+
 static int function_map(struct up_ubp_files *files, struct up_sym_elf *elf,
 			const struct up_sym *sym, const uint8_t *code)
 {
@@ -63,7 +71,7 @@ static int function_map(struct up_ubp_files *files, struct up_sym_elf *elf,
 	enum up_insn_mode mode = up_sym_elf_class(elf) == 32 ? UP_MODE_32 : UP_MODE_64;
 	uint64_t at;
 
-	if (fc->elf == elf && fc->start == sym->value && fc->size == sym->size)
+	if (function_mapped(files, elf, sym))
 		return 0;
 	free(fc->starts);
 	memset(fc, 0, sizeof(*fc));
@@ -105,12 +113,15 @@ static int check_boundary(struct up_ubp_files *files, const struct up_map *m, ui
 		return 0;
 	if (up_sym_elf_enclosing_func(elf, fv, &sym) || !sym.size)
 		return 0;
-	if (up_sym_elf_code(elf, sym.value, sym.size, &code))
-		return 0;
-	if (function_map(files, elf, &sym, code))
+	/* the function's bytes are looked up (a walk of the sections) only to map it */
+	if (!function_mapped(files, elf, &sym) &&
+	    (up_sym_elf_code(elf, sym.value, sym.size, &code) ||
+	     function_map(files, elf, &sym, code)))
 		return 0;
 	if (fv >= files->fn.limit || files->fn.starts[fv - sym.value])
 		return 0; /* a start, or past what could be decoded */
+	if (up_sym_elf_code(elf, sym.value, sym.size, &code))
+		return 0;
 	for (at = fv; at > sym.value && !files->fn.starts[at - sym.value];)
 		at--;
 	up_insn_analyze(&insn, code + (at - sym.value), sym.size - (at - sym.value), at,
@@ -189,19 +200,25 @@ int up_ubp_prepare(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr
 		return -ENOTSUP;
 	}
 	b->orig = bytes[0];
+	b->fresh = true;
 	return 0;
 }
 
 int up_ubp_insert(struct up_proc *p, struct up_ubp *b)
 {
 	uint8_t cur, int3 = UP_BKPT_INSN;
-	int rc = up_proc_read(p, b->vaddr, &cur, 1);
+	int rc;
 
-	if (rc)
-		return rc;
-	if (cur == UP_BKPT_INSN)
-		return -EEXIST;
-	b->orig = cur;
+	/* right after prepare the byte is known (one read less a probe: 10,000 in a batch) */
+	if (!b->fresh) {
+		rc = up_proc_read(p, b->vaddr, &cur, 1);
+		if (rc)
+			return rc;
+		if (cur == UP_BKPT_INSN)
+			return -EEXIST;
+		b->orig = cur;
+	}
+	b->fresh = false;
 	rc = up_proc_write_text(p, b->vaddr, &int3, 1);
 	if (rc)
 		return rc;

@@ -46,6 +46,7 @@ struct up_ubp {
 	uint64_t vaddr;
 	uint8_t orig; /* the byte the int3 replaced */
 	bool inserted;
+	bool fresh; /* orig was read by up_ubp_prepare and not written since: insert uses it */
 	struct up_insn insn;
 };
 

@@ -336,11 +336,28 @@ static bool faster_in_slot(const struct up_insn *insn)
 	}
 }
 
+/* mm->written is kept sorted by vaddr: the first index whose vaddr is >= vaddr */
+static unsigned written_pos(const struct uproc *mm, uint64_t vaddr)
+{
+	unsigned lo = 0, hi = mm->nwritten;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+
+		if (mm->written[mid].vaddr < vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 static void remember_written(struct uproc *mm, uint64_t vaddr, uint8_t orig)
 {
-	for (unsigned i = 0; i < mm->nwritten; i++)
-		if (mm->written[i].vaddr == vaddr)
-			return;
+	unsigned i = written_pos(mm, vaddr);
+
+	if (i < mm->nwritten && mm->written[i].vaddr == vaddr)
+		return;
 	if (mm->nwritten == mm->capwritten) {
 		unsigned cap = mm->capwritten ? mm->capwritten * 2 : 64;
 		void *w = realloc(mm->written, cap * sizeof(*mm->written));
@@ -350,17 +367,17 @@ static void remember_written(struct uproc *mm, uint64_t vaddr, uint8_t orig)
 		mm->written = w;
 		mm->capwritten = cap;
 	}
-	mm->written[mm->nwritten].vaddr = vaddr;
-	mm->written[mm->nwritten].orig = orig;
+	memmove(&mm->written[i + 1], &mm->written[i], (mm->nwritten - i) * sizeof(*mm->written));
+	mm->written[i].vaddr = vaddr;
+	mm->written[i].orig = orig;
 	mm->nwritten++;
 }
 
 static int written_orig(const struct uproc *mm, uint64_t vaddr)
 {
-	for (unsigned i = 0; i < mm->nwritten; i++)
-		if (mm->written[i].vaddr == vaddr)
-			return mm->written[i].orig;
-	return -1;
+	unsigned i = written_pos(mm, vaddr);
+
+	return i < mm->nwritten && mm->written[i].vaddr == vaddr ? mm->written[i].orig : -1;
 }
 
 /* Creates and arms the probepoint at vaddr (process quiesced). */

@@ -8,6 +8,8 @@
 
 #include "task/task.h"
 
+#include <sched.h>
+
 /* Where a thread is, as far as ptrace goes. */
 enum up_tstate {
 	UP_TS_RUNNING,	 /* resumed by us (PTRACE_CONT/SINGLESTEP) */
@@ -57,6 +59,7 @@ struct up_proc {
 	bool vdso_known;
 	uint64_t syscall_insn; /* address of a syscall / int $0x80 in the vDSO, 0: none */
 	bool vfork_child;
+	struct up_tcache *tc; /* mem.c: pages read and written while quiesced, or NULL */
 	bool gone; /* detached or exited: freed when refs drops to 0 */
 	int refs;
 	void *data;
@@ -77,6 +80,11 @@ struct up_engine {
 	struct up_deferred *dq;
 	size_t ndq, cap_dq;
 	volatile int brk;
+	/* placement (engine.c): the engine thread follows its tracees' CPU */
+	bool pin_on;	    /* UPROBE_PIN=1 and there are CPUs to choose from */
+	int pin_cpu;	    /* the CPU the engine thread is pinned to, -1: none (its own mask) */
+	uint64_t pin_next;  /* CLOCK_MONOTONIC_COARSE ns of the next look at a tracee's CPU */
+	cpu_set_t pin_orig; /* the engine thread's own mask: restored, and given to spawns */
 };
 
 #define UP_PTRACE_OPTIONS                                                                  \
@@ -108,6 +116,12 @@ void up__wake_fd(void);
 /* mem.c */
 int up__proc_open_mem(struct up_proc *p);
 void up__proc_close_mem(struct up_proc *p);
+/* Writes back what the quiesced process's page cache holds; before any thread runs. */
+void up__mem_flush(struct up_proc *p);
+/* up__mem_flush, then forgets the cache (at the outermost unquiesce). */
+void up__mem_release(struct up_proc *p);
+/* Forgets the cache unwritten (the address space is gone: exec, exit). */
+void up__mem_drop(struct up_proc *p);
 
 /* syscall.c */
 /* Brings a thread in an in-syscall event stop to a PTRACE_EVENT_STOP at the user

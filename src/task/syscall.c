@@ -73,6 +73,8 @@ static int run_until(struct up_task *t, int req, int *status, int *pending_sig)
 	for (;;) {
 		int st, err;
 
+		if (t->proc->tc)
+			up__mem_flush(t->proc); /* the syscall instruction written at rip */
 		if (up__ptrace(req, t->tid, 0, 0) < 0)
 			return -errno;
 		t->state = UP_TS_RUNNING;

@@ -76,6 +76,29 @@ struct comm_entry {
 
 #define COMM_CACHE 64
 
+/*
+ * A hit, fetched while its thread was stopped and formatted after the thread was
+ * resumed: report() fills it and breaks the engine's loop, up_trace_run() formats it
+ * before waiting again.  The thread's cpu and comm are read then too, so the stop itself
+ * costs the wait and the three ptrace calls, no /proc read, no formatting.  An event
+ * spec's values are fetched into vals; a seed spec's D, S or A bytes are copied into
+ * arena (snap_*), which the formatter then reads instead of the process.
+ */
+#define PEND_MAX 4
+
+struct pending {
+	bool seed, is32;
+	struct tspec *ts;
+	pid_t pid, tid;
+	uint64_t time_ns, addr, ret_addr;
+	struct user_regs_struct regs; /* seed specs */
+	uint64_t snap_addr;
+	size_t snap_len;
+	int snap_err;
+	struct up_fetch_value vals[UP_SPEC_MAX_ARGS];
+	char arena[UP_SPEC_SEED_SIZE_MAX]; /* the strings of vals, or the seed's bytes */
+};
+
 struct up_trace {
 	struct up_trace_opts opts;
 	struct uprobe_ctx *ctx;
@@ -95,6 +118,9 @@ struct up_trace {
 	bool has_filter;
 	char *line;
 	size_t linecap;
+	bool pend_break; /* the engine's loop was broken to format tr->pend */
+	unsigned npend;	 /* hits in pend, in order: several specs on one address */
+	struct pending pend[PEND_MAX];
 };
 
 static void tprobe_free(struct tprobe *p)
@@ -243,6 +269,96 @@ static void emit(struct up_trace *tr, const char *buf, int len)
 
 /* ---- hits ------------------------------------------------------------------------------ */
 
+/* The comm for $comm while the thread is stopped: /proc is read once per thread only. */
+static const char *comm_cached(struct up_trace *tr, pid_t pid, pid_t tid)
+{
+	struct comm_entry *c = &tr->comms[(unsigned)tid % COMM_CACHE];
+	int cpu;
+
+	if (c->tid != tid || !c->comm[0])
+		c = thread_info(tr, pid, tid, &cpu);
+	return c->comm;
+}
+
+/* The formatter's reads of a pending seed hit: from the bytes copied at the hit. */
+static int read_snapshot(void *arg, uint64_t addr, void *buf, size_t len)
+{
+	const struct pending *pd = arg;
+
+	if (pd->snap_err)
+		return pd->snap_err;
+	if (addr < pd->snap_addr || addr - pd->snap_addr > pd->snap_len ||
+	    len > pd->snap_len - (addr - pd->snap_addr))
+		return -EFAULT;
+	memcpy(buf, pd->arena + (addr - pd->snap_addr), len);
+	return 0;
+}
+
+/* Copies what the seed spec's formatter will read: D/S the dump, i386 A the stack. */
+static void pend_seed(struct pending *pd, const struct up_spec *spec, const uprobe_regs_t *regs,
+		      const struct up_fetch_env *env)
+{
+	uint64_t sp = pd->is32 ? regs->rsp & 0xffffffffu : regs->rsp;
+
+	pd->regs = *regs;
+	pd->snap_addr = pd->snap_len = 0;
+	pd->snap_err = 0;
+	if (spec->seed_type == UP_SEED_ARGS) {
+		if (!pd->is32 || spec->size > UP_SPEC_SEED_NARGS_MAX)
+			return; /* in registers */
+		pd->snap_addr = (sp + 4) & 0xffffffffu;
+		pd->snap_len = 4 * spec->size;
+	} else {
+		pd->snap_addr = spec->seed_type == UP_SEED_STACK ? sp : spec->daddr;
+		pd->snap_len = spec->size <= sizeof(pd->arena) ? spec->size : 0;
+	}
+	if (pd->snap_len)
+		pd->snap_err = env->read(env->ctx, pd->snap_addr, pd->arena, pd->snap_len);
+}
+
+/* Formats one pending hit: its thread runs again (or is gone) by now.  *cpu: its cpu, or
+   -1 to read it (with the comm) from /proc. */
+static void flush_one(struct up_trace *tr, struct pending *pd, int *cpu)
+{
+	struct up_fmt_event ev = { .addr = pd->addr, .ret_addr = pd->ret_addr, .vals = pd->vals };
+	struct up_fetch_env env = { .regs = &pd->regs, .is32 = pd->is32, .read = read_snapshot,
+				    .ctx = pd };
+	struct comm_entry *c = &tr->comms[(unsigned)pd->tid % COMM_CACHE];
+	struct up_fmt_ctx fc;
+
+	if (*cpu < 0 || c->tid != pd->tid)
+		c = thread_info(tr, pd->pid, pd->tid, cpu);
+	fc = (struct up_fmt_ctx){ .comm = c->comm[0] ? c->comm : NULL,
+				  .pid = pd->pid,
+				  .tid = pd->tid,
+				  .cpu = *cpu,
+				  .time_ns = pd->time_ns };
+	env.comm = c->comm;
+	if (pd->seed && tr->opts.json)
+		FORMAT(tr, up_fmt_seed_hit_json(buf, size, &fc, &pd->ts->spec, &env));
+	else if (pd->seed)
+		FORMAT(tr, up_fmt_seed_hit(buf, size, &fc, &pd->ts->spec, &env));
+	else if (tr->opts.json)
+		FORMAT(tr, up_fmt_event_json(buf, size, &fc, &pd->ts->spec, &ev));
+	else
+		FORMAT(tr, up_fmt_event_text(buf, size, &fc, &pd->ts->spec, &ev));
+}
+
+static void flush_pending(struct up_trace *tr)
+{
+	int cpu = -1;
+
+	/* one /proc read for the hits of one thread (several specs on one address) */
+	for (unsigned i = 0; i < tr->npend; i++) {
+		if (i && tr->pend[i].tid != tr->pend[i - 1].tid)
+			cpu = -1;
+		flush_one(tr, &tr->pend[i], &cpu);
+	}
+	if (tr->npend && tr->opts.flush && tr->opts.out)
+		fflush(tr->opts.out); /* a reader sees each trap-path hit at once */
+	tr->npend = 0;
+}
+
 struct read_ctx {
 	struct up_trace *tr;
 	pid_t pid;
@@ -273,52 +389,30 @@ static bool filter_holds(const struct tspec *ts, const struct up_fetch_value *va
 	return up_filter_holds(ts->conds, ts->nconds, vals);
 }
 
-static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
-		       const struct hit *h)
+/* A fast-path record: its thread ran on long ago, so it is formatted at once. */
+static void report_record(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
+			  const struct hit *h, struct up_fetch_env *env)
 {
 	struct up_trace *tr = p->tr;
 	struct tspec *ts = p->ts;
-	pid_t pid = h->pid, tid = h->tid;
-	struct read_ctx rc = { .tr = tr, .pid = pid };
-	struct tproc *tp = proc_of(tr, pid);
-	struct comm_entry *c;
+	pid_t pid = h->pid, tid = h->tid ? h->tid : h->pid;
+	struct comm_entry *c = &tr->comms[(unsigned)tid % COMM_CACHE];
 	struct up_fmt_ctx fc;
-	struct up_fetch_env env = {
-		.regs = regs,
-		.is32 = tp ? tp->is32 : false,
-		.read = h->rec ? read_record : read_mem,
-		.ctx = h->rec ? (void *)h->rec : (void *)&rc,
-		.retval = regs->rax,
-		.has_retval = is_return,
-		.file_bias = p->file_bias,
-	};
-	int cpu;
+	int cpu = h->cpu;
 
-	if (tr->off || !ts->enabled || ts->removed)
-		return;
-	if (tr->pid_filter && pid != tr->pid_filter)
-		return;
-	if (!h->rec)
-		ts->hits++; /* records are counted by the library, with what it dropped */
-	if (!tr->opts.out)
-		return;
-	if (h->rec && tr->comms[(unsigned)(tid ? tid : pid) % COMM_CACHE].tid == (tid ? tid : pid) &&
-	    tr->comms[(unsigned)(tid ? tid : pid) % COMM_CACHE].comm[0])
-		/* a record carries its cpu: the cached comm will do, no /proc read */
-		c = &tr->comms[(unsigned)(tid ? tid : pid) % COMM_CACHE], cpu = 0;
-	else
-		c = thread_info(tr, pid, tid ? tid : pid, &cpu);
-	env.comm = c->comm;
+	if (c->tid != tid || !c->comm[0])
+		c = thread_info(tr, pid, tid, &cpu); /* once per thread: the cpu is the record's */
+	env->comm = c->comm;
 	fc.comm = c->comm[0] ? c->comm : NULL;
 	fc.pid = pid;
-	fc.tid = tid ? tid : pid;
-	fc.cpu = h->cpu >= 0 ? h->cpu : cpu;
+	fc.tid = tid;
+	fc.cpu = h->cpu;
 	fc.time_ns = h->time_ns;
 	if (ts->spec.kind == UP_SPEC_SEED) {
 		if (tr->opts.json)
-			FORMAT(tr, up_fmt_seed_hit_json(buf, size, &fc, &ts->spec, &env));
+			FORMAT(tr, up_fmt_seed_hit_json(buf, size, &fc, &ts->spec, env));
 		else
-			FORMAT(tr, up_fmt_seed_hit(buf, size, &fc, &ts->spec, &env));
+			FORMAT(tr, up_fmt_seed_hit(buf, size, &fc, &ts->spec, env));
 		return;
 	}
 	{
@@ -330,15 +424,70 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 			.vals = vals,
 		};
 
-		up_fetch_eval_all(&ts->spec, &env, vals, arena, sizeof(arena));
-		/* the trap path's filter (the fast path's agent has applied it) */
-		if (ts->nconds && !h->rec && !filter_holds(ts, vals))
-			return;
+		up_fetch_eval_all(&ts->spec, env, vals, arena, sizeof(arena));
 		if (tr->opts.json)
 			FORMAT(tr, up_fmt_event_json(buf, size, &fc, &ts->spec, &ev));
 		else
 			FORMAT(tr, up_fmt_event_text(buf, size, &fc, &ts->spec, &ev));
 	}
+}
+
+static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
+		       const struct hit *h)
+{
+	struct up_trace *tr = p->tr;
+	struct tspec *ts = p->ts;
+	pid_t pid = h->pid, tid = h->tid;
+	struct read_ctx rc = { .tr = tr, .pid = pid };
+	struct tproc *tp = proc_of(tr, pid);
+	struct pending *pd;
+	struct up_fetch_env env = {
+		.regs = regs,
+		.is32 = tp ? tp->is32 : false,
+		.read = h->rec ? read_record : read_mem,
+		.ctx = h->rec ? (void *)h->rec : (void *)&rc,
+		.retval = regs->rax,
+		.has_retval = is_return,
+		.file_bias = p->file_bias,
+	};
+
+	if (tr->off || !ts->enabled || ts->removed)
+		return;
+	if (tr->pid_filter && pid != tr->pid_filter)
+		return;
+	if (!h->rec)
+		ts->hits++; /* records are counted by the library, with what it dropped */
+	if (!tr->opts.out)
+		return;
+	if (h->rec) {
+		report_record(p, regs, is_return, h, &env);
+		return;
+	}
+	/* the trap path: the values now, the formatting once the thread runs again */
+	if (tr->npend == PEND_MAX)
+		flush_pending(tr); /* hits of one dispatch stay in order */
+	pd = &tr->pend[tr->npend++];
+	/* field by field: the record is 130 KiB */
+	pd->seed = ts->spec.kind == UP_SPEC_SEED;
+	pd->is32 = env.is32;
+	pd->ts = ts;
+	pd->pid = pid;
+	pd->tid = tid;
+	pd->time_ns = h->time_ns;
+	pd->addr = p->u.vaddr;
+	pd->ret_addr = is_return ? regs->rip : 0;
+	if (pd->seed) {
+		pend_seed(pd, &ts->spec, regs, &env);
+	} else {
+		env.comm = comm_cached(tr, pid, tid);
+		up_fetch_eval_all(&ts->spec, &env, pd->vals, pd->arena, sizeof(pd->arena));
+		if (ts->nconds && !filter_holds(ts, pd->vals)) {
+			tr->npend--; /* the filter says no */
+			return;
+		}
+	}
+	tr->pend_break = true;
+	uprobe_ctx_break(tr->ctx);
 }
 
 static int arm_proc(struct up_trace *tr, struct tproc *tp);
@@ -353,8 +502,6 @@ static void report(struct tprobe *p, uprobe_regs_t *regs, bool is_return)
 	};
 
 	report_hit(p, regs, is_return, &h);
-	if (p->tr->opts.flush && p->tr->opts.out)
-		fflush(p->tr->opts.out); /* a reader sees each trap-path hit at once */
 }
 
 static void on_hit(struct uprobe *u, uprobe_regs_t *regs)
@@ -1234,7 +1381,13 @@ int up_trace_run(struct up_trace *tr, volatile int *stop)
 	 * three ptrace calls, nothing more.  Arming for new images and libraries happens
 	 * in the callbacks, while the thread concerned is stopped.
 	 */
-	rc = uprobe_ctx_run(tr->ctx, stop);
+	for (;;) {
+		tr->pend_break = false;
+		rc = uprobe_ctx_run(tr->ctx, stop);
+		flush_pending(tr);
+		if (rc != -EINTR || !tr->pend_break || (stop && *stop) || tr->out_failed)
+			break;
+	}
 	if (tr->opts.out && fflush(tr->opts.out) && !tr->out_failed)
 		tr->out_failed = errno ? errno : EIO;
 	if (tr->out_failed)
@@ -1418,6 +1571,7 @@ int up_trace_dispatch(struct up_trace *tr)
 {
 	int rc = uprobe_ctx_dispatch(tr->ctx);
 
+	flush_pending(tr);
 	if (tr->opts.out)
 		fflush(tr->opts.out);
 	return rc;

@@ -5,6 +5,7 @@
  * quiesce stops every thread, memory, text and remote system calls work.
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -48,6 +49,8 @@ struct rec {
 	bool quiesce_in_cb;
 	bool detach_children;
 	int quiesce_err;
+	bool check_pin;		/* at each breakpoint: the two masks below */
+	int self_cpus, tracee_cpus; /* CPUs the engine thread / the tracee may run on */
 	char log[1024];
 };
 
@@ -61,6 +64,14 @@ static enum up_resume on_stop(void *ctx, struct up_task *t, const struct up_stop
 	switch (s->kind) {
 	case UP_STOP_BREAKPOINT:
 		r->nbp++;
+		if (r->check_pin) {
+			cpu_set_t set;
+
+			assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+			r->self_cpus = CPU_COUNT(&set);
+			assert_int_equal(sched_getaffinity(up_task_tid(t), sizeof(set), &set), 0);
+			r->tracee_cpus = CPU_COUNT(&set);
+		}
 		assert_int_equal(up_task_get_regs(t, &regs), 0);
 		if (regs.rip != r->bp_addr + 1) {
 			r->bad_rip = regs.rip;
@@ -593,6 +604,66 @@ static void test_remote_syscall(void **state)
 	up_engine_free(e);
 }
 
+/* straight from the process's memory, not through the engine */
+static uint8_t peek_mem(pid_t pid, uint64_t addr)
+{
+	char path[64];
+	uint8_t byte = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &byte, 1, (off_t)addr), 1);
+	close(fd);
+	return byte;
+}
+
+/*
+ * Writes while quiesced go through the engine's page cache: the engine reads them back
+ * at once, a remote system call meanwhile runs, and they are in the process's memory
+ * when its threads run again.
+ */
+static void test_text_cache(void **state)
+{
+	struct rec r;
+	struct up_engine *e = new_engine(&r);
+	struct up_proc *p = spawn(e, "spin", "2");
+	struct up_sym_elf *elf = NULL;
+	struct up_sym sym;
+	uint8_t orig, got, int3 = 0xcc;
+	uint64_t args[6] = { 0 };
+	int64_t ret = 0;
+	int two = 2;
+	pid_t pid = up_proc_pid(p);
+
+	(void)state;
+	assert_int_equal(up_sym_elf_open(TASK_VICTIM, &elf), 0);
+	assert_int_equal(up_sym_elf_lookup(elf, "bp_target", &sym), 0); /* spin never calls it */
+	up_sym_elf_close(elf);
+	up_proc_resume(p);
+	dispatch_until(e, &r, threads_at_least, &two);
+	assert_int_equal(up_proc_quiesce(p), 0);
+	assert_int_equal(up_proc_read(p, sym.value, &orig, 1), 0);
+	assert_int_not_equal(orig, 0xcc);
+	assert_int_equal(up_proc_write_text(p, sym.value, &int3, 1), 0);
+	assert_int_equal(up_proc_read(p, sym.value, &got, 1), 0);
+	assert_int_equal(got, 0xcc);
+	assert_int_equal(up_task_syscall(up_proc_first_task(p), SYS_gettid, args, &ret), 0);
+	assert_int_equal(ret, pid);
+	assert_int_equal(up_proc_read(p, sym.value, &got, 1), 0);
+	assert_int_equal(got, 0xcc);
+	up_proc_unquiesce(p);
+	assert_int_equal(peek_mem(pid, sym.value), 0xcc);
+	assert_int_equal(up_proc_quiesce(p), 0);
+	assert_int_equal(up_proc_write_text(p, sym.value, &orig, 1), 0);
+	up_proc_unquiesce(p);
+	assert_int_equal(peek_mem(pid, sym.value), orig);
+	kill(pid, SIGKILL);
+	assert_int_equal(up_engine_run(e, NULL), 0);
+	up_engine_free(e);
+}
+
 static void test_remote_syscall_quiesced(void **state)
 {
 	struct rec r;
@@ -648,6 +719,62 @@ static void test_breakpoint_step(void **state)
 	assert_int_equal(r.nsig, 0);
 	assert_true(WIFEXITED(status_of(&r, pid)));
 	assert_int_equal(WEXITSTATUS(status_of(&r, pid)), 0);
+	up_engine_free(e);
+}
+
+/*
+ * Placement (UPROBE_PIN=1): at a stop the engine thread runs on one CPU (its tracee's),
+ * the traced program keeps the mask it was started with, the engine thread's own mask is
+ * back when the program is gone; by default the engine thread is left alone.
+ */
+static void run_bp_pinned(struct rec *r, struct up_engine *e, const cpu_set_t *mine)
+{
+	struct up_sym_elf *elf = NULL;
+	struct up_sym sym;
+	struct up_proc *p;
+	cpu_set_t after;
+
+	assert_int_equal(up_sym_elf_open(TASK_VICTIM, &elf), 0);
+	assert_int_equal(up_sym_elf_lookup(elf, "bp_target", &sym), 0);
+	up_sym_elf_close(elf);
+	r->check_pin = true;
+	r->emulate_push = false;
+	p = spawn(e, "bp", NULL);
+	r->bp_addr = sym.value;
+	assert_int_equal(up_proc_read(p, r->bp_addr, &r->bp_orig, 1), 0);
+	assert_int_equal(up_proc_write_text(p, r->bp_addr, &(uint8_t){ 0xcc }, 1), 0);
+	up_proc_resume(p);
+	assert_int_equal(up_engine_run(e, NULL), 0);
+	assert_int_equal(r->nbp, 5);
+	assert_int_equal(r->tracee_cpus, CPU_COUNT(mine));
+	assert_int_equal(sched_getaffinity(0, sizeof(after), &after), 0);
+	assert_true(CPU_EQUAL(&after, mine));
+}
+
+static void test_placement(void **state)
+{
+	struct rec r;
+	struct up_engine *e;
+	cpu_set_t mine;
+
+	(void)state;
+	assert_int_equal(sched_getaffinity(0, sizeof(mine), &mine), 0);
+	if (CPU_COUNT(&mine) < 2)
+		skip();
+	setenv("UPROBE_PIN", "1", 1);
+	e = new_engine(&r);
+	unsetenv("UPROBE_PIN");
+	run_bp_pinned(&r, e, &mine);
+	assert_int_equal(r.self_cpus, 1);
+	/* the mask came back with the first program gone: a second one is placed again */
+	memset(&r, 0, sizeof(r));
+	run_bp_pinned(&r, e, &mine);
+	assert_int_equal(r.self_cpus, 1);
+	up_engine_free(e);
+
+	e = new_engine(&r);
+	run_bp_pinned(&r, e, &mine);
+	assert_int_equal(r.self_cpus, CPU_COUNT(&mine));
 	up_engine_free(e);
 }
 
@@ -904,7 +1031,9 @@ int main(void)
 		cmocka_unit_test(test_write_text_private),
 		cmocka_unit_test(test_remote_syscall),
 		cmocka_unit_test(test_remote_syscall_quiesced),
+		cmocka_unit_test(test_text_cache),
 		cmocka_unit_test(test_breakpoint_step),
+		cmocka_unit_test(test_placement),
 		cmocka_unit_test(test_breakpoint_threads_quiesce),
 		cmocka_unit_test(test_engine_free_detaches),
 #ifdef TASK_TARGET32
