@@ -84,9 +84,11 @@ struct fastp {
 	struct up_patch_site site;
 	struct uprobe *u;
 	uint64_t tramp, counter;
+	unsigned nslots; /* of the trampoline, 0 once given back */
 	unsigned home_of[UP_PATCH_MAX_INSN];
 	uint64_t last; /* the counter as last read */
 	bool patched;
+	bool shared; /* the counter is in the agent's region: readable after exec and exit */
 	/* a recording site: its descriptor in the shared region, its record id */
 	bool rec;
 	uint64_t desc;
@@ -535,6 +537,11 @@ static int read_counter(struct uproc *mm, struct fastp *f, struct up_task *t, ui
 		f->last = *v;
 		return 0;
 	}
+	if (f->shared) {
+		*v = mm->agent ? up_agent_read(mm->agent, f->counter) : f->last;
+		f->last = *v;
+		return 0;
+	}
 	rc = t ? up_task_read(t, f->counter, v, sizeof(*v))
 	       : up_proc_read(mm->p, f->counter, v, sizeof(*v));
 	if (!rc)
@@ -892,7 +899,15 @@ static int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen
 				      "jmp would cover (a signal frame?)");
 		goto fail;
 	}
-	if (!rec && (!mm->counters || mm->ncounters == 4096 / 8)) {
+	if (!rec) {
+		/* a counter in the shared region where the agent can be had: its count
+		   survives an exec; else on a page of counters by the XOL area */
+		char sub[160];
+
+		f->shared = !agent_ensure(mm, t, sub, sizeof(sub)) &&
+			    !up_agent_counter(mm->agent, &f->counter);
+	}
+	if (!rec && !f->shared && (!mm->counters || mm->ncounters == 4096 / 8)) {
 		rc = up_xol_map_data(t, u->vaddr, &mm->counters);
 		if (rc) {
 			snprintf(why, whylen, "no counter page (%s)", strerror(-rc));
@@ -915,6 +930,9 @@ static int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen
 			rc = -ENOTSUP;
 			goto fail;
 		}
+	} else if (f->shared) {
+		rc = up_patch_tramp_abs(&f->site, f->tramp, f->counter, code, sizeof(code), &len,
+					f->home_of);
 	} else {
 		f->counter = mm->counters + 8ull * mm->ncounters;
 		rc = up_patch_tramp(&f->site, f->tramp, f->counter, code, sizeof(code), &len,
@@ -933,8 +951,9 @@ static int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen
 		up_xol_free_n(&mm->xol, f->tramp, nslots);
 		goto fail;
 	}
-	if (!rec)
+	if (!rec && !f->shared)
 		mm->ncounters++;
+	f->nslots = nslots;
 	mm->fast_used = true;
 	f->patched = true;
 	f->next = mm->fast;
@@ -1064,7 +1083,24 @@ static void rec_settle(struct uproc *mm, struct fastp *f)
 	f->nrec = 0;
 }
 
-/* Puts the original instruction back (process quiesced); the trampoline stays mapped. */
+/*
+ * The trampoline of an unpatched site goes back to the slot allocator when nothing can
+ * come back into it: no thread's rip in it, no word on any thread's stack pointing
+ * into it (a thread inside the agent has its return address there; a signal handler
+ * that interrupted the trampoline has it in its frame).  Else it stays, a few slots.
+ */
+static void tramp_reclaim(struct uproc *mm, struct fastp *f)
+{
+	uint64_t lo = f->tramp, hi = f->tramp + 64ull * f->nslots;
+
+	if (!f->nslots || any_rip_in(mm, lo - 1, hi) || stack_points_in(mm, lo - 1, hi))
+		return;
+	up_xol_free_n(&mm->xol, f->tramp, f->nslots);
+	f->nslots = 0;
+}
+
+/* Puts the original instruction back (process quiesced); the trampoline stays mapped
+   until no thread can be inside it. */
 static void fast_unpatch(struct uproc *mm, struct fastp *f)
 {
 	uint64_t v;
@@ -1073,6 +1109,7 @@ static void fast_unpatch(struct uproc *mm, struct fastp *f)
 		return;
 	up_proc_write_text(mm->p, f->site.vaddr, f->site.orig, f->site.len);
 	f->patched = false;
+	tramp_reclaim(mm, f);
 	if (f->rec) {
 		/* records already written are delivered; a thread still inside the
 		   trampoline finishes its record, which nobody reads */
@@ -1113,7 +1150,11 @@ static void fast_forget(struct uproc *mm)
 			if (f->rec) {
 				rec_settle(mm, f);
 			} else {
-				f->u->nhits += f->last;
+				uint64_t v = f->last;
+
+				if (f->shared)
+					read_counter(mm, f, NULL, &v); /* the region is still ours */
+				f->u->nhits += v;
 			}
 			f->u->kimg = NULL;
 			f->u->kind = KIND_PPT;

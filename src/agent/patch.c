@@ -96,6 +96,56 @@ int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
 	return 0;
 }
 
+/* The hardware number of each frame word's register (-1: not a general register). */
+static const int8_t hw_of[UPA_NREGS] = {
+	[UPA_R15] = 15, [UPA_R14] = 14, [UPA_R13] = 13, [UPA_R12] = 12, [UPA_RBP] = 5,
+	[UPA_RBX] = 3,	[UPA_R11] = 11, [UPA_R10] = 10, [UPA_R9] = 9,	[UPA_R8] = 8,
+	[UPA_RAX] = 0,	[UPA_RCX] = 1,	[UPA_RDX] = 2,	[UPA_RSI] = 6,	[UPA_RDI] = 7,
+	[UPA_ORIG_RAX] = -1, [UPA_RIP] = -1, [UPA_CS] = -1, [UPA_EFLAGS] = -1,
+	[UPA_RSP] = -1, [UPA_SS] = -1, [UPA_FS_BASE] = -1, [UPA_GS_BASE] = -1,
+	[UPA_DS] = -1, [UPA_ES] = -1, [UPA_FS] = -1, [UPA_GS] = -1,
+};
+
+#define FRAME (8 * UPA_NREGS) /* 216 */
+
+/* mov %reg, disp(%rsp) (store) or mov disp(%rsp), %reg */
+static size_t mov_rsp(uint8_t *c, bool store, int reg, int32_t disp)
+{
+	size_t n = 0;
+
+	c[n++] = (uint8_t)(0x48 | (reg >= 8 ? 4 : 0));
+	c[n++] = store ? 0x89 : 0x8b;
+	if (disp >= -128 && disp <= 127) {
+		c[n++] = (uint8_t)(0x44 | (reg & 7) << 3);
+		c[n++] = 0x24;
+		c[n++] = (uint8_t)(int8_t)disp;
+	} else {
+		c[n++] = (uint8_t)(0x84 | (reg & 7) << 3);
+		c[n++] = 0x24;
+		memcpy(c + n, &disp, 4);
+		n += 4;
+	}
+	return n;
+}
+
+/* lea disp(%rsp),%reg */
+static size_t lea_rsp(uint8_t *c, int reg, int32_t disp)
+{
+	c[0] = (uint8_t)(0x48 | (reg >= 8 ? 4 : 0));
+	c[1] = 0x8d;
+	c[2] = (uint8_t)(0x84 | (reg & 7) << 3);
+	c[3] = 0x24;
+	memcpy(c + 4, &disp, 4);
+	return 8;
+}
+
+/* Saved around the call whatever the agent may clobber (the SysV caller-saved set). */
+static bool caller_saved(int w)
+{
+	return w == UPA_RAX || w == UPA_RCX || w == UPA_RDX || w == UPA_RSI || w == UPA_RDI ||
+	       w == UPA_R8 || w == UPA_R9 || w == UPA_R10 || w == UPA_R11;
+}
+
 /*
  * The count: lahf/seto keep the flags in rax (OF from seto, the rest from lahf; add
  * $0x7f to al puts OF back, sahf the rest), which is several times cheaper than
@@ -164,6 +214,44 @@ static int tail(const struct up_patch_site *site, uint64_t tramp, uint8_t *code,
 	return 0;
 }
 
+/*
+ * The same count with the counter anywhere (the shared region, which outlives an exec):
+ * its address in rcx, saved around it.
+ */
+int up_patch_tramp_abs(const struct up_patch_site *site, uint64_t tramp, uint64_t counter,
+		       uint8_t *code, size_t size, size_t *len, unsigned home_of[UP_PATCH_MAX_INSN])
+{
+	bool lahf = have_lahf64();
+	uint8_t c[64];
+	size_t n = 0;
+
+	n += lea_rsp(c + n, 4, -128); /* the red zone */
+	if (lahf) {
+		c[n++] = 0x50;			      /* push %rax */
+		c[n++] = 0x9f;			      /* lahf */
+		c[n++] = 0x0f, c[n++] = 0x90, c[n++] = 0xc0; /* seto %al */
+	} else {
+		c[n++] = 0x9c; /* pushfq */
+	}
+	c[n++] = 0x51;		      /* push %rcx */
+	c[n++] = 0x48, c[n++] = 0xb9; /* movabs $counter,%rcx */
+	memcpy(c + n, &counter, 8), n += 8;
+	c[n++] = 0xf0, c[n++] = 0x48, c[n++] = 0xff, c[n++] = 0x01; /* lock incq (%rcx) */
+	c[n++] = 0x59;						  /* pop %rcx */
+	if (lahf) {
+		c[n++] = 0x04, c[n++] = 0x7f; /* add $0x7f,%al: OF again */
+		c[n++] = 0x9e;		      /* sahf */
+		c[n++] = 0x58;		      /* pop %rax */
+	} else {
+		c[n++] = 0x9d; /* popfq */
+	}
+	n += lea_rsp(c + n, 4, 128);
+	if (n > size)
+		return -ERANGE;
+	memcpy(code, c, n);
+	return tail(site, tramp, code, size, n, len, home_of);
+}
+
 int up_patch_tramp(const struct up_patch_site *site, uint64_t tramp, uint64_t counter,
 		   uint8_t *code, size_t size, size_t *len, unsigned home_of[UP_PATCH_MAX_INSN])
 {
@@ -180,56 +268,6 @@ int up_patch_tramp(const struct up_patch_site *site, uint64_t tramp, uint64_t co
 	d32 = (int32_t)d;
 	memcpy(code + disp, &d32, 4);
 	return tail(site, tramp, code, size, n, len, home_of);
-}
-
-/* The hardware number of each frame word's register (-1: not a general register). */
-static const int8_t hw_of[UPA_NREGS] = {
-	[UPA_R15] = 15, [UPA_R14] = 14, [UPA_R13] = 13, [UPA_R12] = 12, [UPA_RBP] = 5,
-	[UPA_RBX] = 3,	[UPA_R11] = 11, [UPA_R10] = 10, [UPA_R9] = 9,	[UPA_R8] = 8,
-	[UPA_RAX] = 0,	[UPA_RCX] = 1,	[UPA_RDX] = 2,	[UPA_RSI] = 6,	[UPA_RDI] = 7,
-	[UPA_ORIG_RAX] = -1, [UPA_RIP] = -1, [UPA_CS] = -1, [UPA_EFLAGS] = -1,
-	[UPA_RSP] = -1, [UPA_SS] = -1, [UPA_FS_BASE] = -1, [UPA_GS_BASE] = -1,
-	[UPA_DS] = -1, [UPA_ES] = -1, [UPA_FS] = -1, [UPA_GS] = -1,
-};
-
-#define FRAME (8 * UPA_NREGS) /* 216 */
-
-/* mov %reg, disp(%rsp) (store) or mov disp(%rsp), %reg */
-static size_t mov_rsp(uint8_t *c, bool store, int reg, int32_t disp)
-{
-	size_t n = 0;
-
-	c[n++] = (uint8_t)(0x48 | (reg >= 8 ? 4 : 0));
-	c[n++] = store ? 0x89 : 0x8b;
-	if (disp >= -128 && disp <= 127) {
-		c[n++] = (uint8_t)(0x44 | (reg & 7) << 3);
-		c[n++] = 0x24;
-		c[n++] = (uint8_t)(int8_t)disp;
-	} else {
-		c[n++] = (uint8_t)(0x84 | (reg & 7) << 3);
-		c[n++] = 0x24;
-		memcpy(c + n, &disp, 4);
-		n += 4;
-	}
-	return n;
-}
-
-/* lea disp(%rsp),%reg */
-static size_t lea_rsp(uint8_t *c, int reg, int32_t disp)
-{
-	c[0] = (uint8_t)(0x48 | (reg >= 8 ? 4 : 0));
-	c[1] = 0x8d;
-	c[2] = (uint8_t)(0x84 | (reg & 7) << 3);
-	c[3] = 0x24;
-	memcpy(c + 4, &disp, 4);
-	return 8;
-}
-
-/* Saved around the call whatever the agent may clobber (the SysV caller-saved set). */
-static bool caller_saved(int w)
-{
-	return w == UPA_RAX || w == UPA_RCX || w == UPA_RDX || w == UPA_RSI || w == UPA_RDI ||
-	       w == UPA_R8 || w == UPA_R9 || w == UPA_R10 || w == UPA_R11;
 }
 
 int up_patch_tramp_rec(const struct up_patch_site *site, uint64_t tramp, uint64_t desc,

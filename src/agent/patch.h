@@ -49,6 +49,10 @@ int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
 int up_patch_tramp(const struct up_patch_site *site, uint64_t tramp, uint64_t counter,
 		   uint8_t *code, size_t size, size_t *len, unsigned home_of[UP_PATCH_MAX_INSN]);
 
+/* The same with the counter at any address (through rcx, saved around it). */
+int up_patch_tramp_abs(const struct up_patch_site *site, uint64_t tramp, uint64_t counter,
+		       uint8_t *code, size_t size, size_t *len, unsigned home_of[UP_PATCH_MAX_INSN]);
+
 /*
  * A recording probe's trampoline: the red zone skipped, flags and the caller-saved
  * registers saved into a struct user_regs_struct frame on the stack (with rsp as the

@@ -391,6 +391,20 @@ int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa
 	return 0;
 }
 
+int up_agent_counter(struct up_agent *a, uint64_t *addr)
+{
+	if (a->heap_used + 8 > HEAP_SIZE)
+		return -ENOSPC;
+	*addr = a->data_addr + a->heap_off + a->heap_used;
+	a->heap_used += 8;
+	return 0;
+}
+
+uint64_t up_agent_read(const struct up_agent *a, uint64_t addr)
+{
+	return __atomic_load_n((const uint64_t *)(a->map + (addr - a->data_addr)), __ATOMIC_RELAXED);
+}
+
 static struct upa_probe *desc_at(const struct up_agent *a, uint64_t addr)
 {
 	return (struct upa_probe *)(a->map + (addr - a->data_addr));

@@ -74,6 +74,13 @@ int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa
 		       const struct upa_cond *c, uint64_t *addr, uint32_t *id);
 /* Switches a descriptor's records (and counts) on or off. */
 void up_agent_probe_enable(struct up_agent *a, uint64_t addr, bool on);
+/*
+ * A counter for a counting site, in the shared region (so it can be read after the
+ * process exec'd or exited): its address in the target.  -ENOSPC when the heap is full.
+ */
+int up_agent_counter(struct up_agent *a, uint64_t *addr);
+uint64_t up_agent_read(const struct up_agent *a, uint64_t addr);
+
 /* Counters of a descriptor. */
 void up_agent_probe_counts(const struct up_agent *a, uint64_t addr, uint64_t *filtered,
 			   uint64_t *lost);

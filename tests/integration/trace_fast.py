@@ -224,7 +224,7 @@ for line in subprocess.run(["nm", PROG], capture_output=True, text=True).stdout.
     parts = line.split()
     if len(parts) == 3:
         syms[parts[2]] = int(parts[0], 16)
-N = 20000000
+N = 100000000
 ref = subprocess.run([PROG, "args", str(N), "2"], capture_output=True, text=True).stdout
 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
     target = subprocess.Popen([PROG, "args", str(N), "2"], stdout=subprocess.PIPE, text=True)
