@@ -47,3 +47,7 @@ assert ev[5]["args"] == ["0x%016x" % v for v in (4, 200, 0xff0000ed, 2**64 - 1, 
   set_tests_properties(unit.trace_json_valid unit.trace_json_content
     PROPERTIES FIXTURES_REQUIRED trace_jsonl)
 endif()
+
+# the fast path's agent run natively: record layout, fault-safe reads, conditions, a
+# full ring and its pad
+uprobe_unit(test_agent)
