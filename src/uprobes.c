@@ -1146,6 +1146,11 @@ static void fast_forget(struct uproc *mm)
 		struct fastp *f = mm->fast;
 
 		mm->fast = f->next;
+		if (f->u->kimg == (struct uprobe_kimg *)f && !f->patched) {
+			/* unpatched already (its counts are in the uprobe): let it go */
+			f->u->kimg = NULL;
+			f->u->kind = KIND_PPT;
+		}
 		if (f->patched && f->u->pid == mm->pid) {
 			if (f->rec) {
 				rec_settle(mm, f);
@@ -2529,6 +2534,10 @@ int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop)
 	for (;;) {
 		struct pollfd pfd = { .fd = up_engine_fd(ctx->eng), .events = POLLIN };
 
+		/* a handler's break first: what it left to do (say, format a trap-path hit)
+		   comes before records made after it */
+		if (ctx->brk || (stop && *stop))
+			return -EINTR;
 		drain_all(ctx);
 		if (ctx->brk || (stop && *stop))
 			return -EINTR;
