@@ -34,6 +34,7 @@ enum bench_tool {
 	T_UPROBE_PIN, /* the same with UPROBE_PIN=1: the engine thread on the tracee's CPU */
 	T_UPROBE_CLI, /* uprobe trace -c */
 	T_FAST,	      /* the library, a counting probe on the fast path (no stop) */
+	T_FAST_REC,   /* the library, a recording probe on the fast path: the agent, the ring */
 	T_KERNEL,
 	T_BPFTRACE,
 	T_GDB,

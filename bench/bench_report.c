@@ -16,6 +16,7 @@
 static const char *const colors[T_NTOOLS] = {
 	[T_BASE] = "#999999",	      [T_UPROBE] = "#1f77b4",	  [T_UPROBE_PIN] = "#9ecae1",
 	[T_UPROBE_CLI] = "#6baed6",   [T_FAST] = "#d62728",	  [T_KERNEL] = "#9467bd",
+	[T_FAST_REC] = "#e377c2",
 	[T_BPFTRACE] = "#2ca02c",     [T_GDB] = "#ff7f0e",	  [T_FLOOR] = "#ffbb78",
 	[T_FLOOR_FOLLOW] = "#e7ba52", [T_FLOOR_SAME] = "#8c564b", [T_FLOOR_DIFF] = "#c49c94",
 };

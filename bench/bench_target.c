@@ -6,7 +6,8 @@
  * instruction is the one a workload is about:
  *
  *   lea:    hot_lea    lea 1(%rdi),%rax      (kernel: single-stepped out of line)
- *   push:   hot_push   push %rbp             (kernel: emulated)
+ *   push:   hot_push   push %rbp             (kernel: emulated; a frame-pointer prologue,
+ *                      5 bytes before the ret: room for the fast path's jmp)
  *   nop5:   hot_nop5   nopl 0x0(%rax,%rax,1) (kernel >= 6.18: optimized to a call;
  *                      written as bytes: gas would shorten it to a 4-byte nop)
  *   ret:    hot_ret    push %rbp             (the target of a return probe)
@@ -41,7 +42,7 @@ __asm__(".text\n"
 	".globl hot_lea\n.type hot_lea,@function\nhot_lea:\n"
 	"	lea 1(%rdi),%rax\n	ret\n.size hot_lea,.-hot_lea\n"
 	".globl hot_push\n.type hot_push,@function\nhot_push:\n"
-	"	push %rbp\n	pop %rbp\n	ret\n.size hot_push,.-hot_push\n"
+	"	push %rbp\n	mov %rsp,%rbp\n	pop %rbp\n	ret\n.size hot_push,.-hot_push\n"
 	".globl hot_nop5\n.type hot_nop5,@function\nhot_nop5:\n"
 	"	.byte 0x0f,0x1f,0x44,0x00,0x00\n	ret\n.size hot_nop5,.-hot_nop5\n"
 	".globl hot_ret\n.type hot_ret,@function\nhot_ret:\n"

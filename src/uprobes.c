@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <time.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -972,6 +973,14 @@ fail:
 
 /* ---- records ---------------------------------------------------------------------- */
 
+/* What a struct uprobe_record's priv points to: a record of the ring, or a trap-path
+   hit, whose memory is the live process's. */
+struct rec_priv {
+	const struct up_agent_rec *ar; /* NULL: a trap-path hit */
+	struct uprobe_ctx *ctx;
+	pid_t pid;
+};
+
 struct deliver_arg {
 	struct uproc *mm;
 };
@@ -983,6 +992,7 @@ static void deliver(void *arg, const struct up_agent_rec *r)
 	uint64_t words[UPA_NREGS] = { 0 }, regs;
 	struct user_regs_struct ur;
 	struct uprobe_record rec;
+	struct rec_priv rp;
 	unsigned k = 0;
 
 	if (!f || !f->u)
@@ -1000,7 +1010,10 @@ static void deliver(void *arg, const struct up_agent_rec *r)
 	rec.cpu = (int)r->cpu;
 	rec.time_ns = r->time_ns;
 	rec.regs = &ur;
-	rec.priv = r;
+	rp.ar = r;
+	rp.ctx = mm->ctx;
+	rp.pid = mm->pid;
+	rec.priv = &rp;
 	f->nrec++;
 	mm->ctx->stats.records++;
 	f->u->record_handler(f->u, &rec);
@@ -1062,11 +1075,37 @@ static bool any_agent(struct uprobe_ctx *ctx)
 	return false;
 }
 
+
 int uprobe_record_read(const struct uprobe_record *rec, uint64_t addr, void *buf, size_t len)
 {
-	if (!rec || !rec->priv)
+	const struct rec_priv *rp = rec ? rec->priv : NULL;
+
+	if (!rp)
 		return -EINVAL;
-	return up_agent_rec_read(rec->priv, addr, buf, len);
+	if (!rp->ar)
+		return uprobe_read(rp->ctx, rp->pid, addr, buf, len);
+	return up_agent_rec_read(rp->ar, addr, buf, len);
+}
+
+/* A recording probe without a handler hit on the trap path: a record of the live
+   registers, its memory read from the process (the thread is stopped meanwhile). */
+static void record_trap_hit(struct uproc *up, struct up_task *t, struct uprobe *u,
+			    struct user_regs_struct *regs, bool is_return)
+{
+	struct rec_priv rp = { NULL, up->ctx, up->pid };
+	struct timespec ts;
+	struct uprobe_record rec = {
+		.pid = up->pid,
+		.tid = up_task_tid(t),
+		.is_return = is_return,
+		.cpu = -1,
+		.regs = regs,
+		.priv = &rp,
+	};
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	rec.time_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	u->record_handler(u, &rec);
 }
 
 /* A recording site's counts go into its uprobe (it is leaving the fast path). */
@@ -1416,7 +1455,8 @@ int unregister_uprobes(struct uprobe_ctx *ctx, struct uprobe **u, size_t n)
 
 int register_uprobe(struct uprobe_ctx *ctx, struct uprobe *u)
 {
-	if (!u || (!u->handler && !u->ret_handler && !(u->flags & UPROBE_F_COUNT)))
+	if (!u || (!u->handler && !u->ret_handler && !(u->flags & UPROBE_F_COUNT) &&
+		   !(u->capture && u->record_handler)))
 		return -EINVAL;
 	return register_uprobes(ctx, &u, 1);
 }
@@ -1792,6 +1832,8 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 				cons[i]->nhits++;
 			if (cons[i]->handler)
 				cons[i]->handler(cons[i], &regs);
+			else if (cons[i]->record_handler && cons[i]->capture && !cons[i]->ret_handler)
+				record_trap_hit(up, t, cons[i], &regs, false);
 		}
 		ctx->in_handler = false;
 		ctx->cur_tid = 0;
