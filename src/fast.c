@@ -1,0 +1,774 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The fast path, the arbiter's half: a probe whose actions need no tracer-side handler
+ * (a count, a record of registers and memory, a return) becomes a jmp over the probed
+ * instructions to a trampoline in the XOL area, placed and removed with every thread
+ * stopped; recording trampolines call the agent (src/agent/) in the process, whose
+ * ring is drained here into each probe's record_handler.  It never patches a site a
+ * thread, a branch or a saved context could enter in the middle (agent/patch.c, ubp.c
+ * decide, the checks on live threads are here), and never unmaps what a thread may
+ * still execute.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "uprobes_int.h"
+
+/* ---- the fast path ------------------------------------------------------------------ */
+
+int read_counter(struct uproc *mm, struct fastp *f, struct up_task *t, uint64_t *v)
+{
+	int rc;
+
+	if (f->rec) {
+		uint64_t filtered = 0, lost = 0;
+
+		if (mm->agent)
+			up_agent_probe_counts(mm->agent, f->desc, &filtered, &lost);
+		*v = f->nrec + filtered + lost;
+		f->last = *v;
+		return 0;
+	}
+	if (f->shared) {
+		*v = mm->agent ? up_agent_read(mm->agent, f->counter) : f->last;
+		f->last = *v;
+		return 0;
+	}
+	rc = t ? up_task_read(t, f->counter, v, sizeof(*v))
+	       : up_proc_read(mm->p, f->counter, v, sizeof(*v));
+	if (!rc)
+		f->last = *v;
+	return rc;
+}
+
+struct fastp *fast_overlapping(struct uproc *mm, uint64_t lo, uint64_t hi)
+{
+	for (struct fastp *f = mm->fast; f; f = f->next)
+		if (lo < f->site.vaddr + f->site.len && f->site.vaddr < hi)
+			return f;
+	return NULL;
+}
+
+static bool any_rip_in(struct uproc *mm, uint64_t lo, uint64_t hi)
+{
+	for (struct uproc *up = mm->ctx->procs; up; up = up->next) {
+		if (mm_of(up) != mm)
+			continue;
+		for (struct up_task *t = up_proc_first_task(up->p); t; t = up_proc_next_task(t)) {
+			struct user_regs_struct r;
+
+			if (!up_task_stopped(t) || up_task_get_regs(t, &r))
+				return true;
+			if (r.rip > lo && r.rip < hi)
+				return true;
+		}
+	}
+	return false;
+}
+
+#define STACK_SCAN (16u << 10)
+
+/*
+ * Does a word on any thread's stack point into (lo, hi)?  A thread interrupted there
+ * by a signal would return into the middle of the jmp.  Calls are never covered, so no
+ * return address can: any such word is a saved context, or a coincidence (then the
+ * probe only stays on the trap path).  The top STACK_SCAN bytes above rsp are read.
+ */
+static bool stack_points_in(struct uproc *mm, uint64_t lo, uint64_t hi)
+{
+	uint64_t *buf = malloc(STACK_SCAN);
+	bool found = false;
+
+	if (!buf)
+		return true;
+	for (struct uproc *up = mm->ctx->procs; up && !found; up = up->next) {
+		if (mm_of(up) != mm)
+			continue;
+		for (struct up_task *t = up_proc_first_task(up->p); t && !found;
+		     t = up_proc_next_task(t)) {
+			struct user_regs_struct r;
+			size_t n = 0;
+
+			if (up_task_get_regs(t, &r)) {
+				found = true;
+				break;
+			}
+			/* page by page: the stack ends somewhere above */
+			for (uint64_t a = r.rsp & ~7ull; n < STACK_SCAN;) {
+				size_t chunk = 4096 - (size_t)(a & 4095);
+
+				if (chunk > STACK_SCAN - n)
+					chunk = STACK_SCAN - n;
+				if (up_task_read(t, a, (uint8_t *)buf + n, chunk))
+					break;
+				n += chunk;
+				a += chunk;
+			}
+			for (size_t i = 0; i < n / 8; i++)
+				if (buf[i] > lo && buf[i] < hi)
+					found = true;
+		}
+	}
+	free(buf);
+	return found;
+}
+
+/* The agent's name for thread t: the word at its TLS block (%fs:0), or its tid when
+   it has none (then every thread is named by gettid, a syscall per record). */
+void agent_name_thread(struct uproc *mm, struct up_task *t)
+{
+	struct user_regs_struct r;
+	struct up_map m;
+	uint64_t key = 0;
+
+	if (!mm->agent || up_task_get_regs(t, &r))
+		return;
+	if (!up_proc_find_map(up_task_proc(t), r.rsp, &m)) {
+		/* the main thread's stack grows down as it goes */
+		uint64_t lo = !strcmp(m.path, "[stack]") && m.start > (64u << 20) ? m.start - (64u << 20)
+									      : m.start;
+
+		up_agent_stack(mm->agent, lo, m.end, up_task_tid(t));
+	}
+	if (!r.fs_base || up_task_read(t, r.fs_base, &key, sizeof(key)) || !key) {
+		up_agent_no_fs0(mm->agent);
+		return;
+	}
+	up_agent_thread(mm->agent, key, up_task_tid(t));
+}
+
+/* A seccomp filter may forbid the agent's syscalls (or kill the program for them). */
+static bool under_seccomp(pid_t pid)
+{
+	char path[64], line[128];
+	bool on = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Seccomp:", 8))
+			on = atoi(line + 8) != 0;
+	fclose(f);
+	return on;
+}
+
+static int agent_ensure(struct uproc *mm, struct up_task *t, char *why, size_t whylen)
+{
+	uint64_t scratch;
+	int rc;
+
+	if (mm->agent)
+		return 0;
+	if (under_seccomp(mm->pid)) {
+		snprintf(why, whylen, "the process runs under seccomp: the agent's reads "
+				      "are syscalls it may forbid");
+		return -ENOTSUP;
+	}
+	rc = up_xol_alloc(&mm->xol, t, 0x10000, &scratch);
+	if (rc) {
+		snprintf(why, whylen, "no XOL slot (%s)", strerror(-rc));
+		return rc;
+	}
+	rc = up_agent_new(t, scratch, mm->ctx->opts.ring_bytes, &mm->agent, why, whylen);
+	up_xol_free(&mm->xol, scratch);
+	if (rc)
+		return rc;
+	for (struct uproc *up = mm->ctx->procs; up; up = up->next)
+		if (mm_of(up) == mm)
+			for (struct up_task *x = up_proc_first_task(up->p); x;
+			     x = up_proc_next_task(x))
+				agent_name_thread(mm, x);
+	return 0;
+}
+
+/* The frame words the agent can see: the general registers, rip, rsp and flags. */
+static bool word_in_process(unsigned w)
+{
+	return w <= UPA_RDI || w == UPA_RIP || w == UPA_RSP || w == UPA_EFLAGS;
+}
+
+static const char *word_name(unsigned w)
+{
+	static const char *const n[UPA_NREGS] = {
+		"r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx",
+		"dx", "si", "di", "orig_ax", "ip", "cs", "flags", "sp", "ss", "fs_base",
+		"gs_base", "ds", "es", "fs", "gs",
+	};
+	return w < UPA_NREGS ? n[w] : "?";
+}
+
+/* u's capture as the agent's descriptor; *save: the frame words the trampoline fills. */
+static int build_desc(struct uprobe *u, struct upa_probe *d, struct upa_fetch *f,
+		      struct upa_cond *c, uint64_t *save, char *why, size_t whylen)
+{
+	const struct uprobe_capture *cap = u->capture;
+
+	memset(d, 0, sizeof(*d));
+	d->flags = UPA_P_ENABLED;
+	d->vaddr = u->vaddr;
+	d->regs = cap->regs | 1ull << UPA_RIP;
+	d->nfetch = cap->nfetch;
+	d->ncond = cap->ncond;
+	*save = d->regs;
+	for (unsigned w = 0; w < UPA_NREGS; w++) {
+		if ((d->regs >> w & 1) && !word_in_process(w)) {
+			snprintf(why, whylen, "register %%%s is not available in-process",
+				 word_name(w));
+			return -ENOTSUP;
+		}
+	}
+	for (unsigned i = 0; i < cap->nfetch; i++) {
+		const struct uprobe_fetch *in = &cap->fetch[i];
+		struct upa_fetch *o = &f[i];
+
+		memset(o, 0, sizeof(*o));
+		o->base = in->base == UPROBE_FETCH_REG ? UPA_BASE_REG : UPA_BASE_IMM;
+		o->imm = in->imm;
+		if (in->base == UPROBE_FETCH_REG) {
+			unsigned w = in->reg / 8;
+
+			if (in->reg % 8 || w >= UPA_NREGS || !word_in_process(w)) {
+				snprintf(why, whylen, "register %%%s is not available in-process",
+					 word_name(w));
+				return -ENOTSUP;
+			}
+			if (w == UPA_RIP) { /* the probed address itself */
+				o->base = UPA_BASE_IMM;
+				o->imm = (int64_t)u->vaddr;
+			}
+			o->reg = (uint8_t)w;
+			o->reg_size = (uint8_t)(in->reg_size ? in->reg_size : 8);
+			o->reg_shift = (uint8_t)in->reg_shift;
+			*save |= 1ull << w;
+		}
+		if (in->nsteps > UPA_STEPS) {
+			snprintf(why, whylen, "too many dereferences");
+			return -ENOTSUP;
+		}
+		o->nsteps = (uint8_t)in->nsteps;
+		for (unsigned k = 0; k < in->nsteps; k++) {
+			o->step[k].off = in->step[k].off;
+			o->step[k].len = in->step[k].len ? in->step[k].len : 8;
+		}
+		o->final = in->final == UPROBE_FETCH_STRING  ? UPA_FINAL_STRING
+			   : in->final == UPROBE_FETCH_BYTES ? UPA_FINAL_BYTES
+							     : UPA_FINAL_NONE;
+		o->final_off = in->final_off;
+		o->final_len = in->final_len;
+		o->size = (uint8_t)(in->size ? in->size : 8);
+		o->is_signed = in->is_signed;
+		o->bf_width = (uint8_t)in->bf_width;
+		o->bf_offset = (uint8_t)in->bf_offset;
+	}
+	for (unsigned i = 0; i < cap->ncond; i++) {
+		if (cap->cond[i].fetch >= cap->nfetch)
+			return -EINVAL;
+		c[i].fetch = cap->cond[i].fetch;
+		c[i].op = (uint32_t)cap->cond[i].op;
+		c[i].value = cap->cond[i].value;
+	}
+	return 0;
+}
+
+static int rec_slot(struct uproc *mm, struct fastp *f)
+{
+	if (f->id >= mm->nrecp) {
+		uint32_t n = mm->nrecp ? mm->nrecp : 64;
+		struct fastp **r;
+
+		while (n <= f->id)
+			n *= 2;
+		r = realloc(mm->recp, n * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		memset(r + mm->nrecp, 0, (n - mm->nrecp) * sizeof(*r));
+		mm->recp = r;
+		mm->nrecp = n;
+	}
+	mm->recp[f->id] = f;
+	return 0;
+}
+
+/* A recording site's descriptor and trampoline code. */
+static int fast_rec_code(struct uproc *mm, struct up_task *t, struct fastp *f, uint8_t *code,
+			 size_t size, size_t *len, char *why, size_t whylen)
+{
+	struct uprobe *u = f->u;
+	unsigned nf = u->capture->nfetch, nc = u->capture->ncond;
+	struct upa_fetch *fe = calloc(nf ? nf : 1, sizeof(*fe));
+	struct upa_cond *co = calloc(nc ? nc : 1, sizeof(*co));
+	struct upa_probe d;
+	uint64_t save = 0;
+	int rc = -ENOMEM;
+
+	if (!fe || !co)
+		goto out;
+	rc = build_desc(u, &d, fe, co, &save, why, whylen);
+	if (rc)
+		goto out;
+	if (u->ret_handler) {
+		/* the entry hijacks the return; the trampoline the agent returns through
+		   saves every register, so the record can take any */
+		d.flags |= UPA_P_RETURN;
+	}
+	rc = agent_ensure(mm, t, why, whylen);
+	if (rc)
+		goto out;
+	rc = up_agent_probe_add(mm->agent, &d, fe, co, &f->desc, &f->id);
+	if (rc) {
+		snprintf(why, whylen, rc == -E2BIG ? "a record would not fit the ring"
+						   : "no room for its descriptor (%s)",
+			 strerror(-rc));
+		goto out;
+	}
+	f->rec = true;
+	f->regs = d.regs;
+	save |= 1ull << UPA_RSP; /* the agent names the thread by its stack */
+	rc = up_patch_tramp_rec(&f->site, f->tramp, f->desc, up_agent_entry(mm->agent), save, code,
+				size, len, f->home_of);
+	if (!rc)
+		rc = rec_slot(mm, f);
+out:
+	free(fe);
+	free(co);
+	return rc;
+}
+
+bool wants_record(const struct uprobe *u)
+{
+	return u->capture && u->record_handler;
+}
+
+/* Tries the fast path for a counting or recording uprobe (process quiesced). */
+int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
+{
+	struct uprobe_ctx *ctx = mm->ctx;
+	struct fastp *f;
+	struct up_task *t = ctx->cur_task ? ctx->cur_task : idle_task(mm);
+	uint8_t code[UP_PATCH_TRAMP_REC], jmp[UP_PATCH_MAX_INSN * UP_INSN_MAX];
+	bool rec = wants_record(u);
+	unsigned nslots = rec ? FAST_SLOTS_REC : FAST_SLOTS;
+	size_t len;
+	int rc;
+
+	if (!t || ctx->opts.no_xol) {
+		snprintf(why, whylen, "no XOL area");
+		return -ENOTSUP;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->u = u;
+	rc = -ENOTSUP;
+	if (fast_overlapping(mm, u->vaddr, u->vaddr + 1)) {
+		/* its bytes are a jmp now: the arbiter takes that site back to int3s */
+		snprintf(why, whylen, "inside another fast-path site");
+		goto fail;
+	}
+	rc = up_patch_site(mm->p, &ctx->files, u->vaddr, &f->site, why, whylen);
+	if (rc)
+		goto fail;
+	rc = -ENOTSUP;
+	for (unsigned i = 0; i < f->site.len; i++) {
+		if (ppt_lookup(mm, u->vaddr + i)) {
+			snprintf(why, whylen, "another probe at 0x%" PRIx64, u->vaddr + i);
+			goto fail;
+		}
+	}
+	if (fast_overlapping(mm, u->vaddr, u->vaddr + f->site.len)) {
+		snprintf(why, whylen, "overlaps another fast-path site");
+		goto fail;
+	}
+	if (any_rip_in(mm, u->vaddr, u->vaddr + f->site.len)) {
+		snprintf(why, whylen, "a thread is inside the instruction");
+		goto fail;
+	}
+	if (f->site.ninsn > 1 && stack_points_in(mm, u->vaddr, u->vaddr + f->site.len)) {
+		snprintf(why, whylen, "a thread's stack holds an address inside the bytes the "
+				      "jmp would cover (a signal frame?)");
+		goto fail;
+	}
+	if (!rec) {
+		/* a counter in the shared region where the agent can be had: its count
+		   survives an exec; else on a page of counters by the XOL area */
+		char sub[160];
+
+		f->shared = !agent_ensure(mm, t, sub, sizeof(sub)) &&
+			    !up_agent_counter(mm->agent, &f->counter);
+	}
+	if (!rec && !f->shared && (!mm->counters || mm->ncounters == 4096 / 8)) {
+		rc = up_xol_map_data(t, u->vaddr, &mm->counters);
+		if (rc) {
+			snprintf(why, whylen, "no counter page (%s)", strerror(-rc));
+			mm->counters = 0;
+			goto fail;
+		}
+		mm->ncounters = 0;
+	}
+	rc = up_xol_alloc_n(&mm->xol, t, u->vaddr, nslots, &f->tramp);
+	if (rc) {
+		snprintf(why, whylen, "no trampoline (%s)", strerror(-rc));
+		goto fail;
+	}
+	if (rec) {
+		rc = fast_rec_code(mm, t, f, code, sizeof(code), &len, why, whylen);
+		if (rc) {
+			up_xol_free_n(&mm->xol, f->tramp, nslots);
+			if (rc > -4096 && !why[0])
+				snprintf(why, whylen, "cannot build the trampoline (%s)", strerror(-rc));
+			rc = -ENOTSUP;
+			goto fail;
+		}
+	} else if (f->shared) {
+		rc = up_patch_tramp_abs(&f->site, f->tramp, f->counter, code, sizeof(code), &len,
+					f->home_of);
+	} else {
+		f->counter = mm->counters + 8ull * mm->ncounters;
+		rc = up_patch_tramp(&f->site, f->tramp, f->counter, code, sizeof(code), &len,
+				    f->home_of);
+	}
+	if (!rc)
+		rc = up_xol_write(mm->p, f->tramp, code, len);
+	if (!rc)
+		rc = up_patch_jmp(&f->site, f->tramp, jmp);
+	if (!rc)
+		rc = up_proc_write_text(mm->p, u->vaddr, jmp, f->site.len);
+	if (rc) {
+		snprintf(why, whylen, "cannot place the trampoline (%s)", strerror(-rc));
+		if (f->rec)
+			mm->recp[f->id] = NULL;
+		up_xol_free_n(&mm->xol, f->tramp, nslots);
+		goto fail;
+	}
+	if (!rec && !f->shared)
+		mm->ncounters++;
+	f->nslots = nslots;
+	mm->fast_used = true;
+	f->patched = true;
+	f->next = mm->fast;
+	mm->fast = f;
+	u->kimg = (struct uprobe_kimg *)f;
+	u->kind = KIND_FAST;
+	ctx->stats.fast_patched++;
+	if (ctx->opts.verbose)
+		logf_(ctx, "process %d: 0x%" PRIx64 " on the fast path (a jmp to 0x%" PRIx64 ", %s)",
+		      (int)mm->pid, u->vaddr, f->tramp, rec ? "recorded in-process" : "counted");
+	return 0;
+fail:
+	free(f);
+	return rc < 0 ? rc : -ENOTSUP;
+}
+
+/* ---- records ---------------------------------------------------------------------- */
+
+/* What a struct uprobe_record's priv points to: a record of the ring, or a trap-path
+   hit, whose memory is the live process's. */
+struct rec_priv {
+	const struct up_agent_rec *ar; /* NULL: a trap-path hit */
+	struct uprobe_ctx *ctx;
+	pid_t pid;
+};
+
+struct deliver_arg {
+	struct uproc *mm;
+};
+
+static void deliver(void *arg, const struct up_agent_rec *r)
+{
+	struct uproc *mm = ((struct deliver_arg *)arg)->mm;
+	struct fastp *f = r->id < mm->nrecp ? mm->recp[r->id] : NULL;
+	uint64_t words[UPA_NREGS] = { 0 }, regs;
+	struct user_regs_struct ur;
+	struct uprobe_record rec;
+	struct rec_priv rp;
+	unsigned k = 0;
+
+	if (!f || !f->u)
+		return;
+	regs = f->regs;
+	for (unsigned w = 0; w < UPA_NREGS && k < r->nregs; w++)
+		if (regs >> w & 1)
+			words[w] = r->regs[k++];
+	memcpy(&ur, words, sizeof(ur));
+	if (!r->is_return)
+		ur.rip = f->site.vaddr;
+	rec.is_return = r->is_return;
+	rec.pid = mm->pid;
+	rec.tid = r->tid;
+	rec.cpu = (int)r->cpu;
+	rec.time_ns = r->time_ns;
+	rec.regs = &ur;
+	rp.ar = r;
+	rp.ctx = mm->ctx;
+	rp.pid = mm->pid;
+	rec.priv = &rp;
+	f->nrec++;
+	mm->ctx->stats.records++;
+	f->u->record_handler(f->u, &rec);
+}
+
+struct put_back {
+	struct up_proc *p;
+	uint64_t tramp;
+};
+
+static void put_back_one(void *arg, uint64_t slot, uint64_t orig)
+{
+	struct put_back *pb = arg;
+	uint64_t cur = 0;
+
+	if (!up_proc_read(pb->p, slot, &cur, sizeof(cur)) && cur == pb->tramp)
+		up_proc_write(pb->p, slot, &orig, sizeof(orig));
+}
+
+/*
+ * The returns the agent hijacked go straight home again in p: mm's own process at
+ * detach (take: forgotten), or a fork child, whose copy of the stack has them but
+ * which has no agent (MADV_DONTFORK).
+ */
+void agent_unhijack(struct uproc *mm, struct up_proc *p, bool take)
+{
+	struct put_back pb = { p, 0 };
+
+	if (!mm->agent)
+		return;
+	pb.tramp = up_agent_ret_tramp(mm->agent);
+	up_agent_for_each_return(mm->agent, take, put_back_one, &pb);
+}
+
+void agent_drain(struct uproc *mm)
+{
+	struct deliver_arg a = { mm };
+
+	if (!mm->agent || mm->draining)
+		return;
+	mm->draining = true;
+	if (up_agent_drain(mm->agent, deliver, &a) && mm->ctx->opts.on_records)
+		mm->ctx->opts.on_records(mm->ctx->opts.arg);
+	mm->draining = false;
+}
+
+void drain_all(struct uprobe_ctx *ctx)
+{
+	for (struct uproc *up = ctx->procs; up; up = up->next)
+		if (!up->mm_owner)
+			agent_drain(up);
+}
+
+bool any_agent(struct uprobe_ctx *ctx)
+{
+	for (struct uproc *up = ctx->procs; up; up = up->next)
+		if (up->agent)
+			return true;
+	return false;
+}
+
+
+int uprobe_record_read(const struct uprobe_record *rec, uint64_t addr, void *buf, size_t len)
+{
+	const struct rec_priv *rp = rec ? rec->priv : NULL;
+
+	if (!rp)
+		return -EINVAL;
+	if (!rp->ar)
+		return uprobe_read(rp->ctx, rp->pid, addr, buf, len);
+	return up_agent_rec_read(rp->ar, addr, buf, len);
+}
+
+/* A recording probe without a handler hit on the trap path: a record of the live
+   registers, its memory read from the process (the thread is stopped meanwhile). */
+void record_trap_hit(struct uproc *up, struct up_task *t, struct uprobe *u,
+			    struct user_regs_struct *regs, bool is_return)
+{
+	struct rec_priv rp = { NULL, up->ctx, up->pid };
+	struct timespec ts;
+	struct uprobe_record rec = {
+		.pid = up->pid,
+		.tid = up_task_tid(t),
+		.is_return = is_return,
+		.cpu = -1,
+		.regs = regs,
+		.priv = &rp,
+	};
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	rec.time_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	u->record_handler(u, &rec);
+}
+
+/* A recording site's counts go into its uprobe (it is leaving the fast path). */
+static void rec_settle(struct uproc *mm, struct fastp *f)
+{
+	uint64_t filtered = 0, lost = 0;
+
+	if (mm->agent)
+		up_agent_probe_counts(mm->agent, f->desc, &filtered, &lost);
+	f->u->nhits += f->nrec + filtered + lost;
+	f->u->nlost += lost;
+	mm->ctx->stats.records_lost += lost;
+	mm->ctx->stats.records_filtered += filtered;
+	f->nrec = 0;
+}
+
+/*
+ * The trampoline of an unpatched site goes back to the slot allocator when nothing can
+ * come back into it: no thread's rip in it, no word on any thread's stack pointing
+ * into it (a thread inside the agent has its return address there; a signal handler
+ * that interrupted the trampoline has it in its frame).  Else it stays, a few slots.
+ */
+static void tramp_reclaim(struct uproc *mm, struct fastp *f)
+{
+	uint64_t lo = f->tramp, hi = f->tramp + 64ull * f->nslots;
+
+	if (!f->nslots || any_rip_in(mm, lo - 1, hi) || stack_points_in(mm, lo - 1, hi))
+		return;
+	up_xol_free_n(&mm->xol, f->tramp, f->nslots);
+	f->nslots = 0;
+}
+
+/* Puts the original instruction back (process quiesced); the trampoline stays mapped
+   until no thread can be inside it. */
+void fast_unpatch(struct uproc *mm, struct fastp *f)
+{
+	uint64_t v;
+
+	if (!f->patched)
+		return;
+	up_proc_write_text(mm->p, f->site.vaddr, f->site.orig, f->site.len);
+	f->patched = false;
+	tramp_reclaim(mm, f);
+	if (f->rec) {
+		/* records already written are delivered; a thread still inside the
+		   trampoline finishes its record, which nobody reads */
+		agent_drain(mm);
+		rec_settle(mm, f);
+		if (f->id < mm->nrecp)
+			mm->recp[f->id] = NULL;
+		/* returns still hijacked go home through the agent, unrecorded */
+		if (mm->agent)
+			up_agent_probe_enable(mm->agent, f->desc, false);
+		return;
+	}
+	if (!read_counter(mm, f, NULL, &v))
+		f->u->nhits += v;
+	else
+		f->u->nhits += f->last;
+	f->last = 0;
+}
+
+void fast_unlink(struct uproc *mm, struct fastp *f)
+{
+	struct fastp **pp = &mm->fast;
+
+	while (*pp && *pp != f)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = f->next;
+}
+
+/* The process exits: the counts as they stand go into the uprobes. */
+void fast_forget(struct uproc *mm)
+{
+	while (mm->fast) {
+		struct fastp *f = mm->fast;
+
+		mm->fast = f->next;
+		if (f->u->kimg == (struct uprobe_kimg *)f && !f->patched) {
+			/* unpatched already (its counts are in the uprobe): let it go */
+			f->u->kimg = NULL;
+			f->u->kind = KIND_PPT;
+		}
+		if (f->patched && f->u->pid == mm->pid) {
+			if (f->rec) {
+				rec_settle(mm, f);
+			} else {
+				uint64_t v = f->last;
+
+				if (f->shared)
+					read_counter(mm, f, NULL, &v); /* the region is still ours */
+				f->u->nhits += v;
+			}
+			f->u->kimg = NULL;
+			f->u->kind = KIND_PPT;
+		}
+		if (f->rec && f->id < mm->nrecp)
+			mm->recp[f->id] = NULL;
+		free(f);
+	}
+	mm->counters = 0;
+	mm->ncounters = 0;
+	mm->fast_used = false;
+}
+
+/* An int3 probe is wanted inside a fast site: the site goes back to the trap path. */
+
+void fast_downgrade(struct uproc *mm, struct fastp *f)
+{
+	struct uprobe *u = f->u;
+
+	if (mm->ctx->opts.verbose)
+		logf_(mm->ctx, "process %d: 0x%" PRIx64 " leaves the fast path: another probe "
+			       "needs an int3 within its bytes", (int)mm->pid, f->site.vaddr);
+
+	fast_unpatch(mm, f);
+	fast_unlink(mm, f);
+	free(f);
+	u->kimg = NULL;
+	u->kind = KIND_PPT;
+	u->flags |= UPROBE_F_NO_FAST;
+	arm(mm->ctx, mm, u);
+}
+
+int uprobe_count(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *hits)
+{
+	uint64_t n = u->nhits;
+
+	if (u->kimg && u->kind == KIND_FAST) {
+		struct fastp *f = (struct fastp *)u->kimg;
+		struct uproc *up = uproc_of_pid(ctx, u->pid);
+		uint64_t v = f->last;
+
+		if (up)
+			read_counter(mm_of(up), f, NULL, &v);
+		n += v;
+	}
+	*hits = n;
+	return 0;
+}
+
+int uprobe_set_enabled(struct uprobe_ctx *ctx, struct uprobe *u, bool on)
+{
+	struct fastp *f = u->kimg && u->kind == KIND_FAST ? (struct fastp *)u->kimg : NULL;
+	struct uproc *up = f && f->rec ? uproc_of_pid(ctx, u->pid) : NULL;
+
+	if (!up || !mm_of(up)->agent)
+		return 0;
+	agent_drain(mm_of(up)); /* what was recorded while on is delivered as such */
+	up_agent_probe_enable(mm_of(up)->agent, f->desc, on);
+	return 0;
+}
+
+int uprobe_lost(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *lost)
+{
+	uint64_t n = u->nlost;
+
+	if (u->kimg && u->kind == KIND_FAST) {
+		struct fastp *f = (struct fastp *)u->kimg;
+		struct uproc *up = uproc_of_pid(ctx, u->pid);
+		uint64_t filtered = 0, l = 0;
+
+		if (f->rec && up && mm_of(up)->agent)
+			up_agent_probe_counts(mm_of(up)->agent, f->desc, &filtered, &l);
+		n += l;
+	}
+	*lost = n;
+	return 0;
+}
+
