@@ -247,6 +247,36 @@ static double run_lib(struct bench *b, struct bench_workload *w, long n, bool pi
 }
 
 /* The fast path: a counting probe (UPROBE_F_COUNT, no handler), a jmp to a trampoline. */
+/* The workload spawned with u registered, on the fast path (else the benchmark ends),
+   run to its end: the caller reads what it counted, then frees the context. */
+static struct uprobe_ctx *run_on_fast_path(struct bench *b, struct bench_workload *w, long n,
+					    const struct uprobe_ctx_opts *opts, struct uprobe *u)
+{
+	char nbuf[32];
+	char *argv[] = { (char *)b->target, (char *)w->mode, nbuf, NULL };
+	struct uprobe_ctx *ctx;
+	enum uprobe_plan plan;
+	int rc;
+
+	snprintf(nbuf, sizeof(nbuf), "%ld", n);
+	rc = uprobe_ctx_new(opts, &ctx);
+	if (rc)
+		bench_die("uprobe_ctx_new: %s", strerror(-rc));
+	rc = uprobe_spawn(ctx, argv, &u->pid);
+	if (rc)
+		bench_die("uprobe_spawn %s: %s", b->target, strerror(-rc));
+	rc = register_uprobe(ctx, u);
+	if (rc)
+		bench_die("register_uprobe %s: %s", w->sym, strerror(-rc));
+	if (uprobe_plan(ctx, u, &plan) || plan != UPROBE_PLAN_FAST)
+		bench_die("(%s) %s: not on the fast path", w->key, w->label);
+	uprobe_resume(ctx, u->pid);
+	rc = uprobe_ctx_run(ctx, NULL);
+	if (rc)
+		bench_die("uprobe_ctx_run: %s", strerror(-rc));
+	return ctx;
+}
+
 static uint64_t nrecords;
 
 /* A return probe's trap-path handler (a followed child, an unsafe site): nothing. */
@@ -272,15 +302,11 @@ static void count_record(struct uprobe *u, const struct uprobe_record *rec)
  */
 static double run_fast_rec(struct bench *b, struct bench_workload *w, long n)
 {
-	char nbuf[32];
-	char *argv[] = { (char *)b->target, (char *)w->mode, nbuf, NULL };
 	struct uprobe_ctx_opts opts = { .log = lib_log }; /* the default ring, 4 MiB */
 	struct uprobe_capture cap = { .regs = 1ull << 14 /* rdi */ };
 	struct uprobe u = { .vaddr = w->vaddr, .capture = &cap, .record_handler = count_record };
 	struct uprobe_ctx *ctx;
-	enum uprobe_plan plan;
 	uint64_t lost = 0;
-	int rc;
 
 	if (w->kind == BK_ARGS)
 		cap.regs = 1ull << 14 | 1ull << 13 | 1ull << 12 | 1ull << 11 | 1ull << 9 | 1ull << 8;
@@ -288,23 +314,8 @@ static double run_fast_rec(struct bench *b, struct bench_workload *w, long n)
 		cap.regs = 1ull << 10; /* rax */
 		u.ret_handler = bench_ret_nop;
 	}
-	snprintf(nbuf, sizeof(nbuf), "%ld", n);
 	nrecords = 0;
-	rc = uprobe_ctx_new(&opts, &ctx);
-	if (rc)
-		bench_die("uprobe_ctx_new: %s", strerror(-rc));
-	rc = uprobe_spawn(ctx, argv, &u.pid);
-	if (rc)
-		bench_die("uprobe_spawn %s: %s", b->target, strerror(-rc));
-	rc = register_uprobe(ctx, &u);
-	if (rc)
-		bench_die("register_uprobe %s: %s", w->sym, strerror(-rc));
-	if (uprobe_plan(ctx, &u, &plan) || plan != UPROBE_PLAN_FAST)
-		bench_die("(%s) %s: not on the fast path", w->key, w->label);
-	uprobe_resume(ctx, u.pid);
-	rc = uprobe_ctx_run(ctx, NULL);
-	if (rc)
-		bench_die("uprobe_ctx_run: %s", strerror(-rc));
+	ctx = run_on_fast_path(b, w, n, &opts, &u);
 	uprobe_lost(ctx, &u, &lost);
 	uprobe_ctx_free(ctx);
 	if (nrecords + lost != (uint64_t)n)
@@ -315,31 +326,12 @@ static double run_fast_rec(struct bench *b, struct bench_workload *w, long n)
 
 static double run_fast(struct bench *b, struct bench_workload *w, long n)
 {
-	char nbuf[32];
-	char *argv[] = { (char *)b->target, (char *)w->mode, nbuf, NULL };
 	struct uprobe_ctx_opts opts = { .log = lib_log };
 	struct uprobe u = { .vaddr = w->vaddr, .flags = UPROBE_F_COUNT };
 	struct uprobe_ctx *ctx;
-	enum uprobe_plan plan;
 	uint64_t hits = 0;
-	int rc;
 
-	snprintf(nbuf, sizeof(nbuf), "%ld", n);
-	rc = uprobe_ctx_new(&opts, &ctx);
-	if (rc)
-		bench_die("uprobe_ctx_new: %s", strerror(-rc));
-	rc = uprobe_spawn(ctx, argv, &u.pid);
-	if (rc)
-		bench_die("uprobe_spawn %s: %s", b->target, strerror(-rc));
-	rc = register_uprobe(ctx, &u);
-	if (rc)
-		bench_die("register_uprobe %s: %s", w->sym, strerror(-rc));
-	if (uprobe_plan(ctx, &u, &plan) || plan != UPROBE_PLAN_FAST)
-		bench_die("(%s) %s: not on the fast path", w->key, w->label);
-	uprobe_resume(ctx, u.pid);
-	rc = uprobe_ctx_run(ctx, NULL);
-	if (rc)
-		bench_die("uprobe_ctx_run: %s", strerror(-rc));
+	ctx = run_on_fast_path(b, w, n, &opts, &u);
 	uprobe_count(ctx, &u, &hits);
 	uprobe_ctx_free(ctx);
 	if (hits != (uint64_t)n)
