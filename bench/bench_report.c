@@ -53,9 +53,13 @@ static const struct bench_cell *floor_cell(const struct bench *b)
 	return NULL;
 }
 
-enum { R_UK, R_UB, R_GU, R_UF, NRATIOS };
+enum { R_UK, R_UB, R_GU, R_UF, R_KF, R_KR, R_GF, NRATIOS };
+/* uprobe: the trap path (a stop a hit); fast: a counting probe on the fast path;
+   records: a recording probe on the fast path (the agent and the ring) */
 static const char *const ratio_names[NRATIOS] = { "uprobe/kernel", "uprobe/bpftrace",
-						  "gdb/uprobe", "uprobe/floor" };
+						  "gdb/uprobe",	   "uprobe/floor",
+						  "kernel/fast",   "kernel/records",
+						  "gdb/fast" };
 
 /* NAN where a side is missing */
 static void ratios(const struct bench *b, int wi, double *r)
@@ -68,6 +72,13 @@ static void ratios(const struct bench *b, int wi, double *r)
 	r[R_UB] = has(u) && has(bt) ? u->med / bt->med : NAN;
 	r[R_GU] = has(u) && has(g) ? g->med / u->med : NAN;
 	r[R_UF] = has(u) && f && has(f) ? u->med / f->med : NAN;
+	{
+		const struct bench_cell *fa = &b->cell[wi][T_FAST], *fr = &b->cell[wi][T_FAST_REC];
+
+		r[R_KF] = has(fa) && has(k) ? k->med / fa->med : NAN;
+		r[R_KR] = has(fr) && has(k) ? k->med / fr->med : NAN;
+		r[R_GF] = has(fa) && has(g) ? g->med / fa->med : NAN;
+	}
 }
 
 static void loadavg(char *buf, size_t len)
