@@ -15,6 +15,7 @@
  *   fork     N calls, fork, N more in parent and child
  *   forkin   rec_forker() forks inside itself: both return from it (a return probe's
  *            hijacked return address must not reach the child)
+ *   spin     THREADS threads call rec_args() until standard input ends
  *   sleeper  N calls of rec_sleep(), 100 ms each (a tracer stopped meanwhile must
  *            leave the hijacked return to go home)
  */
@@ -128,6 +129,18 @@ static void *work(void *arg)
 	return (void *)s;
 }
 
+static volatile int spin_stop;
+
+static void *spin(void *arg)
+{
+	long s = 0;
+
+	(void)arg;
+	for (long i = 0; !spin_stop; i++)
+		s += rec_args(i, 2 * i, 3 * i, 4 * i, 5 * i, 6 * i);
+	return (void *)s;
+}
+
 static void on_alarm(int sig)
 {
 	(void)sig;
@@ -208,6 +221,17 @@ int main(int argc, char **argv)
 		setitimer(ITIMER_REAL, &it, NULL);
 		printf("calls %ld\n", n + (long)hcalls);
 		(void)s;
+	} else if (!strcmp(mode, "spin")) {
+		char c;
+
+		for (int i = 0; i < nt && i < 16; i++)
+			pthread_create(&th[i], NULL, spin, NULL);
+		while (read(0, &c, 1) > 0)
+			;
+		spin_stop = 1;
+		for (int i = 0; i < nt && i < 16; i++)
+			pthread_join(th[i], NULL);
+		printf("spun\n");
 	} else if (!strcmp(mode, "forkin")) {
 		long r = rec_forker(5);
 		int st;
