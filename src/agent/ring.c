@@ -441,10 +441,13 @@ unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct u
 {
 	uint8_t *ring = a->map + a->ring_off;
 	uint64_t cap = a->ring_size, tail = a->ctl->tail;
+	/* what was reserved when the drain began, no more: threads that keep writing
+	   must not keep the tracer here forever */
+	uint64_t end = __atomic_load_n(&a->ctl->head, __ATOMIC_ACQUIRE);
 	double tick = ns_per_tick();
 	unsigned n = 0;
 
-	for (;;) {
+	while (tail < end) {
 		struct upa_rec *rec = (struct upa_rec *)(ring + (tail & (cap - 1)));
 		uint32_t slot = __atomic_load_n(&rec->slot, __ATOMIC_ACQUIRE);
 
