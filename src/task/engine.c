@@ -784,6 +784,17 @@ static void handle_stop(struct up_engine *e, struct up_task *t, int status)
 	case PTRACE_EVENT_STOP:
 		t->interrupt_sent = false;
 		t->stop = is_stop_signal(sig) ? UP_ST_GROUP : UP_ST_EVENT;
+		if (t->stepping && t->stop == UP_ST_EVENT && !t->held && t->proc->quiesce > 0) {
+			/*
+			 * An interrupt left pending by an earlier quiesce (the thread stopped for
+			 * a breakpoint first) came before the step we resumed it for.  The process
+			 * is quiesced for that very step (the in-place one): parked, the thread
+			 * would wait for the unquiesce and the unquiesce for its step -- the
+			 * soak's hang.  Step again.
+			 */
+			task_resume_raw(t, true);
+			return;
+		}
 		task_continue(t);
 		return;
 	case PTRACE_EVENT_CLONE:
