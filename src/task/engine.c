@@ -495,6 +495,7 @@ static void task_continue(struct up_task *t)
 		return;
 	if (t->proc->quiesce > 0) {
 		t->qstopped = true;
+		t->qdepth = t->proc->quiesce;
 		return;
 	}
 	task_resume_raw(t, t->stepping);
@@ -1425,6 +1426,7 @@ int up_proc_quiesce(struct up_proc *p)
 		t->regs_valid = false;
 		t->regs_dirty = false;
 		t->qstopped = true;
+		t->qdepth = p->quiesce;
 		ev = st >> 16;
 		if (ev == PTRACE_EVENT_STOP) {
 			t->interrupt_sent = false;
@@ -1459,8 +1461,21 @@ void up_proc_unquiesce(struct up_proc *p)
 
 	if (p->quiesce <= 0)
 		return;
-	if (--p->quiesce > 0)
+	if (--p->quiesce > 0) {
+		/*
+		 * A nested quiesce ends.  The one thread the outer one lets run is the one
+		 * doing the in-place step: the inner one stopped it, so it steps on now, or
+		 * the outer quiesce would wait for that step for ever (the soak's hang).
+		 */
+		for (struct up_task *t = p->tasks; t; t = t->next) {
+			if (!t->qstopped || t->qdepth <= p->quiesce || !t->stepping ||
+			    t->state != UP_TS_STOPPED || t->held || t->queued)
+				continue;
+			t->qstopped = false;
+			task_resume_raw(t, true);
+		}
 		return;
+	}
 	for (struct up_task *t = p->tasks; t; t = t->next) {
 		if (t->queued)
 			queued = true;
