@@ -483,6 +483,7 @@ static int task_resume_raw(struct up_task *t, bool step)
 		return err;
 	}
 	t->stepping = step;
+	t->qstep = step && t->proc->quiesce > 0;
 	t->state = req == PTRACE_LISTEN ? UP_TS_LISTENING : UP_TS_RUNNING;
 	return 0;
 }
@@ -899,7 +900,9 @@ static int run_deferred(struct up_engine *e)
 			if (d.orphan)
 				continue;
 			t = up__find_task(e, d.tid);
-			if (t && t->proc->quiesce > 0)
+			/* a quiesced process's statuses wait, but for the step it is quiesced
+			   for (the in-place one): a nested quiesce may have deferred its end */
+			if (t && t->proc->quiesce > 0 && !(t->stepping && t->qstep))
 				continue;
 			memmove(&e->dq[i], &e->dq[i + 1], (e->ndq - i - 1) * sizeof(e->dq[0]));
 			e->ndq--;
@@ -1474,6 +1477,9 @@ void up_proc_unquiesce(struct up_proc *p)
 			t->qstopped = false;
 			task_resume_raw(t, true);
 		}
+		for (struct up_task *t = p->tasks; t; t = t->next)
+			if (t->queued && t->stepping && t->qstep)
+				up__wake_fd(); /* its step's end, deferred by the nested one */
 		return;
 	}
 	for (struct up_task *t = p->tasks; t; t = t->next) {
