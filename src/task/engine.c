@@ -582,6 +582,7 @@ static int task_resume_raw(struct up_task *t, bool step)
 		return err;
 	}
 	t->stepping = step;
+	t->qstep = step && t->proc->quiesce > 0;
 	t->state = req == PTRACE_LISTEN ? UP_TS_LISTENING : UP_TS_RUNNING;
 	return 0;
 }
@@ -594,6 +595,7 @@ static void task_continue(struct up_task *t)
 		return;
 	if (t->proc->quiesce > 0) {
 		t->qstopped = true;
+		t->qdepth = t->proc->quiesce;
 		return;
 	}
 	task_resume_raw(t, t->stepping);
@@ -883,6 +885,17 @@ static void handle_stop(struct up_engine *e, struct up_task *t, int status)
 	case PTRACE_EVENT_STOP:
 		t->interrupt_sent = false;
 		t->stop = is_stop_signal(sig) ? UP_ST_GROUP : UP_ST_EVENT;
+		if (t->stepping && t->stop == UP_ST_EVENT && !t->held && t->proc->quiesce > 0) {
+			/*
+			 * An interrupt left pending by an earlier quiesce (the thread stopped for
+			 * a breakpoint first) came before the step we resumed it for.  The process
+			 * is quiesced for that very step (the in-place one): parked, the thread
+			 * would wait for the unquiesce and the unquiesce for its step -- the
+			 * soak's hang.  Step again.
+			 */
+			task_resume_raw(t, true);
+			return;
+		}
 		task_continue(t);
 		return;
 	case PTRACE_EVENT_CLONE:
@@ -988,7 +1001,9 @@ static int run_deferred(struct up_engine *e)
 			if (d.orphan)
 				continue;
 			t = up__find_task(e, d.tid);
-			if (t && t->proc->quiesce > 0)
+			/* a quiesced process's statuses wait, but for the step it is quiesced
+			   for (the in-place one): a nested quiesce may have deferred its end */
+			if (t && t->proc->quiesce > 0 && !(t->stepping && t->qstep))
 				continue;
 			memmove(&e->dq[i], &e->dq[i + 1], (e->ndq - i - 1) * sizeof(e->dq[0]));
 			e->ndq--;
@@ -1519,6 +1534,7 @@ int up_proc_quiesce(struct up_proc *p)
 		t->regs_valid = false;
 		t->regs_dirty = false;
 		t->qstopped = true;
+		t->qdepth = p->quiesce;
 		ev = st >> 16;
 		if (ev == PTRACE_EVENT_STOP) {
 			t->interrupt_sent = false;
@@ -1554,8 +1570,24 @@ void up_proc_unquiesce(struct up_proc *p)
 
 	if (p->quiesce <= 0)
 		return;
-	if (--p->quiesce > 0)
+	if (--p->quiesce > 0) {
+		/*
+		 * A nested quiesce ends.  The one thread the outer one lets run is the one
+		 * doing the in-place step: the inner one stopped it, so it steps on now, or
+		 * the outer quiesce would wait for that step for ever (the soak's hang).
+		 */
+		for (struct up_task *t = p->tasks; t; t = t->next) {
+			if (!t->qstopped || t->qdepth <= p->quiesce || !t->stepping ||
+			    t->state != UP_TS_STOPPED || t->held || t->queued)
+				continue;
+			t->qstopped = false;
+			task_resume_raw(t, true);
+		}
+		for (struct up_task *t = p->tasks; t; t = t->next)
+			if (t->queued && t->stepping && t->qstep)
+				up__wake_fd(); /* its step's end, deferred by the nested one */
 		return;
+	}
 	up__mem_release(p);
 	for (struct up_task *t = p->tasks; t; t = t->next) {
 		if (t->queued)

@@ -36,6 +36,8 @@ struct up_task {
 	enum up_stype stop;
 	bool held;	     /* the client (or spawn) holds it stopped */
 	bool qstopped;	     /* stopped by up_proc_quiesce: resumed at the outermost unquiesce */
+	int qdepth;	   /* the quiesce depth that stopped it (qstopped) */
+	bool qstep;	   /* stepping, resumed for it while its process was quiesced */
 	bool queued;	     /* a stop of it waits in the engine's deferred queue */
 	bool qwait;	     /* interrupted by up_proc_quiesce, its stop not seen yet */
 	bool stepping;	     /* resumed with PTRACE_SINGLESTEP for the client */

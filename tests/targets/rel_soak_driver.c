@@ -10,7 +10,8 @@
  * where it can) -- between dispatch rounds while the program runs.  Each run's stdout
  * and exit status must equal the reference's.  Prints a line per run and the totals:
  * registrations, unregistrations, hits, runs, and the result.
- * -m 1: int3 probes with a handler only; -m 2: counting probes only; -v: the library's log.
+ * -m 1: int3 probes with a handler only; -m 2: counting probes only; -v: the library's log;
+ * -f SYMBOL: only the instructions of that function (to narrow a difference down).
  * Exit status: 0 all runs as the reference, 1 a difference or an unexpected error,
  * 2 bad usage.
  */
@@ -95,13 +96,15 @@ static void log_cb(void *arg, const char *msg)
 		fprintf(stderr, "uprobe: %s\n", msg);
 }
 
+static const char *g_symbol; /* -f: only this function's instructions */
+
 static int load_addrs(const char *cli, const char *prog)
 {
 	char cmd[2048], line[512];
 	size_t cap = 0;
 	FILE *f;
 
-	snprintf(cmd, sizeof(cmd), "'%s' decode '%s'", cli, prog);
+	snprintf(cmd, sizeof(cmd), "'%s' decode '%s' %s", cli, prog, g_symbol ? g_symbol : "");
 	f = popen(cmd, "r");
 	if (!f)
 		return -1;
@@ -424,7 +427,7 @@ static int soak_run(char **argv, const char *out, int ref_status, const char *re
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: rel_soak_driver [-t SECONDS] [-s SEED] [-m 0|1|2] [-v] -u UPROBE_CLI -- "
+	fprintf(stderr, "usage: rel_soak_driver [-t SECONDS] [-s SEED] [-m 0|1|2] [-f SYMBOL] [-v] -u UPROBE_CLI -- "
 			"PROGRAM [ARGS...]\n");
 	exit(2);
 }
@@ -437,13 +440,14 @@ int main(int argc, char **argv)
 	char ref_out[64] = "/tmp/soak-ref-XXXXXX", out[64] = "/tmp/soak-run-XXXXXX";
 	int c, ref_status, fd;
 
-	while ((c = getopt(argc, argv, "+t:s:u:vm:")) != -1) {
+	while ((c = getopt(argc, argv, "+t:s:u:vm:f:")) != -1) {
 		switch (c) {
 		case 't': seconds = atof(optarg); break;
 		case 's': seed = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'u': cli = optarg; break;
 		case 'v': g_verbose = 1; break;
 		case 'm': g_mode = atoi(optarg); break;
+		case 'f': g_symbol = optarg; break;
 		default: usage();
 		}
 	}
