@@ -295,21 +295,20 @@ static void count_record(struct uprobe *u, const struct uprobe_record *rec)
 
 /*
  * A recording probe on the fast path, the way `uprobe trace` makes one for (e): the six
- * argument registers (rdi alone elsewhere; rax at a return) captured in-process into
- * the ring.  The handler only counts: this is the cost in the traced thread, not the
+ * argument registers (rax at a return) captured in-process into the ring.  The handler only counts: this is the cost in the traced thread, not the
  * cost of formatting lines.  The default ring (4 MiB): records it cannot hold are
  * dropped and counted, and records + lost must equal the calls.
  */
 static double run_fast_rec(struct bench *b, struct bench_workload *w, long n)
 {
 	struct uprobe_ctx_opts opts = { .log = lib_log }; /* the default ring, 4 MiB */
-	struct uprobe_capture cap = { .regs = 1ull << 14 /* rdi */ };
+	struct uprobe_capture cap = { 0 };
 	struct uprobe u = { .vaddr = w->vaddr, .capture = &cap, .record_handler = count_record };
 	struct uprobe_ctx *ctx;
 	uint64_t lost = 0;
 
-	if (w->kind == BK_ARGS)
-		cap.regs = 1ull << 14 | 1ull << 13 | 1ull << 12 | 1ull << 11 | 1ull << 9 | 1ull << 8;
+	/* the six argument registers, on every entry workload: the 6-argument fetch */
+	cap.regs = 1ull << 14 | 1ull << 13 | 1ull << 12 | 1ull << 11 | 1ull << 9 | 1ull << 8;
 	if (w->kind == BK_RET) {
 		cap.regs = 1ull << 10; /* rax */
 		u.ret_handler = bench_ret_nop;

@@ -108,7 +108,11 @@ static void print_table(const struct bench *b)
 	       "\"uprobe, pinned\": UPROBE_PIN=1 (the engine thread\nfollows the "
 	       "tracee's CPU).  kernel: a uprobe_events event per hit (e: the 6 arguments "
 	       "fetched);\nbpftrace: count() per hit (e: the 6 arguments read and checked).  "
-	       "uprobe/floor: uprobe (library) over\nthe plain ptrace floor.\n\n");
+	       "uprobe/floor: uprobe (library) over\nthe plain ptrace floor.  "
+	       "uprobe fast path: a counting probe as a jmp to a trampoline (uprobe trace -c\n"
+	       "takes it too where it is safe); fast path, records: the six argument registers "
+	       "recorded by the\nin-process agent into the ring (d: rax at the return), "
+	       "records + lost checked.\n\n");
 	printf("%-30s %-18s %9s %10s  %s\n", "workload", "tool", "hits/run", "ns/hit",
 	       "[min - max]");
 	for (int i = 0; i < b->nw; i++) {
