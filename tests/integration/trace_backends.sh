@@ -31,7 +31,7 @@ run() { # BACKEND OUT
 norm() { # keep "EVENT: (addr...) args" of our events, the pid and the time cut; libc is
 	 # mapped elsewhere in each run (ASLR): its addresses keep their page offset only
 	grep -E ": (work|workret|getppid): " "$1" | sed -E 's/^.*: ((work|workret|getppid): .*)$/\1/' |
-		sed -E 's/0x7f[0-9a-f]*([0-9a-f]{3})\b/0x...\1/g'
+		sed -E 's/0x[0-9a-f]{7,}([0-9a-f]{3})\b/0x...\1/g'
 }
 run ptrace "$tmp/p.out" || { echo "FAIL: ptrace backend exited $?"; cat "$tmp/p.out.err"; exit 1; }
 run kernel "$tmp/k.out" || { echo "FAIL: kernel backend exited $?"; cat "$tmp/k.out.err"; exit 1; }
