@@ -503,7 +503,7 @@ static int queue_op(struct uprobe_ctx *ctx, struct uprobe *u, int reg)
 
 static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, int reg)
 {
-	int first = 0;
+	int first = 0, settled = 0;
 	size_t i = 0;
 
 	ctx->files.gen++; /* mappings may have changed since the last batch */
@@ -524,6 +524,10 @@ static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, 
 			continue;
 		}
 		rc = up_proc_quiesce(up->p);
+		/* it exec'd before it stopped: the old image's probes are dropped first (as
+		   the event loop would), then these go into the new one */
+		if (rc == -EAGAIN && settled++ < 8 && up_proc_settle(up->p) == 0)
+			continue;
 		if (rc) {
 			/* the process is on its way out: its probes go with it */
 			if (!reg && us[i]->kimg)

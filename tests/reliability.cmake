@@ -45,7 +45,7 @@ if(COMMAND uprobe_core_test)
 
   uprobe_core_test(test_rel_fault)
   add_dependencies(test_rel_fault rel_syscall rel_churn rel_exec)
-  foreach(t kill_midstep kill_midinsert exit_during_quiesce exec_nonleader)
+  foreach(t kill_midstep kill_midinsert exit_during_quiesce exec_nonleader exec_unseen)
     core_case(test_rel_fault ${t} rel.fault.${t})
   endforeach()
 

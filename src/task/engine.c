@@ -1553,15 +1553,39 @@ int up_proc_quiesce(struct up_proc *p)
 		t->stop = ev ? UP_ST_IN_SYSCALL : UP_ST_SIGNAL;
 		t->queued = true;
 		up__defer(e, t->tid, st, false);
+		/* an exec already done: the memory is a new image's, the client's state
+		   the old one's (an int3 written now would outlive the probes' drop) */
+		if (ev == PTRACE_EVENT_EXEC)
+			execd = true;
 	}
 	if (p->gone || !up__live_task(p) || execd) {
 		/* dead, or exec'ing: no unquiesce will come, and deferred statuses must flow
 		   (the exec's own stop among them) */
 		if (--p->quiesce == 0)
 			up__mem_drop(p);
-		return -ESRCH;
+		return execd && !p->gone ? -EAGAIN : -ESRCH;
 	}
 	return 0;
+}
+
+int up_proc_settle(struct up_proc *p)
+{
+	struct up_engine *e = p->e;
+
+	if (p->gone || p->quiesce > 0)
+		return -EBUSY;
+	for (size_t i = 0; i < e->ndq; i++) {
+		struct up_deferred d = e->dq[i];
+
+		if (d.orphan || d.tid != p->pid || !WIFSTOPPED(d.status) ||
+		    (d.status >> 16) != PTRACE_EVENT_EXEC)
+			continue;
+		memmove(&e->dq[i], &e->dq[i + 1], (e->ndq - i - 1) * sizeof(e->dq[0]));
+		e->ndq--;
+		handle_status(e, d.tid, d.status);
+		return 0;
+	}
+	return -ENOENT;
 }
 
 void up_proc_unquiesce(struct up_proc *p)

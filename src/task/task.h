@@ -143,9 +143,18 @@ struct up_task *up_proc_find_task(struct up_proc *p, pid_t tid);
  * Stops every thread of the process that is running (PTRACE_INTERRUPT, waiting for
  * each).  A thread that stops for another reason meanwhile (a breakpoint, a signal)
  * counts as stopped; that stop is kept and reported to the client after
- * up_proc_unquiesce.  Nests.  -ESRCH when the process died meanwhile.
+ * up_proc_unquiesce.  Nests.  -ESRCH when the process died meanwhile; -EAGAIN when it
+ * exec'd before it could be stopped (the exec is not yet handled: up_proc_settle).
+ * On failure the process is not quiesced.
  */
 int up_proc_quiesce(struct up_proc *p);
+/*
+ * Handles now, as the event loop would, the exec that made up_proc_quiesce say -EAGAIN
+ * (the client's on_exec runs: it forgets the old image before touching the new one).
+ * The process may be detached or gone after it.  0 when an exec was handled, -ENOENT
+ * when none was pending, -EBUSY when the process is quiesced or gone.
+ */
+int up_proc_settle(struct up_proc *p);
 /* Undoes one up_proc_quiesce: at the outermost one, the threads it stopped run again. */
 void up_proc_unquiesce(struct up_proc *p);
 /* Resumes a process returned stopped by up_engine_spawn (or every held thread). */

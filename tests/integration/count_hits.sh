@@ -11,6 +11,14 @@ count_hits=$1 uprobe=$2 sample=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; kill $spid 2>/dev/null' EXIT
 fail() { echo "FAIL: $*"; for f in "$tmp"/*.txt; do echo "--- $f"; cat "$f"; done; exit 1; }
+# the shell's child opens the fifo, then execs the sample: probe the sample, not the shell
+wait_exec() {
+	for i in $(seq 200); do
+		[ "$(readlink /proc/$1/exe 2>/dev/null)" = "$(readlink -f "$sample")" ] && return
+		sleep 0.01
+	done
+	fail "pid $1 never became $sample"
+}
 
 foo=$("$uprobe" list "$sample" foo | awk '{print $1}')
 [ -n "$foo" ] || fail "no address for foo"
@@ -20,6 +28,7 @@ mkfifo "$tmp/in"
 "$sample" <"$tmp/in" >"$tmp/sample.txt" 2>&1 &
 spid=$!
 exec 3>"$tmp/in"
+wait_exec $spid
 "$count_hits" $spid "$foo" >"$tmp/hits.txt" 2>"$tmp/err.txt" 3>&- &
 cpid=$!
 # wait until the probe is in (count_hits says so on stderr)
@@ -44,6 +53,7 @@ rm -f "$tmp/in"; mkfifo "$tmp/in"
 "$sample" <"$tmp/in" >"$tmp/sample2.txt" 2>&1 &
 spid=$!
 exec 3>"$tmp/in"
+wait_exec $spid
 "$count_hits" $spid "$foo" 0 >"$tmp/hits2.txt" 2>"$tmp/err2.txt" 3>&- &
 cpid=$!
 for i in $(seq 200); do

@@ -76,6 +76,11 @@ mkfifo "$W/in" || fail "mkfifo"
 SPID=$!
 exec 7> "$W/in"
 PID=$SPID
+# the shell's child has the fifo open; wait until it has exec'd the sample
+for i in $(seq 500); do
+	[ "$(readlink /proc/$PID/exe 2>/dev/null)" = "$(readlink -f "$SAMPLE")" ] && break
+	sleep 0.01
+done
 
 # foo's address from `uprobe list`, the globals' from nm, as the seed says
 FOO=$("$UPROBE" list "$SAMPLE" foo | awk '$4 == "foo" { print $1 }')

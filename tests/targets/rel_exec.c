@@ -5,6 +5,10 @@
  * again as `rel_exec after K` -- an exec from a non-leader thread, which ends every
  * other thread.  The new image calls probed_exec_work() K times, prints its checksum and
  * exits 7.  Nothing before the exec prints.
+ *
+ * rel_exec wait FD K: reads one byte from descriptor FD, then the leader (the only
+ * thread) execs `rel_exec after K` -- an exec the tracer has not seen when it next
+ * registers probes.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -64,6 +68,15 @@ int main(int argc, char **argv)
 			s += probed_exec_work((unsigned)i * 3);
 		printf("after exec: k=%d checksum=%u\n", k, s);
 		return 7;
+	}
+	if (argc > 3 && !strcmp(argv[1], "wait")) {
+		char c;
+
+		if (read(atoi(argv[2]), &c, 1) != 1)
+			return 1;
+		execl("/proc/self/exe", g_self, "after", argv[3], (char *)NULL);
+		perror("execl");
+		return 1;
 	}
 	g_k = argc > 1 ? atoi(argv[1]) : 3000;
 	for (int i = 0; i < 2; i++)

@@ -12,11 +12,15 @@
  *   exec_nonleader       a non-leader thread execs while the test keeps registering
  *                        probes: on_exec once, the new image's output and status as
  *                        unprobed.
+ *   exec_unseen          the process execs after the attach and before a
+ *                        registration, its exec stop not yet dispatched: the probe
+ *                        goes into the new image (no SIGTRAP death), hit K times.
  * The random delays come from a seed printed at the start (REL_SEED=N repeats a run).
  */
 #include "test_core.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -481,6 +485,95 @@ static void exec_nonleader(void **state)
 	core_output_cleanup(&plain);
 }
 
+/* /proc/PID/cmdline holds WORD, and the process is stopped (its exec stop) */
+static int execd_and_stopped(pid_t pid, const char *word)
+{
+	char path[64], buf[512], *rp;
+	size_t n;
+	FILE *f;
+	int hit = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+		if (!strcmp(buf + i, word))
+			hit = 1;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	rp = strrchr(buf, ')');
+	return hit && rp && rp[1] == ' ' && rp[2] == 't';
+}
+
+static void exec_unseen(void **state)
+{
+	const char *prog = CORE_TARGET("rel_exec");
+	char *plain_argv[] = {(char *)prog, (char *)"after", (char *)"200", NULL};
+	char fdbuf[16];
+	char *argv[] = {(char *)prog, (char *)"wait", fdbuf, (char *)"200", NULL};
+	struct core_output plain, probed;
+	struct core_session s;
+	struct core_probe p;
+	struct pollfd pfd;
+	double deadline;
+	int fds[2];
+
+	(void)state;
+	core_output_init(&plain);
+	core_run_plain(plain_argv, &plain);
+	for (int run = 0; run < 3; run++) {
+		core_output_init(&probed);
+		core_session_new(&s, NULL);
+		assert_int_equal(pipe(fds), 0);
+		fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+		snprintf(fdbuf, sizeof(fdbuf), "%d", fds[0]);
+		core_session_spawn(&s, argv, &probed);
+		close(fds[0]);
+		assert_int_equal(uprobe_resume(s.ctx, s.pid), 0);
+		/* it execs now, and waits at its exec stop: nothing is dispatched meanwhile */
+		assert_int_equal(write(fds[1], "x", 1), 1);
+		close(fds[1]);
+		deadline = now_s() + 10;
+		while (!execd_and_stopped(s.pid, "after")) {
+			if (now_s() > deadline) {
+				kill(s.pid, SIGKILL);
+				fail_msg("pid %d did not exec", (int)s.pid);
+			}
+			usleep(1000);
+		}
+		core_probe_init(&p, &s, core_decode_entry(prog, "probed_exec_work"));
+		assert_int_equal(register_uprobe(s.ctx, &p.u), 0);
+		assert_int_equal(s.on_exec_calls, 1); /* the exec, handled before the insert */
+		pfd = (struct pollfd){.fd = uprobe_ctx_fd(s.ctx), .events = POLLIN};
+		while (!s.exited || !gone(s.pid)) {
+			if (now_s() > deadline) {
+				kill(s.pid, SIGKILL);
+				fail_msg("pid %d still runs", (int)s.pid);
+			}
+			poll(&pfd, 1, 10);
+			uprobe_ctx_dispatch(s.ctx);
+		}
+		probed.status = s.exit_status;
+		print_message("exec_unseen run %d: %" PRIu64 " hits, on_exec %d\n", run, p.hits,
+			      s.on_exec_calls);
+		core_assert_same_run(&plain, &probed);
+		assert_int_equal(p.hits, 200);
+		assert_int_equal(p.bad_rip, 0);
+		assert_int_equal(s.on_exec_calls, 1);
+		core_session_free(&s);
+		core_output_cleanup(&probed);
+	}
+	core_output_cleanup(&plain);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -488,6 +581,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(kill_midinsert),
 		cmocka_unit_test(exit_during_quiesce),
 		cmocka_unit_test(exec_nonleader),
+		cmocka_unit_test(exec_unseen),
 	};
 
 	return core_main(argc, argv, tests, sizeof(tests) / sizeof(tests[0]));
