@@ -114,7 +114,7 @@ static void check_reloc(const struct up_insn *insn, uint64_t slot)
 	/* the instruction at the slot */
 	decode_at(insn, rel.code, rel.insn_len, &zi, zops);
 	CHECK(zi.length == rel.insn_len);
-	CHECK(zi.mnemonic == insn->zi.mnemonic);
+	CHECK(zi.mnemonic == insn->mnemonic);
 	if (insn->is_branch_rel) {
 		ZyanU64 abs = 0;
 

@@ -315,20 +315,19 @@ static int scan_code(struct region *r, const uint8_t *code, uint64_t start, uint
 				 ", inside the bytes the jmp would cover",
 				 at + r->bias, insn->target + r->bias);
 			rc = -ENOTSUP;
-		} else if (tables && insn->rip_relative && insn->zi.mnemonic == ZYDIS_MNEMONIC_LEA &&
+		} else if (tables && insn->rip_relative && insn->mnemonic == ZYDIS_MNEMONIC_LEA &&
 			   (insn->target < r->fstart || insn->target >= r->fend)) {
 			/* a rip-relative base outside the code: perhaps a table of offsets */
 			ntables++;
 			rc = scan_table(r, insn->target, 4);
 		} else if (insn->emu == UP_EMU_JMP_IND) {
-			const ZydisDecodedOperand *o = &insn->zops[0];
+			const struct up_insn_op *o = &insn->op0;
 
 			nindirect++;
 			if (tables && o->type == ZYDIS_OPERAND_TYPE_MEMORY &&
-			    o->mem.base == ZYDIS_REGISTER_NONE && o->mem.scale == 8 &&
-			    o->mem.disp.has_displacement) {
+			    o->base == ZYDIS_REGISTER_NONE && o->scale == 8 && o->has_disp) {
 				ntables++;
-				rc = scan_table(r, (uint64_t)o->mem.disp.value, 8);
+				rc = scan_table(r, (uint64_t)o->disp, 8);
 			}
 		}
 		at += insn->length;

@@ -214,7 +214,7 @@ static bool faster_in_slot(const struct up_insn *insn)
 	case UP_EMU_RET:
 		return true;
 	case UP_EMU_JMP_IND:
-		return insn->zops[0].type == ZYDIS_OPERAND_TYPE_MEMORY;
+		return insn->op0.type == ZYDIS_OPERAND_TYPE_MEMORY;
 	default:
 		return false;
 	}

@@ -435,6 +435,7 @@ static void check_vec(const struct vec *v)
 	enum up_insn_mode mode = v->mode == 64 ? UP_MODE_64 : UP_MODE_32;
 	uint8_t padded[UP_INSN_MAX + 16];
 	struct up_insn insn, again;
+	struct up_insn_dec dec;
 	unsigned len;
 	int rc;
 
@@ -478,8 +479,10 @@ static void check_vec(const struct vec *v)
 		if (insn.is_branch_rel != v->branch)
 			vfail(v, "is_branch_rel %d, expected %d", insn.is_branch_rel, v->branch);
 	}
-	if (insn.zi.length != v->len)
-		vfail(v, "zi.length %u", insn.zi.length);
+	/* what the probe keeps decodes again whole, as the first time */
+	if (up_insn_decode(&insn, &dec) || dec.zi.length != v->len ||
+	    dec.zi.mnemonic != insn.mnemonic || dec.zi.operand_width != insn.operand_width)
+		vfail(v, "up_insn_decode disagrees with up_insn_analyze");
 
 	/* bytes after the instruction change nothing */
 	memcpy(padded, v->bytes, v->n);

@@ -88,23 +88,23 @@ static int stack_pop(struct emu *e, uint64_t *value, unsigned size)
 	return 0;
 }
 
-static uint64_t effective_address(struct emu *e, const ZydisDecodedOperand *op)
+static uint64_t effective_address(struct emu *e, const struct up_insn_op *op)
 {
 	const struct up_insn *insn = e->insn;
 	uint64_t ea;
 
-	if (op->mem.base == ZYDIS_REGISTER_RIP || op->mem.base == ZYDIS_REGISTER_EIP)
+	if (op->base == ZYDIS_REGISTER_RIP || op->base == ZYDIS_REGISTER_EIP)
 		return insn->target;
-	ea = (uint64_t)op->mem.disp.value;
-	if (op->mem.base != ZYDIS_REGISTER_NONE)
-		ea += reg_read(e, op->mem.base);
-	if (op->mem.index != ZYDIS_REGISTER_NONE)
-		ea += reg_read(e, op->mem.index) * op->mem.scale;
-	ea &= width_mask(insn->zi.address_width);
+	ea = (uint64_t)op->disp;
+	if (op->base != ZYDIS_REGISTER_NONE)
+		ea += reg_read(e, op->base);
+	if (op->index != ZYDIS_REGISTER_NONE)
+		ea += reg_read(e, op->index) * op->scale;
+	ea &= width_mask(insn->address_width);
 	if (insn->mode == UP_MODE_64) {
-		if (op->mem.segment == ZYDIS_REGISTER_FS)
+		if (op->segment == ZYDIS_REGISTER_FS)
 			ea += e->r.fs_base;
-		else if (op->mem.segment == ZYDIS_REGISTER_GS)
+		else if (op->segment == ZYDIS_REGISTER_GS)
 			ea += e->r.gs_base;
 	}
 	return ea & e->mask;
@@ -113,11 +113,11 @@ static uint64_t effective_address(struct emu *e, const ZydisDecodedOperand *op)
 /* The value of operand 0 of an indirect jmp/call: the target. */
 static int branch_target(struct emu *e, uint64_t *target)
 {
-	const ZydisDecodedOperand *op = &e->insn->zops[0];
-	unsigned size = e->insn->zi.operand_width / 8;
+	const struct up_insn_op *op = &e->insn->op0;
+	unsigned size = e->insn->operand_width / 8u;
 
 	if (op->type == ZYDIS_OPERAND_TYPE_REGISTER) {
-		*target = reg_read(e, op->reg.value);
+		*target = reg_read(e, op->reg);
 		return 0;
 	}
 	if (op->type != ZYDIS_OPERAND_TYPE_MEMORY || size > 8)
@@ -128,7 +128,7 @@ static int branch_target(struct emu *e, uint64_t *target)
 
 static uint64_t count_mask(const struct up_insn *insn)
 {
-	return width_mask(insn->zi.address_width);
+	return width_mask(insn->address_width);
 }
 
 static int run(struct emu *e)
@@ -198,7 +198,7 @@ static int run(struct emu *e)
 		e->r.rip = v & e->mask;
 		return 0;
 	case UP_EMU_PUSH_REG:
-		rc = stack_push(e, reg_read(e, insn->zops[0].reg.value), insn->op_size);
+		rc = stack_push(e, reg_read(e, insn->op0.reg), insn->op_size);
 		if (rc)
 			return rc;
 		e->r.rip = next;
@@ -211,7 +211,7 @@ static int run(struct emu *e)
 		e->r.rip = next;
 		return 0;
 	case UP_EMU_POP_REG: {
-		uint64_t *dst = up_regs_gpr(&e->r, insn->zops[0].reg.value);
+		uint64_t *dst = up_regs_gpr(&e->r, insn->op0.reg);
 		uint64_t m = width_mask(insn->op_size * 8u);
 
 		if (!dst)

@@ -46,18 +46,18 @@ static bool is_seg(ZydisRegister r)
 }
 
 /* The memory operand among the visible ones, or NULL. */
-static const ZydisDecodedOperand *mem_operand(const struct up_insn *insn)
+static const ZydisDecodedOperand *mem_operand(const struct up_insn_dec *d)
 {
-	for (unsigned i = 0; i < insn->zi.operand_count_visible; i++)
-		if (insn->zops[i].type == ZYDIS_OPERAND_TYPE_MEMORY)
-			return &insn->zops[i];
+	for (unsigned i = 0; i < d->zi.operand_count_visible; i++)
+		if (d->zops[i].type == ZYDIS_OPERAND_TYPE_MEMORY)
+			return &d->zops[i];
 	return NULL;
 }
 
-static bool any_segment_register_written(const struct up_insn *insn)
+static bool any_segment_register_written(const struct up_insn_dec *d)
 {
-	for (unsigned i = 0; i < insn->zi.operand_count; i++) {
-		const ZydisDecodedOperand *op = &insn->zops[i];
+	for (unsigned i = 0; i < d->zi.operand_count; i++) {
+		const ZydisDecodedOperand *op = &d->zops[i];
 
 		if (op->type == ZYDIS_OPERAND_TYPE_REGISTER && is_seg(op->reg.value) &&
 		    (op->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
@@ -67,9 +67,9 @@ static bool any_segment_register_written(const struct up_insn *insn)
 }
 
 /* Refusals that depend only on what the instruction is. */
-static enum up_insn_reason refusal(const struct up_insn *insn)
+static enum up_insn_reason refusal(const struct up_insn *insn, const struct up_insn_dec *d)
 {
-	const ZydisDecodedInstruction *zi = &insn->zi;
+	const ZydisDecodedInstruction *zi = &d->zi;
 
 	switch (zi->mnemonic) {
 	case ZYDIS_MNEMONIC_INT3:
@@ -139,7 +139,7 @@ static enum up_insn_reason refusal(const struct up_insn *insn)
 	if (zi->meta.branch_type == ZYDIS_BRANCH_TYPE_FAR)
 		return UP_WHY_REJECT_FAR;
 	/* a segment load (mov/pop to a segment register): mov/pop ss also masks traps */
-	if (any_segment_register_written(insn))
+	if (any_segment_register_written(d))
 		return UP_WHY_REJECT_SYSTEM;
 	/* 66 on a near branch: 16-bit rip on AMD, ignored on Intel -- not ours to pick */
 	if (zi->meta.branch_type != ZYDIS_BRANCH_TYPE_NONE &&
@@ -147,8 +147,8 @@ static enum up_insn_reason refusal(const struct up_insn *insn)
 		return UP_WHY_REJECT_PREFIX;
 	/* 67 on a rip-relative operand: the address is truncated to 32 bits */
 	for (unsigned i = 0; i < zi->operand_count_visible; i++)
-		if (insn->zops[i].type == ZYDIS_OPERAND_TYPE_MEMORY &&
-		    insn->zops[i].mem.base == ZYDIS_REGISTER_EIP)
+		if (d->zops[i].type == ZYDIS_OPERAND_TYPE_MEMORY &&
+		    d->zops[i].mem.base == ZYDIS_REGISTER_EIP)
 			return UP_WHY_REJECT_PREFIX;
 	/*
 	 * A bnd prefix on a branch is kept: without MPX (gone from the kernel since 5.6
@@ -194,10 +194,10 @@ static bool is_nop(const ZydisDecodedInstruction *zi)
 }
 
 /* Decides emulation; false when the instruction is not one the emulator applies. */
-static bool plan_emulation(struct up_insn *insn)
+static bool plan_emulation(struct up_insn *insn, const struct up_insn_dec *d)
 {
-	const ZydisDecodedInstruction *zi = &insn->zi;
-	const ZydisDecodedOperand *op0 = &insn->zops[0];
+	const ZydisDecodedInstruction *zi = &d->zi;
+	const ZydisDecodedOperand *op0 = &d->zops[0];
 	const bool branch = zi->meta.branch_type != ZYDIS_BRANCH_TYPE_NONE;
 	const unsigned stack = insn->mode == UP_MODE_64 ? 8 : 4;
 	enum up_insn_emu loop;
@@ -290,32 +290,69 @@ static bool plan_emulation(struct up_insn *insn)
 	return false;
 }
 
+/* What a probe keeps of operand 0 (see struct up_insn_op). */
+static void keep_op0(struct up_insn *insn, const struct up_insn_dec *d)
+{
+	const ZydisDecodedOperand *op = &d->zops[0];
+
+	if (!d->zi.operand_count)
+		return;
+	insn->op0.type = op->type;
+	if (op->type == ZYDIS_OPERAND_TYPE_REGISTER) {
+		insn->op0.reg = op->reg.value;
+	} else if (op->type == ZYDIS_OPERAND_TYPE_MEMORY) {
+		insn->op0.base = op->mem.base;
+		insn->op0.index = op->mem.index;
+		insn->op0.segment = op->mem.segment;
+		insn->op0.scale = op->mem.scale;
+		insn->op0.has_disp = op->mem.disp.has_displacement;
+		insn->op0.disp = op->mem.disp.value;
+	}
+}
+
+int up_insn_decode(const struct up_insn *insn, struct up_insn_dec *d)
+{
+	ZydisDecoder dec;
+
+	if (!insn->length || !decoder_for(&dec, (enum up_insn_mode)insn->mode))
+		return -EINVAL;
+	return ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, insn->bytes, insn->length, &d->zi,
+						   d->zops))
+		       ? 0
+		       : -EINVAL;
+}
+
 int up_insn_analyze(struct up_insn *insn, const void *buf, size_t len, uint64_t vaddr,
 		    enum up_insn_mode mode)
 {
 	const ZydisDecodedOperand *mem;
+	struct up_insn_dec dd, *d = &dd;
 	enum up_insn_reason why;
 	ZydisDecoder dec;
 	ZyanStatus st;
 
 	if (!decoder_for(&dec, mode))
 		return -EINVAL;
-	memset(insn, 0, offsetof(struct up_insn, zi));
+	memset(insn, 0, sizeof(*insn));
 	insn->vaddr = vaddr;
 	insn->mode = mode;
 	insn->plan = UP_PLAN_REJECT;
 
-	st = ZydisDecoderDecodeFull(&dec, buf, len, &insn->zi, insn->zops);
+	st = ZydisDecoderDecodeFull(&dec, buf, len, &d->zi, d->zops);
 	if (!ZYAN_SUCCESS(st)) {
-		memset(&insn->zi, 0, sizeof(insn->zi));
 		insn->reason = st == ZYDIS_STATUS_NO_MORE_DATA ? UP_WHY_REJECT_TRUNCATED
 							       : UP_WHY_REJECT_INVALID;
 		return 0;
 	}
-	insn->length = insn->zi.length;
+	insn->length = d->zi.length;
 	memcpy(insn->bytes, buf, insn->length);
+	insn->mnemonic = d->zi.mnemonic;
+	insn->address_width = d->zi.address_width;
+	insn->operand_width = d->zi.operand_width;
+	insn->disp_offset = d->zi.raw.disp.offset;
+	keep_op0(insn, d);
 
-	mem = mem_operand(insn);
+	mem = mem_operand(d);
 	if (mem && mem->mem.base == ZYDIS_REGISTER_RIP) {
 		insn->rip_relative = true;
 		insn->target = (vaddr + insn->length + (uint64_t)mem->mem.disp.value) &
@@ -323,18 +360,18 @@ int up_insn_analyze(struct up_insn *insn, const void *buf, size_t len, uint64_t 
 	}
 
 	/* before the refusals: its hidden operands load cs and ss */
-	if (insn->zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL) {
+	if (d->zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL) {
 		insn->plan = UP_PLAN_STEP;
 		insn->reason = UP_WHY_STEP_SYSCALL;
 		return 0;
 	}
-	why = refusal(insn);
+	why = refusal(insn, d);
 	if (why != UP_WHY_NONE) {
 		insn->reason = why;
 		return 0;
 	}
 	insn->plan = UP_PLAN_EMULATE;
-	if (plan_emulation(insn))
+	if (plan_emulation(insn, d))
 		return 0;
 	insn->plan = UP_PLAN_XOL;
 	insn->reason = insn->rip_relative ? UP_WHY_XOL_RIPREL : UP_WHY_XOL_PLAIN;
@@ -412,6 +449,7 @@ const char *up_insn_reason_name(enum up_insn_reason why)
 
 char *up_insn_format(const struct up_insn *insn, char *buf, size_t size)
 {
+	struct up_insn_dec d;
 	ZydisFormatter fmt;
 
 	if (!size)
@@ -419,10 +457,11 @@ char *up_insn_format(const struct up_insn *insn, char *buf, size_t size)
 	buf[0] = '\0';
 	if (!insn->length)
 		return buf;
-	if (!ZYAN_SUCCESS(ZydisFormatterInit(&fmt, ZYDIS_FORMATTER_STYLE_ATT)))
+	if (!ZYAN_SUCCESS(ZydisFormatterInit(&fmt, ZYDIS_FORMATTER_STYLE_ATT)) ||
+	    up_insn_decode(insn, &d))
 		return buf;
-	if (!ZYAN_SUCCESS(ZydisFormatterFormatInstruction(&fmt, &insn->zi, insn->zops,
-							  insn->zi.operand_count_visible, buf,
+	if (!ZYAN_SUCCESS(ZydisFormatterFormatInstruction(&fmt, &d.zi, d.zops,
+							  d.zi.operand_count_visible, buf,
 							  size, insn->vaddr, NULL))) {
 		/* the buffer was too small: keep what fits */
 		buf[size - 1] = '\0';

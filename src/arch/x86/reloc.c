@@ -84,10 +84,12 @@ static int encode(ZydisEncoderRequest *req, uint8_t *buf, size_t *len)
 	return ZYAN_SUCCESS(ZydisEncoderEncodeInstruction(req, buf, len)) ? 0 : -ERANGE;
 }
 
-static int request_of(const struct up_insn *insn, ZydisEncoderRequest *req)
+/* An encoder request for the instruction, from its whole decode (into d). */
+static int request_of(const struct up_insn *insn, struct up_insn_dec *d, ZydisEncoderRequest *req)
 {
-	if (!ZYAN_SUCCESS(ZydisEncoderDecodedInstructionToEncoderRequest(
-		    &insn->zi, insn->zops, insn->zi.operand_count_visible, req)))
+	if (up_insn_decode(insn, d) ||
+	    !ZYAN_SUCCESS(ZydisEncoderDecodedInstructionToEncoderRequest(
+		    &d->zi, d->zops, d->zi.operand_count_visible, req)))
 		return -ERANGE;
 	return 0;
 }
@@ -95,6 +97,7 @@ static int request_of(const struct up_insn *insn, ZydisEncoderRequest *req)
 /* A relative jmp/call/jcc as a rel32 to the same target from the slot. */
 static int relocate_branch(const struct up_insn *insn, uint64_t slot, struct up_reloc *out)
 {
+	struct up_insn_dec d;
 	ZydisEncoderRequest req;
 	uint8_t buf[UP_INSN_MAX];
 	size_t len;
@@ -110,7 +113,7 @@ static int relocate_branch(const struct up_insn *insn, uint64_t slot, struct up_
 	default:
 		break;
 	}
-	rc = request_of(insn, &req);
+	rc = request_of(insn, &d, &req);
 	if (rc)
 		return rc;
 	req.branch_type = ZYDIS_BRANCH_TYPE_NEAR;
@@ -134,7 +137,7 @@ static int relocate_branch(const struct up_insn *insn, uint64_t slot, struct up_
 }
 
 /* A register the instruction does not touch at all, for the scratch rewrite. */
-static ZydisRegister pick_scratch(const struct up_insn *insn)
+static ZydisRegister pick_scratch(const struct up_insn_dec *d)
 {
 	static const ZydisRegister candidates[] = {
 		ZYDIS_REGISTER_RAX, ZYDIS_REGISTER_RCX, ZYDIS_REGISTER_RDX,
@@ -144,8 +147,8 @@ static ZydisRegister pick_scratch(const struct up_insn *insn)
 	for (size_t c = 0; c < sizeof(candidates) / sizeof(candidates[0]); c++) {
 		bool used = false;
 
-		for (unsigned i = 0; i < insn->zi.operand_count && !used; i++) {
-			const ZydisDecodedOperand *op = &insn->zops[i];
+		for (unsigned i = 0; i < d->zi.operand_count && !used; i++) {
+			const ZydisDecodedOperand *op = &d->zops[i];
 			ZydisRegister r[2] = { ZYDIS_REGISTER_NONE, ZYDIS_REGISTER_NONE };
 
 			if (op->type == ZYDIS_OPERAND_TYPE_REGISTER) {
@@ -169,16 +172,18 @@ static ZydisRegister pick_scratch(const struct up_insn *insn)
 /* The rip-relative operand as [scratch], to be stepped with scratch = its address. */
 static int relocate_scratch(const struct up_insn *insn, struct up_reloc *out)
 {
+	struct up_insn_dec d;
 	ZydisEncoderRequest req;
-	ZydisRegister scratch = pick_scratch(insn);
+	ZydisRegister scratch;
 	size_t len;
 	int rc;
 
-	if (scratch == ZYDIS_REGISTER_NONE)
-		return -ERANGE;
-	rc = request_of(insn, &req);
+	rc = request_of(insn, &d, &req);
 	if (rc)
 		return rc;
+	scratch = pick_scratch(&d);
+	if (scratch == ZYDIS_REGISTER_NONE)
+		return -ERANGE;
 	for (unsigned i = 0; i < req.operand_count; i++) {
 		if (req.operands[i].type == ZYDIS_OPERAND_TYPE_MEMORY &&
 		    req.operands[i].mem.base == ZYDIS_REGISTER_RIP) {
@@ -219,7 +224,7 @@ int up_reloc_build(const struct up_insn *insn, uint64_t slot, struct up_reloc *o
 			int32_t d32 = (int32_t)disp;
 
 			memcpy(out->code, insn->bytes, insn->length);
-			memcpy(out->code + insn->zi.raw.disp.offset, &d32, 4);
+			memcpy(out->code + insn->disp_offset, &d32, 4);
 			out->insn_len = out->len = insn->length;
 			rc = 0;
 		} else {
