@@ -18,10 +18,11 @@
 #include <stdint.h>
 
 #define UPA_MAGIC 0x746e656761707575ull /* "uupagent" */
-#define UPA_VERSION 1
+#define UPA_VERSION 2
 
 /* ctl.flags */
 #define UPA_F_FS0 1u /* %fs:0 names the thread (every thread has a TLS block); else its rsp */
+#define UPA_F_RSEQ 2u /* glibc's rseq area holds each thread's cpu (rseq_offset_at); else lsl */
 
 struct upa_ctl {
 	uint64_t magic;
@@ -39,6 +40,9 @@ struct upa_ctl {
 	uint64_t pad1[7];
 	uint64_t tail; /* the tracer has consumed up to here */
 	uint64_t pad2[7];
+	/* UPA_F_RSEQ: where glibc's __rseq_offset and __rseq_size are (in ld.so), set by
+	   the time main runs; while the size is 0, lsl */
+	uint64_t rseq_offset_at, rseq_size_at;
 };
 
 /* A register frame: struct user_regs_struct's layout, word by word. */

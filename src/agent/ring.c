@@ -321,7 +321,27 @@ void up_agent_stack(struct up_agent *a, uint64_t lo, uint64_t hi, pid_t tid)
 
 void up_agent_no_fs0(struct up_agent *a)
 {
-	__atomic_and_fetch(&a->ctl->flags, ~UPA_F_FS0, __ATOMIC_RELEASE);
+	__atomic_and_fetch(&a->ctl->flags, ~(UPA_F_FS0 | UPA_F_RSEQ), __ATOMIC_RELEASE);
+}
+
+void up_agent_rseq(struct up_agent *a, uint64_t offset_at, uint64_t size_at)
+{
+	a->ctl->rseq_offset_at = offset_at;
+	a->ctl->rseq_size_at = size_at;
+	if (a->ctl->flags & UPA_F_FS0)
+		__atomic_or_fetch(&a->ctl->flags, UPA_F_RSEQ, __ATOMIC_RELEASE);
+}
+
+bool up_agent_rseq_at(const struct up_agent *a, uint64_t *offset_at, uint64_t *size_at)
+{
+	*offset_at = a->ctl->rseq_offset_at;
+	*size_at = a->ctl->rseq_size_at;
+	return (__atomic_load_n(&a->ctl->flags, __ATOMIC_ACQUIRE) & UPA_F_RSEQ) != 0;
+}
+
+void up_agent_no_rseq(struct up_agent *a)
+{
+	__atomic_and_fetch(&a->ctl->flags, ~UPA_F_RSEQ, __ATOMIC_RELEASE);
 }
 
 static pid_t tid_of(struct up_agent *a, uint64_t key, bool sp)

@@ -64,6 +64,11 @@ void up_agent_for_each_return(struct up_agent *a, bool take,
 void up_agent_thread(struct up_agent *a, uint64_t key, pid_t tid);
 void up_agent_stack(struct up_agent *a, uint64_t lo, uint64_t hi, pid_t tid);
 void up_agent_no_fs0(struct up_agent *a); /* some thread has no TLS: record rsp */
+/* Records take each thread's cpu from glibc's rseq area, found through the
+   process's __rseq_offset and __rseq_size at these addresses, not with lsl. */
+void up_agent_rseq(struct up_agent *a, uint64_t offset_at, uint64_t size_at);
+bool up_agent_rseq_at(const struct up_agent *a, uint64_t *offset_at, uint64_t *size_at);
+void up_agent_no_rseq(struct up_agent *a); /* some thread has no such area */
 
 /*
  * A probe's descriptor: d (its id and ctl are filled here), then its fetches and

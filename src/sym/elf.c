@@ -555,10 +555,10 @@ int up_sym_elf_code(struct up_sym_elf *e, uint64_t vaddr, uint64_t size, const u
 /* ---- symbols ----------------------------------------------------------------------- */
 
 /*
- * Calls fn(sym, ctx) for each defined function symbol of a table (SHT_SYMTAB/DYNSYM) of
- * elf: the main file's, or the debug file's (from_debug).
+ * Calls fn(sym, ctx) for each defined function symbol (data symbol: objects) of a
+ * table (SHT_SYMTAB/DYNSYM) of elf: the main file's, or the debug file's (from_debug).
  */
-static int scan_table(Elf *elf, bool from_debug, Elf64_Word sh_type,
+static int scan_table(Elf *elf, bool from_debug, Elf64_Word sh_type, bool objects,
 		      int (*fn)(const struct up_sym *sym, void *ctx), void *ctx)
 {
 	Elf_Scn *scn = NULL;
@@ -584,7 +584,7 @@ static int scan_table(Elf *elf, bool from_debug, Elf64_Word sh_type,
 				break;
 			type = GELF_ST_TYPE(sym.st_info);
 			bind = GELF_ST_BIND(sym.st_info);
-			if (type != STT_FUNC && type != STT_GNU_IFUNC)
+			if (objects ? type != STT_OBJECT : type != STT_FUNC && type != STT_GNU_IFUNC)
 				continue;
 			if (sym.st_shndx == SHN_UNDEF)
 				continue;
@@ -609,16 +609,16 @@ static int scan_table(Elf *elf, bool from_debug, Elf64_Word sh_type,
  * The function symbols in lookup order: .symtab, the debug file's .symtab (which is
  * there only when the file has none), .dynsym.
  */
-static int scan_symtab(struct up_sym_elf *e, int (*fn)(const struct up_sym *sym, void *ctx),
-		       void *ctx)
+static int scan_symtab(struct up_sym_elf *e, bool objects,
+		       int (*fn)(const struct up_sym *sym, void *ctx), void *ctx)
 {
 	int ret;
 
-	ret = scan_table(e->elf, false, SHT_SYMTAB, fn, ctx);
+	ret = scan_table(e->elf, false, SHT_SYMTAB, objects, fn, ctx);
 	if (!ret && e->debug_elf)
-		ret = scan_table(e->debug_elf, true, SHT_SYMTAB, fn, ctx);
+		ret = scan_table(e->debug_elf, true, SHT_SYMTAB, objects, fn, ctx);
 	if (!ret)
-		ret = scan_table(e->elf, false, SHT_DYNSYM, fn, ctx);
+		ret = scan_table(e->elf, false, SHT_DYNSYM, objects, fn, ctx);
 	return ret;
 }
 
@@ -641,7 +641,16 @@ int up_sym_elf_lookup(struct up_sym_elf *e, const char *name, struct up_sym *out
 {
 	struct lookup_ctx lc = { .name = name, .out = out };
 
-	if (scan_symtab(e, lookup_one, &lc) > 0)
+	if (scan_symtab(e, false, lookup_one, &lc) > 0)
+		return 0;
+	return -ENOENT;
+}
+
+int up_sym_elf_lookup_object(struct up_sym_elf *e, const char *name, struct up_sym *out)
+{
+	struct lookup_ctx lc = { .name = name, .out = out };
+
+	if (scan_symtab(e, true, lookup_one, &lc) > 0)
 		return 0;
 	return -ENOENT;
 }
@@ -689,7 +698,7 @@ static int build_funcs(struct up_sym_elf *e)
 
 	if (e->funcs_built)
 		return 0;
-	err = scan_symtab(e, collect_one, &cc);
+	err = scan_symtab(e, false, collect_one, &cc);
 	if (err) {
 		free(cc.v);
 		return err;

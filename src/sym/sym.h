@@ -95,6 +95,8 @@ struct up_sym {
  * *out, or -ENOENT.
  */
 int up_sym_elf_lookup(struct up_sym_elf *elf, const char *name, struct up_sym *out);
+/* The same among the data symbols (STT_OBJECT): a variable's vaddr and size. */
+int up_sym_elf_lookup_object(struct up_sym_elf *elf, const char *name, struct up_sym *out);
 
 /*
  * Calls fn for every function symbol, sorted by address (then by name).  A symbol that

@@ -4,15 +4,18 @@
  * copied into executable memory and called as a trampoline calls it, on a ring and a
  * descriptor set up here.  Checks the record layout, fault-safe reads (a bad pointer,
  * a string running into an unmapped page), conditions, a full ring, the pad at the
- * ring's end, and up_agent_rec_read's view of the memory entries.
+ * ring's end, up_agent_rec_read's view of the memory entries, and the cpu taken from
+ * glibc's rseq area or, without one, from lsl.
  */
 #include <errno.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/rseq.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -327,6 +330,75 @@ static void test_full_ring_and_pad(void **state)
 	assert_int_equal(ctl->tail, ctl->head);
 }
 
+/* The cpu of one record made now (UPA_REC_* bits off). */
+static unsigned record_cpu(void)
+{
+	uint64_t frame[UPA_NREGS] = { 0 };
+	struct up_agent_rec v;
+	struct upa_rec *r;
+	struct probe p;
+	unsigned cpu;
+
+	reset();
+	probe_init(&p, 1ull << UPA_RDI, 0, 0);
+	finish(&p);
+	entry(frame, &p.d);
+	r = next_record(&v);
+	assert_non_null(r);
+	cpu = r->cpu & 0xfff;
+	consume(r);
+	return cpu;
+}
+
+static __thread int32_t fake_area[2]; /* cpu_id_start, cpu_id: struct rseq's start */
+
+static void test_cpu(void **state)
+{
+	static int64_t fake_offset;
+	static uint32_t fake_size;
+	uint64_t tp;
+	cpu_set_t one;
+	int cpu;
+
+	(void)state;
+	/* on one cpu, so that the answer is known */
+	cpu = sched_getcpu();
+	assert_true(cpu >= 0);
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+
+	/* lsl */
+	ctl->flags = UPA_F_FS0;
+	assert_int_equal(record_cpu(), cpu);
+
+	/* an area of the test's own: the agent reads it, and falls back to lsl where
+	   the kernel would say "not registered" (-1) or glibc says "no area" (size 0) */
+	__asm__ volatile("mov %%fs:0, %0" : "=r"(tp));
+	fake_offset = (int64_t)((uintptr_t)fake_area - tp);
+	fake_size = 32;
+	ctl->rseq_offset_at = (uint64_t)(uintptr_t)&fake_offset;
+	ctl->rseq_size_at = (uint64_t)(uintptr_t)&fake_size;
+	ctl->flags = UPA_F_FS0 | UPA_F_RSEQ;
+	fake_area[1] = 77;
+	assert_int_equal(record_cpu(), 77);
+	fake_area[1] = -1;
+	assert_int_equal(record_cpu(), cpu);
+	fake_area[1] = 77;
+	fake_size = 0;
+	assert_int_equal(record_cpu(), cpu);
+
+	/* glibc's own, as the tracer finds it in a process (2.35 on) */
+	if (__rseq_size >= 20) {
+		ctl->rseq_offset_at = (uint64_t)(uintptr_t)&__rseq_offset;
+		ctl->rseq_size_at = (uint64_t)(uintptr_t)&__rseq_size;
+		assert_int_equal(record_cpu(), cpu);
+	} else {
+		print_message("glibc's rseq area is off here (size %u): lsl only\n", __rseq_size);
+	}
+	ctl->flags = UPA_F_FS0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -335,6 +407,7 @@ int main(void)
 		cmocka_unit_test(test_string_into_unmapped),
 		cmocka_unit_test(test_conditions),
 		cmocka_unit_test(test_full_ring_and_pad),
+		cmocka_unit_test(test_cpu),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
