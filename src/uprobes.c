@@ -1440,7 +1440,8 @@ static void cb_log(void *arg, const char *msg)
 		ctx->opts.log(ctx->opts.log_arg, msg);
 }
 
-/* A thread exits: the fast path's counters read while the memory is still there. */
+/* A thread exits: the fast path's counters read, and its records delivered, while the
+   memory and the thread (its /proc entry, its comm) are still there. */
 static void cb_exiting(void *arg, struct up_task *t)
 {
 	struct uproc *up = up_proc_data(up_task_proc(t));
@@ -1452,6 +1453,7 @@ static void cb_exiting(void *arg, struct up_task *t)
 	for (struct fastp *f = up->fast; f; f = f->next)
 		if (f->patched)
 			read_counter(up, f, t, &v);
+	agent_drain(up);
 }
 
 static bool cb_is_breakpoint(void *arg, struct up_task *t, uint64_t addr)

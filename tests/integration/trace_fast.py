@@ -12,6 +12,8 @@ ring) against the trap path (int3 stops, --no-fast) on tests/targets/fast_rec.c:
            unprobed one; a function that branches back into its first bytes stays on
            the trap path and -v says why
   args     2 threads x N calls fetching 6 arguments: every record, no loss, right values
+  comm     a short-lived program exec'd by a shell: every record names it (its records
+           are read before it is gone, not left to a /proc that no longer has it)
   lost     a 64 KiB ring under the same load: records + reported losses = calls
   bad      bad pointers: "(fault)" as on the trap path, the program unharmed
   signals  SIGALRM every 50 us, its handler hitting the probe too: one record per call
@@ -115,6 +117,18 @@ for line in tr:
 if len(seen) != N or any(v != 2 for v in seen.values()):
     fail("args: not every call twice")
 print("ok: args: %d records from 2 threads, all values right, none lost" % len(tr))
+
+# comm -------------------------------------------------------------------------------------
+p = subprocess.run([UPROBE, "trace", "-e", spec, "--", "sh", "-c", 'exec "$0" args 300 1', PROG],
+                   capture_output=True, text=True, timeout=60)
+lines = [line for line in p.stdout.splitlines() if " args: (" in line]
+comm = os.path.basename(PROG)[:15]
+if p.returncode or len(lines) != 300:
+    fail("comm: exit %d, %d records, not 300\n%s" % (p.returncode, len(lines), p.stderr))
+bad = [line for line in lines if line.split()[0].rsplit("-", 1)[0] != comm]
+if bad:
+    fail("comm: %d of 300 records do not name %s, as: %s" % (len(bad), comm, bad[0]))
+print("ok: comm: 300 records of a program exec'd by sh, each named %s" % comm)
 
 # lost -------------------------------------------------------------------------------------
 N = 200000
