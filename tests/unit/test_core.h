@@ -47,6 +47,9 @@ char *core_slurp(const char *path, size_t *len);
 /* Asserts that two runs wrote the same stdout and ended alike. */
 void core_assert_same_run(const struct core_output *plain, const struct core_output *probed);
 
+/* The process's state letter in /proc/PID/stat ('R', 'S', 't', 'Z', ...), 0 when gone. */
+char core_proc_state(pid_t pid);
+
 /* Runs argv without probes (fork + exec + wait). */
 void core_run_plain(char *const argv[], struct core_output *o);
 

@@ -367,24 +367,31 @@ void core_probe_init(struct core_probe *p, struct core_session *s, uint64_t vadd
 	p->cb_result = 1;
 }
 
-/* Gone, or a zombie nobody reaps (a process the library let go of is ours to reap). */
-static int pid_gone(pid_t pid)
+char core_proc_state(pid_t pid)
 {
 	char path[64], buf[256], *rp;
 	FILE *f;
 	size_t n;
 
 	if (kill(pid, 0) == -1 && errno == ESRCH)
-		return 1;
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	f = fopen(path, "r");
 	if (!f)
-		return 1;
+		return 0;
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = 0;
 	rp = strrchr(buf, ')');
-	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+	return rp && rp[1] == ' ' ? rp[2] : '?';
+}
+
+/* Gone, or a zombie nobody reaps (a process the library let go of is ours to reap). */
+static int pid_gone(pid_t pid)
+{
+	char st = core_proc_state(pid);
+
+	return !st || st == 'Z' || st == 'X';
 }
 
 static double now(void)

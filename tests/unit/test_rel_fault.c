@@ -54,21 +54,9 @@ static double now_s(void)
 /* Gone for good: reaped (by the library), or a zombie. */
 static int gone(pid_t pid)
 {
-	char path[64], buf[256], *rp;
-	FILE *f;
-	size_t n;
+	char st = core_proc_state(pid);
 
-	if (kill(pid, 0) == -1 && errno == ESRCH)
-		return 1;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 1;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	rp = strrchr(buf, ')');
-	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+	return !st || st == 'Z' || st == 'X';
 }
 
 /* ---- the killer ----------------------------------------------------------------------- */
@@ -488,7 +476,7 @@ static void exec_nonleader(void **state)
 /* /proc/PID/cmdline holds WORD, and the process is stopped (its exec stop) */
 static int execd_and_stopped(pid_t pid, const char *word)
 {
-	char path[64], buf[512], *rp;
+	char path[64], buf[512];
 	size_t n;
 	FILE *f;
 	int hit = 0;
@@ -502,15 +490,7 @@ static int execd_and_stopped(pid_t pid, const char *word)
 	for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
 		if (!strcmp(buf + i, word))
 			hit = 1;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	rp = strrchr(buf, ')');
-	return hit && rp && rp[1] == ' ' && rp[2] == 't';
+	return hit && core_proc_state(pid) == 't';
 }
 
 static void exec_unseen(void **state)
