@@ -208,7 +208,18 @@ def mode_count(a, syms):
     want = {"t/work": (a.target, N), "t/getppid": (a.libc, G)}
     if c != want:
         fail("counts %s, expected %s" % (c, want))
-    print("count: t/work %d, t/getppid %d" % (N, G))
+    # with -o the table goes to the file, and stdout is the program's alone
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "counts.txt")
+        out = run([a.uprobe, "trace", "-c", "-o", path,
+                   "-e", "p:t/work %s:work n=%%di:s32" % a.target, "--", a.target, str(N), "0"])
+        if counts(out):
+            fail("-c -o FILE: the counts went to stdout")
+        with open(path) as f:
+            got = counts(f.read())
+        if got != {"t/work": (a.target, N)}:
+            fail("-c -o FILE: the file holds %s" % got)
+    print("count: t/work %d, t/getppid %d; -c -o FILE: the table in the file" % (N, G))
 
 
 def mode_libc(a, syms):

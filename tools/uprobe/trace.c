@@ -56,7 +56,7 @@ static void trace_usage(FILE *out)
 	      "  -e, --event SPEC    a probe (repeatable)\n"
 	      "  -f, --file FILE     specs from FILE, one a line; '#' starts a comment\n"
 	      "  -p, --pid PID       trace a running process (repeatable)\n"
-	      "  -o, --output FILE   write the trace to FILE instead of stdout\n"
+	      "  -o, --output FILE   write the trace (-c: the counts) to FILE instead of stdout\n"
 	      "      --format F      text (default: as the kernel's trace file) or json (a line\n"
 	      "                      per hit; schema in uprobe(1))\n"
 	      "  -c, --count         print only the hits per probe at the end\n"
@@ -218,7 +218,7 @@ static int run_kernel(struct spec_list *specs, pid_t pid, char **cmd, bool json,
 			status = CLI_FAIL;
 		up_kb_run(kb, &stop_sig, pid);
 		if (count)
-			up_kb_counts(kb, stdout);
+			up_kb_counts(kb, out);
 	}
 	if (go[1] >= 0)
 		close(go[1]);
@@ -243,6 +243,7 @@ static int run_trace(int argc, char **argv)
 		{ "no-fast", no_argument, NULL, 'X' },	    { "filter", required_argument, NULL, 'L' },
 		{ "ring-size", required_argument, NULL, 'R' }, { NULL, 0, NULL, 0 },
 	};
+	FILE *countf = NULL; /* -o FILE */
 	struct up_trace_opts opts = { .out = stdout, .follow = true, .header = false,
 				      .log = log_msg };
 	/* static: reachable until exit, also on the early usage-error returns */
@@ -340,15 +341,18 @@ static int run_trace(int argc, char **argv)
 	if (npids && optind < argc)
 		return cli_usage_error(&cli_cmd_trace, "-p and a COMMAND exclude each other");
 
-	if (count)
-		opts.out = NULL;
-	else if (outpath) {
-		opts.out = fopen(outpath, "we");
-		if (!opts.out) {
+	if (outpath) {
+		countf = fopen(outpath, "we");
+		if (!countf) {
 			cli_err("trace", "%s: %s", outpath, strerror(errno));
 			return CLI_USAGE;
 		}
 	}
+	/* -c: no line per hit; the table at the end goes where the lines would have */
+	if (count)
+		opts.out = NULL;
+	else if (countf)
+		opts.out = countf;
 	/* a closed output pipe must not kill us with probes still in the target */
 	signal(SIGPIPE, SIG_IGN);
 	if (kernel) {
@@ -356,7 +360,7 @@ static int run_trace(int argc, char **argv)
 		sigaction(SIGTERM, &sa, NULL);
 		sigaction(SIGHUP, &sa, NULL);
 		status = run_kernel(&specs, npids ? pids[0] : 0, optind < argc ? argv + optind : NULL,
-				    opts.json, count, opts.out ? opts.out : stdout);
+				    opts.json, count, countf ? countf : stdout);
 		goto out;
 	}
 	/* a reader at the other end of a pipe (| grep) or a terminal sees each hit at once;
@@ -440,7 +444,7 @@ static int run_trace(int argc, char **argv)
 	}
 out:
 	if (count && tr && !status)
-		up_trace_print_counts(tr, stdout);
+		up_trace_print_counts(tr, countf ? countf : stdout);
 	if (tr) {
 		uint64_t lost = up_trace_lost(tr);
 
@@ -466,9 +470,9 @@ out:
 			status = 128 + stop_sig;
 	}
 	up_trace_free(tr);
-	if (opts.out && opts.out != stdout)
-		fclose(opts.out);
-	else if (opts.out)
+	if (countf)
+		fclose(countf);
+	else
 		fflush(stdout);
 	for (unsigned i = 0; i < specs.n; i++)
 		free(specs.v[i]);
