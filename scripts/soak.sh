@@ -20,4 +20,4 @@ for f in "$driver" "$busy" "$cli"; do
 	[ -x "$f" ] || { echo "soak.sh: $f missing: build first (make)" >&2; exit 2; }
 done
 set -- -t "$secs" -m "${SOAK_MODE:-0}" ${SOAK_SEED:+-s "$SOAK_SEED"} "$@"
-exec "$driver" "$@" -u "$cli" -- "$busy" "${SOAK_THREADS:-6}" "${SOAK_ITERS:-50000}"
+exec "$driver" "$@" -u "$cli" -- "$busy" "${SOAK_THREADS:-6}" "${SOAK_ITERS:-500}"

@@ -54,7 +54,23 @@ struct fastp *fast_overlapping(struct uproc *mm, uint64_t lo, uint64_t hi)
 	return NULL;
 }
 
-static bool any_rip_in(struct uproc *mm, uint64_t lo, uint64_t hi)
+/* Where a thread's rip or a word of its stack may point: inside (lo, hi), or (out of
+   line) anywhere it runs code of ours, from where it jumps back into the program. */
+struct where {
+	struct uproc *mm;
+	uint64_t lo, hi;
+	bool out_of_line;
+};
+
+static bool points(const struct where *w, uint64_t a)
+{
+	if (w->out_of_line)
+		return up_xol_contains(&w->mm->xol, a) ||
+		       (w->mm->agent && up_agent_has_code(w->mm->agent, a));
+	return a > w->lo && a < w->hi;
+}
+
+static bool any_rip(struct uproc *mm, const struct where *w)
 {
 	for (struct uproc *up = mm->ctx->procs; up; up = up->next) {
 		if (mm_of(up) != mm)
@@ -64,11 +80,18 @@ static bool any_rip_in(struct uproc *mm, uint64_t lo, uint64_t hi)
 
 			if (!up_task_stopped(t) || up_task_get_regs(t, &r))
 				return true;
-			if (r.rip > lo && r.rip < hi)
+			if (points(w, r.rip))
 				return true;
 		}
 	}
 	return false;
+}
+
+static bool any_rip_in(struct uproc *mm, uint64_t lo, uint64_t hi)
+{
+	struct where w = { mm, lo, hi, false };
+
+	return any_rip(mm, &w);
 }
 
 #define STACK_SCAN (16u << 10)
@@ -79,7 +102,7 @@ static bool any_rip_in(struct uproc *mm, uint64_t lo, uint64_t hi)
  * return address can: any such word is a saved context, or a coincidence (then the
  * probe only stays on the trap path).  The top STACK_SCAN bytes above rsp are read.
  */
-static bool stack_points_in(struct uproc *mm, uint64_t lo, uint64_t hi)
+static bool any_stack_word(struct uproc *mm, const struct where *w)
 {
 	uint64_t *buf = malloc(STACK_SCAN);
 	bool found = false;
@@ -110,12 +133,19 @@ static bool stack_points_in(struct uproc *mm, uint64_t lo, uint64_t hi)
 				a += chunk;
 			}
 			for (size_t i = 0; i < n / 8; i++)
-				if (buf[i] > lo && buf[i] < hi)
+				if (points(w, buf[i]))
 					found = true;
 		}
 	}
 	free(buf);
 	return found;
+}
+
+static bool stack_points_in(struct uproc *mm, uint64_t lo, uint64_t hi)
+{
+	struct where w = { mm, lo, hi, false };
+
+	return any_stack_word(mm, &w);
 }
 
 /* The agent's name for thread t: the word at its TLS block (%fs:0), or its tid when
@@ -428,6 +458,7 @@ int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
 	uint8_t code[UP_PATCH_TRAMP_REC], jmp[UP_PATCH_MAX_INSN * UP_INSN_MAX];
 	bool rec = wants_record(u);
 	unsigned nslots = rec ? FAST_SLOTS_REC : FAST_SLOTS;
+	const struct where ool = { .mm = mm, .out_of_line = true };
 	size_t len;
 	int rc;
 
@@ -466,6 +497,14 @@ int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
 	if (f->site.ninsn > 1 && stack_points_in(mm, u->vaddr, u->vaddr + f->site.len)) {
 		snprintf(why, whylen, "a thread's stack holds an address inside the bytes the "
 				      "jmp would cover (a signal frame?)");
+		goto fail;
+	}
+	if (f->site.ninsn > 1 && (any_rip(mm, &ool) || any_stack_word(mm, &ool))) {
+		/* from a slot or a trampoline it jumps back to the instruction after the one
+		   it ran there: perhaps inside these bytes (and in a signal handler, its
+		   frame's rip would take it there) */
+		snprintf(why, whylen, "a thread is running out of line and may come back "
+				      "inside the bytes the jmp would cover");
 		goto fail;
 	}
 	if (!rec) {

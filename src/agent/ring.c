@@ -319,6 +319,11 @@ void up_agent_stack(struct up_agent *a, uint64_t lo, uint64_t hi, pid_t tid)
 	a->stacks[a->nstacks++].tid = tid;
 }
 
+bool up_agent_has_code(const struct up_agent *a, uint64_t addr)
+{
+	return a->code_addr && addr >= a->code_addr && addr - a->code_addr < PAGE;
+}
+
 void up_agent_no_fs0(struct up_agent *a)
 {
 	__atomic_and_fetch(&a->ctl->flags, ~(UPA_F_FS0 | UPA_F_RSEQ), __ATOMIC_RELEASE);

@@ -31,7 +31,9 @@
 
 #define NSLOTS 512
 #define MAX_BATCH 48
-#define RUN_TIMEOUT 120.0
+/* a run is hung when neither a hit nor the program's CPU time moved for this long (a
+   run of millions of trap-path hits on a loaded machine may take minutes) */
+#define HANG_TIMEOUT 60.0
 
 struct slot {
 	struct uprobe u;
@@ -60,6 +62,32 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The process's CPU time so far (utime + stime, in ticks), or 0. */
+static unsigned long long cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut = 0, st = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	/* fields 14 and 15; the ')' ends field 2 */
+	for (int field = 2; p && field < 14; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p + 1, "%llu %llu", &ut, &st) != 2)
+		return 0;
+	return ut + st;
 }
 
 static void handler(struct uprobe *u, uprobe_regs_t *regs)
@@ -347,7 +375,9 @@ static int soak_run(char **argv, const char *out, int ref_status, const char *re
 	uint64_t regs0 = g_regs, unregs0 = g_unregs, hits0 = g_hits;
 	struct uprobe_stats st;
 	struct pollfd pfd;
-	double t0 = now_s();
+	double t0 = now_s(), moved = t0, sampled = t0;
+	unsigned long long ticks = 0;
+	uint64_t trap_hits = 0;
 	int saved, rc, ok;
 
 	memset(&g_run, 0, sizeof(g_run));
@@ -376,12 +406,22 @@ static int soak_run(char **argv, const char *out, int ref_status, const char *re
 	while (!g_run.exited) {
 		int r = rand() % 20;
 
-		if (now_s() - t0 > RUN_TIMEOUT) {
-			fprintf(stderr, "soak: run %" PRIu64 ": pid %d still runs after %.0f s: "
-				"killed\n", g_runs, (int)g_run.pid, RUN_TIMEOUT);
+		if (now_s() - sampled > 1.0) {
+			unsigned long long tk = cpu_ticks(g_run.pid);
+
+			sampled = now_s();
+			uprobe_ctx_stats(g_run.ctx, &st);
+			if (tk != ticks || st.hits != trap_hits)
+				moved = now_s();
+			ticks = tk;
+			trap_hits = st.hits;
+		}
+		if (now_s() - moved > HANG_TIMEOUT) {
+			fprintf(stderr, "soak: run %" PRIu64 ": pid %d made no progress (no hit, no "
+				"CPU time) for %.0f s: killed\n", g_runs, (int)g_run.pid, HANG_TIMEOUT);
 			kill(g_run.pid, SIGKILL);
 			g_errors++;
-			t0 = now_s();
+			moved = now_s();
 		}
 		poll(&pfd, 1, rand() % 3);
 		rc = uprobe_ctx_dispatch(g_run.ctx);
