@@ -1126,8 +1126,15 @@ static int print_count(struct up_kb *kb, struct kb_event *e, const char *raw, ui
 		       void *ctx)
 {
 	FILE *out = ctx;
+	char label[192];
 
-	return fprintf(out, "%s\n", raw) < 0 ? -EIO : 0;
+	/* the ptrace backend's table: the file, GROUP/EVENT, the hits */
+	(void)kb;
+	(void)raw;
+	snprintf(label, sizeof(label), "%s/%s", e->spec.group, e->spec.event);
+	return fprintf(out, "  %-40s %-40s %15" PRIu64 "\n", e->spec.path, label, hits) < 0
+		       ? -EIO
+		       : 0;
 }
 
 int up_kb_counts(struct up_kb *kb, FILE *out)
