@@ -54,20 +54,55 @@ struct fastp *fast_overlapping(struct uproc *mm, uint64_t lo, uint64_t hi)
 	return NULL;
 }
 
-/* Where a thread's rip or a word of its stack may point: inside (lo, hi), or (out of
-   line) anywhere it runs code of ours, from where it jumps back into the program. */
+#define CHAIN_MAX 16
+
+/* Where a thread's rip or a word of its stack may point: inside one of the ranges
+   (lo, hi), or (out of line) anywhere it runs code of ours, from where it jumps back
+   into the program (hull: every such place is within it). */
 struct where {
 	struct uproc *mm;
-	uint64_t lo, hi;
+	unsigned n;
+	uint64_t lo[CHAIN_MAX + 1], hi[CHAIN_MAX + 1];
 	bool out_of_line;
+	uint64_t hull_lo, hull_hi;
 };
+
+static void where_range(struct where *w, struct uproc *mm, uint64_t lo, uint64_t hi)
+{
+	w->mm = mm;
+	w->lo[w->n] = lo;
+	w->hi[w->n++] = hi;
+}
+
+static void where_out_of_line(struct where *w, struct uproc *mm)
+{
+	w->mm = mm;
+	w->out_of_line = true;
+	w->hull_lo = UINT64_MAX;
+	w->hull_hi = 0;
+	for (const struct up_xol_area *a = mm->xol.areas; a; a = a->next) {
+		w->hull_lo = a->base < w->hull_lo ? a->base : w->hull_lo;
+		w->hull_hi = a->base + UP_XOL_AREA_SIZE > w->hull_hi ? a->base + UP_XOL_AREA_SIZE
+								    : w->hull_hi;
+	}
+	if (mm->agent) {
+		uint64_t code = up_agent_entry(mm->agent) & ~4095ull;
+
+		w->hull_lo = code < w->hull_lo ? code : w->hull_lo;
+		w->hull_hi = code + 4096 > w->hull_hi ? code + 4096 : w->hull_hi;
+	}
+}
 
 static bool points(const struct where *w, uint64_t a)
 {
 	if (w->out_of_line)
-		return up_xol_contains(&w->mm->xol, a) ||
-		       (w->mm->agent && up_agent_has_code(w->mm->agent, a));
-	return a > w->lo && a < w->hi;
+		return a >= w->hull_lo && a < w->hull_hi &&
+		       (up_xol_contains(&w->mm->xol, a) ||
+			(w->mm->agent && up_agent_has_code(w->mm->agent, a)));
+	for (unsigned i = 0; i < w->n; i++)
+		if (a > w->lo[i] && a < w->hi[i])
+			return true;
+	return false;
 }
 
 static bool any_rip(struct uproc *mm, const struct where *w)
@@ -89,8 +124,9 @@ static bool any_rip(struct uproc *mm, const struct where *w)
 
 static bool any_rip_in(struct uproc *mm, uint64_t lo, uint64_t hi)
 {
-	struct where w = { mm, lo, hi, false };
+	struct where w = { .n = 0 };
 
+	where_range(&w, mm, lo, hi);
 	return any_rip(mm, &w);
 }
 
@@ -143,8 +179,9 @@ static bool any_stack_word(struct uproc *mm, const struct where *w)
 
 static bool stack_points_in(struct uproc *mm, uint64_t lo, uint64_t hi)
 {
-	struct where w = { mm, lo, hi, false };
+	struct where w = { .n = 0 };
 
+	where_range(&w, mm, lo, hi);
 	return any_stack_word(mm, &w);
 }
 
@@ -399,9 +436,9 @@ static int rec_slot(struct uproc *mm, struct fastp *f)
 	return 0;
 }
 
-/* A recording site's descriptor and trampoline code. */
-static int fast_rec_code(struct uproc *mm, struct up_task *t, struct fastp *f, uint8_t *code,
-			 size_t size, size_t *len, char *why, size_t whylen)
+/* A recording site's descriptor (in the shared region) and its record id. */
+static int rec_desc(struct uproc *mm, struct up_task *t, struct fastp *f, char *why,
+		    size_t whylen)
 {
 	struct uprobe *u = f->u;
 	unsigned nf = u->capture->nfetch, nc = u->capture->ncond;
@@ -433,15 +470,127 @@ static int fast_rec_code(struct uproc *mm, struct up_task *t, struct fastp *f, u
 	}
 	f->rec = true;
 	f->regs = d.regs;
-	save |= 1ull << UPA_RSP; /* the agent names the thread by its stack */
-	rc = up_patch_tramp_rec(&f->site, f->tramp, f->desc, up_agent_entry(mm->agent), save, code,
-				size, len, f->home_of);
-	if (!rc)
-		rc = rec_slot(mm, f);
+	f->save = save | 1ull << UPA_RSP; /* the agent names the thread by its stack */
+	rc = rec_slot(mm, f);
 out:
 	free(fe);
 	free(co);
 	return rc;
+}
+
+/* f's trampoline code for site (its chain says where it goes on), at tramp. */
+static int tramp_code(struct uproc *mm, const struct fastp *f, const struct up_patch_site *site,
+		      uint64_t tramp, uint8_t *code, size_t size, size_t *len,
+		      unsigned home_of[UP_PATCH_MAX_INSN])
+{
+	if (f->rec)
+		return up_patch_tramp_rec(site, tramp, f->desc, up_agent_entry(mm->agent), f->save,
+					  code, size, len, home_of);
+	if (f->shared)
+		return up_patch_tramp_abs(site, tramp, f->counter, code, size, len, home_of);
+	return up_patch_tramp(site, tramp, f->counter, code, size, len, home_of);
+}
+
+/* The probes sharing the jmp at vaddr, in the order their trampolines run. */
+static unsigned chain_of(struct uproc *mm, uint64_t vaddr, struct fastp **v)
+{
+	unsigned n = 0;
+
+	for (struct fastp *f = mm->fast; f; f = f->next) {
+		unsigned i;
+
+		if (!f->patched || f->site.vaddr != vaddr || n == CHAIN_MAX)
+			continue;
+		/* insertion by (is_ret, seq) */
+		for (i = n; i > 0 && (v[i - 1]->is_ret > f->is_ret ||
+				      (v[i - 1]->is_ret == f->is_ret && v[i - 1]->seq > f->seq));
+		     i--)
+			v[i] = v[i - 1];
+		v[i] = f;
+		n++;
+	}
+	return n;
+}
+
+static void tramp_reclaim(struct uproc *mm, struct fastp *f);
+
+/*
+ * Gives the probes sharing the jmp at vaddr fresh trampolines, chained in their order
+ * (each jumps on to the next; the last runs the relocated instructions and jumps
+ * back), then points the jmp at the first (process quiesced).  The old trampolines go
+ * back to the allocator where no thread can be inside (else they stay, as after an
+ * unpatch).  On failure nothing has changed.
+ */
+static int chain_build(struct uproc *mm, struct up_task *t, uint64_t vaddr,
+		       struct fastp *extra, char *why, size_t whylen)
+{
+	struct where old = { .n = 0 };
+	struct fastp *v[CHAIN_MAX];
+	uint64_t tramp[CHAIN_MAX];
+	unsigned nslots[CHAIN_MAX], home[CHAIN_MAX][UP_PATCH_MAX_INSN];
+	uint8_t code[UP_PATCH_TRAMP_REC], jmp[UP_PATCH_MAX_INSN * UP_INSN_MAX];
+	unsigned n = chain_of(mm, vaddr, v), made = 0;
+	int rc = 0;
+
+	if (!n)
+		return -ENOENT;
+	/* from the last, which each one before jumps to */
+	for (unsigned i = n; i-- > 0 && !rc; made++) {
+		struct up_patch_site site = v[i]->site;
+		size_t len;
+
+		site.chain = i + 1 < n ? tramp[i + 1] : 0;
+		nslots[i] = v[i]->rec ? FAST_SLOTS_REC : FAST_SLOTS;
+		rc = up_xol_alloc_n(&mm->xol, t, vaddr, nslots[i], &tramp[i]);
+		if (rc) {
+			snprintf(why, whylen, "no trampoline (%s)", strerror(-rc));
+			break;
+		}
+		rc = tramp_code(mm, v[i], &site, tramp[i], code, sizeof(code), &len, home[i]);
+		if (!rc)
+			rc = up_xol_write(mm->p, tramp[i], code, len);
+		if (rc) {
+			snprintf(why, whylen, "cannot place the trampoline (%s)", strerror(-rc));
+			up_xol_free_n(&mm->xol, tramp[i], nslots[i]);
+			break;
+		}
+	}
+	if (!rc)
+		rc = up_patch_jmp(&v[0]->site, tramp[0], jmp);
+	if (!rc)
+		rc = up_proc_write_text(mm->p, vaddr, jmp, v[0]->site.len);
+	if (rc) {
+		if (!why[0])
+			snprintf(why, whylen, "cannot write the jmp (%s)", strerror(-rc));
+		for (unsigned i = n - made; i < n; i++) /* those made */
+			up_xol_free_n(&mm->xol, tramp[i], nslots[i]);
+		return rc;
+	}
+	/* the old trampolines, extra's too (a thread in one goes on to the next): all go
+	   back to the allocator, or, a thread being in or on its way into one, all stay */
+	for (unsigned i = 0; i <= n; i++) {
+		struct fastp *o = i < n ? v[i] : extra;
+
+		if (o && o->nslots)
+			where_range(&old, mm, o->tramp - 1, o->tramp + 64ull * o->nslots);
+	}
+	if (old.n && !any_rip(mm, &old) && !any_stack_word(mm, &old)) {
+		for (unsigned i = 0; i <= n; i++) {
+			struct fastp *o = i < n ? v[i] : extra;
+
+			if (o && o->nslots)
+				up_xol_free_n(&mm->xol, o->tramp, o->nslots);
+			if (o)
+				o->nslots = 0;
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		v[i]->tramp = tramp[i];
+		v[i]->nslots = nslots[i];
+		v[i]->chained = n > 1;
+		memcpy(v[i]->home_of, home[i], sizeof(home[i]));
+	}
+	return 0;
 }
 
 bool wants_record(const struct uprobe *u)
@@ -449,17 +598,18 @@ bool wants_record(const struct uprobe *u)
 	return u->capture && u->record_handler;
 }
 
-/* Tries the fast path for a counting or recording uprobe (process quiesced). */
+/*
+ * Tries the fast path for a counting or recording uprobe (process quiesced).  Where
+ * another one's jmp already starts at its address, it joins that site's chain.
+ */
 int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
 {
 	struct uprobe_ctx *ctx = mm->ctx;
-	struct fastp *f;
+	struct fastp *f, *base, *v[CHAIN_MAX];
 	struct up_task *t = ctx->cur_task ? ctx->cur_task : idle_task(mm);
-	uint8_t code[UP_PATCH_TRAMP_REC], jmp[UP_PATCH_MAX_INSN * UP_INSN_MAX];
 	bool rec = wants_record(u);
-	unsigned nslots = rec ? FAST_SLOTS_REC : FAST_SLOTS;
-	const struct where ool = { .mm = mm, .out_of_line = true };
-	size_t len;
+	struct where ool = { .n = 0 };
+	unsigned n;
 	int rc;
 
 	if (!t || ctx->opts.no_xol) {
@@ -470,108 +620,118 @@ int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
 	if (!f)
 		return -ENOMEM;
 	f->u = u;
+	f->is_ret = u->ret_handler != NULL;
 	rc = -ENOTSUP;
-	if (fast_overlapping(mm, u->vaddr, u->vaddr + 1)) {
+	base = fast_overlapping(mm, u->vaddr, u->vaddr + 1);
+	if (base && (base->site.vaddr != u->vaddr || !base->patched)) {
 		/* its bytes are a jmp now: the arbiter takes that site back to int3s */
 		snprintf(why, whylen, "inside another fast-path site");
 		goto fail;
 	}
-	rc = up_patch_site(mm->p, &ctx->files, u->vaddr, &f->site, why, whylen);
-	if (rc)
-		goto fail;
-	rc = -ENOTSUP;
-	for (unsigned i = 0; i < f->site.len; i++) {
-		if (ppt_lookup(mm, u->vaddr + i)) {
-			snprintf(why, whylen, "another probe at 0x%" PRIx64, u->vaddr + i);
+	if (base) {
+		/* the site is checked and patched already: only the chain grows */
+		n = chain_of(mm, u->vaddr, v);
+		for (unsigned i = 0; i < n; i++) {
+			if (f->is_ret && v[i]->is_ret) {
+				snprintf(why, whylen, "another return probe shares the site");
+				goto fail;
+			}
+		}
+		if (n == CHAIN_MAX) {
+			snprintf(why, whylen, "%u probes share the site already", n);
+			goto fail;
+		}
+		f->site = base->site;
+		f->site.chain = 0;
+	} else {
+		rc = up_patch_site(mm->p, &ctx->files, u->vaddr, &f->site, why, whylen);
+		if (rc)
+			goto fail;
+		rc = -ENOTSUP;
+		for (unsigned i = 0; i < f->site.len; i++) {
+			if (ppt_lookup(mm, u->vaddr + i)) {
+				snprintf(why, whylen, "another probe at 0x%" PRIx64, u->vaddr + i);
+				goto fail;
+			}
+		}
+		if (fast_overlapping(mm, u->vaddr, u->vaddr + f->site.len)) {
+			snprintf(why, whylen, "overlaps another fast-path site");
+			goto fail;
+		}
+		if (any_rip_in(mm, u->vaddr, u->vaddr + f->site.len)) {
+			snprintf(why, whylen, "a thread is inside the instruction");
+			goto fail;
+		}
+		if (f->site.ninsn > 1 &&
+		    stack_points_in(mm, u->vaddr, u->vaddr + f->site.len)) {
+			snprintf(why, whylen, "a thread's stack holds an address inside the bytes "
+					      "the jmp would cover (a signal frame?)");
+			goto fail;
+		}
+		where_out_of_line(&ool, mm);
+		if (f->site.ninsn > 1 && (any_rip(mm, &ool) || any_stack_word(mm, &ool))) {
+			/* from a slot or a trampoline it jumps back to the instruction after
+			   the one it ran there: perhaps inside these bytes (and in a signal
+			   handler, its frame's rip would take it there) */
+			snprintf(why, whylen, "a thread is running out of line and may come back "
+					      "inside the bytes the jmp would cover");
 			goto fail;
 		}
 	}
-	if (fast_overlapping(mm, u->vaddr, u->vaddr + f->site.len)) {
-		snprintf(why, whylen, "overlaps another fast-path site");
-		goto fail;
-	}
-	if (any_rip_in(mm, u->vaddr, u->vaddr + f->site.len)) {
-		snprintf(why, whylen, "a thread is inside the instruction");
-		goto fail;
-	}
-	if (f->site.ninsn > 1 && stack_points_in(mm, u->vaddr, u->vaddr + f->site.len)) {
-		snprintf(why, whylen, "a thread's stack holds an address inside the bytes the "
-				      "jmp would cover (a signal frame?)");
-		goto fail;
-	}
-	if (f->site.ninsn > 1 && (any_rip(mm, &ool) || any_stack_word(mm, &ool))) {
-		/* from a slot or a trampoline it jumps back to the instruction after the one
-		   it ran there: perhaps inside these bytes (and in a signal handler, its
-		   frame's rip would take it there) */
-		snprintf(why, whylen, "a thread is running out of line and may come back "
-				      "inside the bytes the jmp would cover");
-		goto fail;
-	}
-	if (!rec) {
+	if (rec) {
+		rc = rec_desc(mm, t, f, why, whylen);
+		if (rc) {
+			if (rc > -4096 && !why[0])
+				snprintf(why, whylen, "no descriptor (%s)", strerror(-rc));
+			rc = -ENOTSUP;
+			goto fail;
+		}
+	} else {
 		/* a counter in the shared region where the agent can be had: its count
 		   survives an exec; else on a page of counters by the XOL area */
 		char sub[160];
 
 		f->shared = !agent_ensure(mm, t, sub, sizeof(sub)) &&
 			    !up_agent_counter(mm->agent, &f->counter);
-	}
-	if (!rec && !f->shared && (!mm->counters || mm->ncounters == 4096 / 8)) {
-		rc = up_xol_map_data(t, u->vaddr, &mm->counters);
-		if (rc) {
-			snprintf(why, whylen, "no counter page (%s)", strerror(-rc));
-			mm->counters = 0;
-			goto fail;
+		if (!f->shared && (!mm->counters || mm->ncounters == 4096 / 8)) {
+			rc = up_xol_map_data(t, u->vaddr, &mm->counters);
+			if (rc) {
+				snprintf(why, whylen, "no counter page (%s)", strerror(-rc));
+				mm->counters = 0;
+				goto fail;
+			}
+			mm->ncounters = 0;
 		}
-		mm->ncounters = 0;
+		if (!f->shared)
+			f->counter = mm->counters + 8ull * mm->ncounters;
 	}
-	rc = up_xol_alloc_n(&mm->xol, t, u->vaddr, nslots, &f->tramp);
+	f->seq = mm->fast_seq++;
+	f->patched = true;
+	f->next = mm->fast;
+	mm->fast = f;
+	rc = chain_build(mm, t, u->vaddr, NULL, why, whylen);
 	if (rc) {
-		snprintf(why, whylen, "no trampoline (%s)", strerror(-rc));
-		goto fail;
-	}
-	if (rec) {
-		rc = fast_rec_code(mm, t, f, code, sizeof(code), &len, why, whylen);
-		if (rc) {
-			up_xol_free_n(&mm->xol, f->tramp, nslots);
-			if (rc > -4096 && !why[0])
-				snprintf(why, whylen, "cannot build the trampoline (%s)", strerror(-rc));
-			rc = -ENOTSUP;
-			goto fail;
+		fast_unlink(mm, f);
+		if (f->rec) {
+			if (f->id < mm->nrecp)
+				mm->recp[f->id] = NULL;
+			up_agent_probe_enable(mm->agent, f->desc, false);
 		}
-	} else if (f->shared) {
-		rc = up_patch_tramp_abs(&f->site, f->tramp, f->counter, code, sizeof(code), &len,
-					f->home_of);
-	} else {
-		f->counter = mm->counters + 8ull * mm->ncounters;
-		rc = up_patch_tramp(&f->site, f->tramp, f->counter, code, sizeof(code), &len,
-				    f->home_of);
-	}
-	if (!rc)
-		rc = up_xol_write(mm->p, f->tramp, code, len);
-	if (!rc)
-		rc = up_patch_jmp(&f->site, f->tramp, jmp);
-	if (!rc)
-		rc = up_proc_write_text(mm->p, u->vaddr, jmp, f->site.len);
-	if (rc) {
-		snprintf(why, whylen, "cannot place the trampoline (%s)", strerror(-rc));
-		if (f->rec)
-			mm->recp[f->id] = NULL;
-		up_xol_free_n(&mm->xol, f->tramp, nslots);
+		rc = -ENOTSUP;
 		goto fail;
 	}
 	if (!rec && !f->shared)
 		mm->ncounters++;
-	f->nslots = nslots;
 	mm->fast_used = true;
-	f->patched = true;
-	f->next = mm->fast;
-	mm->fast = f;
 	u->kimg = (struct uprobe_kimg *)f;
 	u->kind = KIND_FAST;
 	ctx->stats.fast_patched++;
-	if (ctx->opts.verbose)
-		logf_(ctx, "process %d: 0x%" PRIx64 " on the fast path (a jmp to 0x%" PRIx64 ", %s)",
-		      (int)mm->pid, u->vaddr, f->tramp, rec ? "recorded in-process" : "counted");
+	if (ctx->opts.verbose) {
+		n = chain_of(mm, u->vaddr, v);
+		logf_(ctx, "process %d: 0x%" PRIx64 " on the fast path (a jmp to 0x%" PRIx64 ", %s%s)",
+		      (int)mm->pid, u->vaddr, f->tramp, rec ? "recorded in-process" : "counted",
+		      n > 1 ? ", its trampoline chained with the site's other probes" : "");
+	}
 	return 0;
 fail:
 	free(f);
@@ -738,24 +898,23 @@ static void rec_settle(struct uproc *mm, struct fastp *f)
 static void tramp_reclaim(struct uproc *mm, struct fastp *f)
 {
 	uint64_t lo = f->tramp, hi = f->tramp + 64ull * f->nslots;
+	struct where ool = { .n = 0 };
 
+	where_out_of_line(&ool, mm);
 	if (!f->nslots || any_rip_in(mm, lo - 1, hi) || stack_points_in(mm, lo - 1, hi))
+		return;
+	/* one of a chain: a thread in a trampoline before it comes here next */
+	if (f->chained && (any_rip(mm, &ool) || any_stack_word(mm, &ool)))
 		return;
 	up_xol_free_n(&mm->xol, f->tramp, f->nslots);
 	f->nslots = 0;
 }
 
-/* Puts the original instruction back (process quiesced); the trampoline stays mapped
-   until no thread can be inside it. */
-void fast_unpatch(struct uproc *mm, struct fastp *f)
+/* f's hits so far go into its uprobe; a recording site stops recording. */
+static void settle(struct uproc *mm, struct fastp *f)
 {
 	uint64_t v;
 
-	if (!f->patched)
-		return;
-	up_proc_write_text(mm->p, f->site.vaddr, f->site.orig, f->site.len);
-	f->patched = false;
-	tramp_reclaim(mm, f);
 	if (f->rec) {
 		/* records already written are delivered; a thread still inside the
 		   trampoline finishes its record, which nobody reads */
@@ -773,6 +932,49 @@ void fast_unpatch(struct uproc *mm, struct fastp *f)
 	else
 		f->u->nhits += f->last;
 	f->last = 0;
+}
+
+/* Puts the original instruction back (process quiesced); the trampoline stays mapped
+   until no thread can be inside it.  The site's other probes, if any, are unpatched
+   with it (each is then unpatched, or downgraded, on its own: a no-op for the bytes). */
+void fast_unpatch(struct uproc *mm, struct fastp *f)
+{
+	if (!f->patched)
+		return;
+	up_proc_write_text(mm->p, f->site.vaddr, f->site.orig, f->site.len);
+	f->patched = false;
+	tramp_reclaim(mm, f);
+	settle(mm, f);
+}
+
+void fast_remove(struct uproc *mm, struct fastp *f)
+{
+	struct uprobe_ctx *ctx = mm->ctx;
+	struct up_task *t = ctx->cur_task ? ctx->cur_task : idle_task(mm);
+	struct fastp *v[CHAIN_MAX];
+	char why[160] = "";
+
+	if (f->patched && t && chain_of(mm, f->site.vaddr, v) > 1) {
+		/* the others keep the site, in a chain without f */
+		f->patched = false;
+		if (!chain_build(mm, t, f->site.vaddr, f, why, sizeof(why))) {
+			settle(mm, f);
+			fast_unlink(mm, f);
+			return;
+		}
+		/* no room for the new chain: the site goes back to int3s (the old chain,
+		   f's trampoline in it, is what the jmp still leads to) */
+		f->patched = true;
+		logf_(ctx, "process %d: 0x%" PRIx64 " leaves the fast path: %s", (int)mm->pid,
+		      f->site.vaddr, why);
+		fast_unpatch(mm, f);
+		fast_unlink(mm, f);
+		for (struct fastp *o; (o = fast_overlapping(mm, f->site.vaddr, f->site.vaddr + 1));)
+			fast_downgrade(mm, o);
+		return;
+	}
+	fast_unpatch(mm, f);
+	fast_unlink(mm, f);
 }
 
 void fast_unlink(struct uproc *mm, struct fastp *f)

@@ -453,10 +453,8 @@ static void disarm(struct uprobe_ctx *ctx, struct uprobe *u)
 		struct uproc *up = uproc_of_pid(ctx, u->pid);
 		struct fastp *f = (struct fastp *)u->kimg;
 
-		if (up) {
-			fast_unpatch(mm_of(up), f);
-			fast_unlink(mm_of(up), f);
-		}
+		if (up)
+			fast_remove(mm_of(up), f);
 		free(f);
 		u->kimg = NULL;
 		u->kind = KIND_PPT;

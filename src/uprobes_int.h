@@ -53,6 +53,7 @@ struct uproc {
 	struct up_xol xol;
 	uint64_t tramp; /* return probes: an int3 in the XOL area, 0: none yet */
 	struct fastp *fast;    /* fast-path patches */
+	uint64_t fast_seq;     /* the next fastp's seq */
 	uint64_t counters;     /* their counters' page in the process, 0: none yet */
 	unsigned ncounters;
 	bool fast_used;	       /* trampolines were live: the XOL area outlives a detach */
@@ -83,7 +84,13 @@ struct fastp {
 	uint64_t desc;
 	uint32_t id;
 	uint64_t regs;	 /* the frame words its records carry */
+	uint64_t save;	 /* the frame words its trampoline saves */
 	uint64_t nrec;	 /* records delivered */
+	/* several probes on one site run in a chain of trampolines: entry probes in the
+	   order they came (seq), return probes (they rewrite the return address) last */
+	uint64_t seq;
+	bool is_ret;
+	bool chained; /* its trampoline is one of several: a thread in another may come */
 };
 
 enum ut_state {
@@ -143,6 +150,9 @@ bool wants_record(const struct uprobe *u);
 int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen);
 struct fastp *fast_overlapping(struct uproc *mm, uint64_t lo, uint64_t hi);
 void fast_unpatch(struct uproc *mm, struct fastp *f);
+/* Unregisters f (process quiesced): the site's other probes keep it, else it is
+   unpatched; f is unlinked, the caller frees it. */
+void fast_remove(struct uproc *mm, struct fastp *f);
 void fast_unlink(struct uproc *mm, struct fastp *f);
 void fast_forget(struct uproc *mm);
 void fast_downgrade(struct uproc *mm, struct fastp *f);

@@ -187,13 +187,26 @@ static bool rel32(int64_t v)
 	return v >= INT32_MIN && v <= INT32_MAX;
 }
 
-/* The relocated instructions and the jmp back, at code + n. */
+/* The relocated instructions and the jmp back, at code + n; or the jmp on to the next
+   trampoline of a chain. */
 static int tail(const struct up_patch_site *site, uint64_t tramp, uint8_t *code, size_t size,
 		size_t n, size_t *len, unsigned home_of[UP_PATCH_MAX_INSN])
 {
 	int64_t back;
 	int32_t d32;
 
+	if (site->chain) {
+		back = (int64_t)(site->chain - (tramp + n + 5));
+		if (n + 5 > size || !rel32(back))
+			return -ERANGE;
+		for (unsigned i = 0; i < site->ninsn; i++)
+			home_of[i] = (unsigned)n; /* nothing relocated here: nothing to fault */
+		code[n] = 0xe9;
+		d32 = (int32_t)back;
+		memcpy(code + n + 1, &d32, 4);
+		*len = n + 5;
+		return 0;
+	}
 	for (unsigned i = 0; i < site->ninsn; i++) {
 		struct up_reloc rel;
 

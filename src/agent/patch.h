@@ -29,6 +29,9 @@ struct up_patch_site {
 	unsigned len; /* bytes the jmp covers: >= 5, whole instructions */
 	struct up_insn insn[UP_PATCH_MAX_INSN];
 	uint8_t orig[UP_PATCH_MAX_INSN * UP_INSN_MAX];
+	/* several probes on one site: a trampoline ends with a jmp to the next one's
+	   (chain), the last with the relocated instructions; 0: this is the last */
+	uint64_t chain;
 };
 
 /*

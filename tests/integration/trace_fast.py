@@ -19,6 +19,9 @@ ring) against the trap path (int3 stops, --no-fast) on tests/targets/fast_rec.c:
   signals  SIGALRM every 50 us, its handler hitting the probe too: one record per call
   filter   --filter on the fast path and the trap path: the same lines
   fork     a followed child hits through int3s: every call recorded
+  shared   an entry probe, a return probe and a counting probe on one function: all three
+           on the fast path, their trampolines chained (entry probes first), the same
+           records and counts as the trap path from 2 threads
   return   return probes in-process: the same records as the trap path from 2 threads;
            a fork inside a probed function leaves the child unharmed; a tracer stopped
            (SIGINT) while returns are hijacked lets them go home
@@ -199,6 +202,21 @@ if sorted(tr_f) != sorted(tr_t) or not tr_f:
     fail("every instruction: fast %d records, trap %d, or different values" % (len(tr_f), len(tr_t)))
 print("ok: every instruction of work(): %d probes (%d on the fast path), %d records as the "
       "trap path's" % (len(addrs), fast_count(err_f), len(tr_f)))
+
+# several probes on one site ---------------------------------------------------------------
+specs = ["p:a/in %s:rec_args a=%%di b=%%si:u64 s0=$stack0" % PROG,
+         "r:a/out %s:rec_args rv=$retval:s64" % PROG,
+         "p:a/in2 %s:rec_args f=$arg6:u64" % PROG]
+out_f, tr_f, err_f = run(["args", 5000, 2], specs)
+out_t, tr_t, err_t = run(["args", 5000, 2], specs, ["--no-fast"])
+if out_f != plain(["args", 5000, 2]):
+    fail("shared: the program's output changed")
+if fast_count(err_f) != 3 or err_f.count("chained") != 2 or "trap path" in err_f:
+    fail("shared: not all three on the fast path, chained\n" + err_f)
+if len(tr_f) != 3 * 10000 or sorted(tr_f) != sorted(tr_t):
+    fail("shared: fast %d records, trap %d, or different values\n%s" % (len(tr_f), len(tr_t), err_f))
+print("ok: shared: an entry, a return and another entry probe on one site, chained: "
+      "%d records as the trap path's" % len(tr_f))
 
 # return probes ---------------------------------------------------------------------------
 spec = "r:a/args %s:rec_args rv=$retval:s64 ax=%%ax" % PROG
