@@ -56,13 +56,14 @@ if(COMMAND uprobe_core_test)
   target_compile_definitions(rel_soak_driver PRIVATE _GNU_SOURCE)
   target_link_libraries(rel_soak_driver PRIVATE uprobe)
   add_dependencies(rel_soak_driver uprobe-cli rel_soak_busy)
-  # A short soak: 15 s of random (un)registration over the whole program, int3 and
-  # fast-path probes, small runs each checked against the reference (6 threads x 100
-  # rounds: a run takes seconds).  It found fast-path sites placed while a thread ran
-  # out of line and came back inside the new jmp (SIGILL/SIGSEGV, ~1 run in 6).  The
-  # 10-minute soak is scripts/soak.sh.
+  # A short soak: 15 s of random (un)registration of counting probes (the fast path
+  # where it can) at fp_work's instructions, whose loop makes multi-instruction sites
+  # next to each other; small runs, each checked against the reference (6 threads x
+  # 100 rounds).  It found sites placed while a thread ran out of line and came back
+  # inside the new jmp (SIGILL/SIGSEGV, 2 runs in 20).  The whole-program soak is
+  # scripts/soak.sh (10 minutes).
   add_test(NAME reliability.soak.short
-    COMMAND rel_soak_driver -t 15 -m 0 -u $<TARGET_FILE:uprobe-cli>
+    COMMAND rel_soak_driver -t 15 -m 2 -f fp_work -u $<TARGET_FILE:uprobe-cli>
       -- ${UPROBE_CORE_TARGETS_DIR}/rel_soak_busy 6 100)
   set_tests_properties(reliability.soak.short PROPERTIES TIMEOUT 240)
 endif()
