@@ -6,7 +6,8 @@
 # Not part of `make test` (nor of ctest: a run cannot be cut short, so even a short soak
 # can take minutes).
 # Environment: BUILD (default: build next to this script), SOAK_THREADS, SOAK_ITERS,
-# SOAK_SEED, SOAK_MODE (0 mixed, 1 int3 probes only, 2 counting probes only).
+# SOAK_SEED, SOAK_MODE (0 mixed, 1 int3 probes only, 2 counting probes only, 3 counting
+# probes on int3 stops only).
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build}

@@ -10,7 +10,9 @@
  * where it can) -- between dispatch rounds while the program runs.  Each run's stdout
  * and exit status must equal the reference's.  Prints a line per run and the totals:
  * registrations, unregistrations, hits, runs, and the result.
- * -m 1: int3 probes with a handler only; -m 2: counting probes only; -v: the library's log;
+ * -m 1: int3 probes with a handler only; -m 2: counting probes only; -m 3: counting
+ * probes on int3 stops only (to tell the fast path's faults from the trap path's);
+ * -v: the library's log;
  * -f SYMBOL: only the instructions of that function (to narrow a difference down).
  * Exit status: 0 all runs as the reference, 1 a difference or an unexpected error,
  * 2 bad usage.
@@ -115,7 +117,9 @@ static void on_exec_cb(void *arg, pid_t pid)
 }
 
 static int g_verbose;
-static int g_mode; /* -m: 0 mixed, 1 int3 probes with handlers only, 2 counting probes only */
+/* -m: 0 mixed, 1 int3 probes with handlers only, 2 counting probes only, 3 counting
+   probes kept on int3 stops (UPROBE_F_NO_FAST) */
+static int g_mode;
 
 static void log_cb(void *arg, const char *msg)
 {
@@ -249,8 +253,9 @@ static void prepare(struct slot *s)
 	s->u.pid = g_run.pid;
 	s->u.vaddr = g_addrs[(size_t)rand() % g_naddrs];
 	s->u.data = s;
-	if (g_mode == 2 || (g_mode == 0 && rand() % 5 == 0)) {
-		s->u.flags = UPROBE_F_COUNT; /* the fast path, where it can */
+	if (g_mode == 2 || g_mode == 3 || (g_mode == 0 && rand() % 5 == 0)) {
+		/* the fast path, where it can; -m 3: int3 stops only */
+		s->u.flags = UPROBE_F_COUNT | (g_mode == 3 ? UPROBE_F_NO_FAST : 0);
 	} else {
 		s->u.handler = handler;
 		if (rand() % 8 == 0)
