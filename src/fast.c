@@ -512,7 +512,43 @@ static unsigned chain_of(struct uproc *mm, uint64_t vaddr, struct fastp **v)
 	return n;
 }
 
-static void tramp_reclaim(struct uproc *mm, struct fastp *f);
+/*
+ * Trampolines no longer reachable from a jmp go back to the slot allocator when
+ * nothing can come back into them: no thread's rip in one, no word on any thread's
+ * stack pointing into one (a thread inside the agent has its return address there; a
+ * signal handler that interrupted a trampoline has it in its frame).  They go
+ * together, or all stay (a few slots): a thread in one goes on to the next of its
+ * chain.  A lone member of a chain (chained) cannot tell who comes to it: it goes only
+ * while no thread runs out of line at all.
+ */
+static void tramp_reclaim_set(struct uproc *mm, struct fastp **o, unsigned n, bool chained)
+{
+	struct where w = { .n = 0 };
+
+	for (unsigned i = 0; i < n; i++)
+		if (o[i] && o[i]->nslots)
+			where_range(&w, mm, o[i]->tramp - 1, o[i]->tramp + 64ull * o[i]->nslots);
+	if (!w.n || any_rip(mm, &w) || any_stack_word(mm, &w))
+		return;
+	if (chained) {
+		struct where ool = { .n = 0 };
+
+		where_out_of_line(&ool, mm);
+		if (any_rip(mm, &ool) || any_stack_word(mm, &ool))
+			return;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (o[i] && o[i]->nslots)
+			up_xol_free_n(&mm->xol, o[i]->tramp, o[i]->nslots);
+		if (o[i])
+			o[i]->nslots = 0;
+	}
+}
+
+static void tramp_reclaim(struct uproc *mm, struct fastp *f)
+{
+	tramp_reclaim_set(mm, &f, 1, f->chained);
+}
 
 /*
  * Gives the probes sharing the jmp at vaddr fresh trampolines, chained in their order
@@ -524,8 +560,7 @@ static void tramp_reclaim(struct uproc *mm, struct fastp *f);
 static int chain_build(struct uproc *mm, struct up_task *t, uint64_t vaddr,
 		       struct fastp *extra, char *why, size_t whylen)
 {
-	struct where old = { .n = 0 };
-	struct fastp *v[CHAIN_MAX];
+	struct fastp *v[CHAIN_MAX + 1];
 	uint64_t tramp[CHAIN_MAX];
 	unsigned nslots[CHAIN_MAX], home[CHAIN_MAX][UP_PATCH_MAX_INSN];
 	uint8_t code[UP_PATCH_TRAMP_REC], jmp[UP_PATCH_MAX_INSN * UP_INSN_MAX];
@@ -566,24 +601,9 @@ static int chain_build(struct uproc *mm, struct up_task *t, uint64_t vaddr,
 			up_xol_free_n(&mm->xol, tramp[i], nslots[i]);
 		return rc;
 	}
-	/* the old trampolines, extra's too (a thread in one goes on to the next): all go
-	   back to the allocator, or, a thread being in or on its way into one, all stay */
-	for (unsigned i = 0; i <= n; i++) {
-		struct fastp *o = i < n ? v[i] : extra;
-
-		if (o && o->nslots)
-			where_range(&old, mm, o->tramp - 1, o->tramp + 64ull * o->nslots);
-	}
-	if (old.n && !any_rip(mm, &old) && !any_stack_word(mm, &old)) {
-		for (unsigned i = 0; i <= n; i++) {
-			struct fastp *o = i < n ? v[i] : extra;
-
-			if (o && o->nslots)
-				up_xol_free_n(&mm->xol, o->tramp, o->nslots);
-			if (o)
-				o->nslots = 0;
-		}
-	}
+	/* the old chain, whole (extra's trampoline in it): nothing leads to it any more */
+	v[n] = extra;
+	tramp_reclaim_set(mm, v, n + 1, false);
 	for (unsigned i = 0; i < n; i++) {
 		v[i]->tramp = tramp[i];
 		v[i]->nslots = nslots[i];
@@ -726,12 +746,10 @@ int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
 	u->kimg = (struct uprobe_kimg *)f;
 	u->kind = KIND_FAST;
 	ctx->stats.fast_patched++;
-	if (ctx->opts.verbose) {
-		n = chain_of(mm, u->vaddr, v);
+	if (ctx->opts.verbose)
 		logf_(ctx, "process %d: 0x%" PRIx64 " on the fast path (a jmp to 0x%" PRIx64 ", %s%s)",
 		      (int)mm->pid, u->vaddr, f->tramp, rec ? "recorded in-process" : "counted",
-		      n > 1 ? ", its trampoline chained with the site's other probes" : "");
-	}
+		      f->chained ? ", its trampoline chained with the site's other probes" : "");
 	return 0;
 fail:
 	free(f);
@@ -887,27 +905,6 @@ static void rec_settle(struct uproc *mm, struct fastp *f)
 	mm->ctx->stats.records_lost += lost;
 	mm->ctx->stats.records_filtered += filtered;
 	f->nrec = 0;
-}
-
-/*
- * The trampoline of an unpatched site goes back to the slot allocator when nothing can
- * come back into it: no thread's rip in it, no word on any thread's stack pointing
- * into it (a thread inside the agent has its return address there; a signal handler
- * that interrupted the trampoline has it in its frame).  Else it stays, a few slots.
- */
-static void tramp_reclaim(struct uproc *mm, struct fastp *f)
-{
-	uint64_t lo = f->tramp, hi = f->tramp + 64ull * f->nslots;
-	struct where ool = { .n = 0 };
-
-	where_out_of_line(&ool, mm);
-	if (!f->nslots || any_rip_in(mm, lo - 1, hi) || stack_points_in(mm, lo - 1, hi))
-		return;
-	/* one of a chain: a thread in a trampoline before it comes here next */
-	if (f->chained && (any_rip(mm, &ool) || any_stack_word(mm, &ool)))
-		return;
-	up_xol_free_n(&mm->xol, f->tramp, f->nslots);
-	f->nslots = 0;
 }
 
 /* f's hits so far go into its uprobe; a recording site stops recording. */

@@ -430,3 +430,9 @@ int up_fmt_event_json(char *buf, size_t size, const struct up_fmt_ctx *ctx,
 	up_spec_buf_put(&b, "}}\n", 3);
 	return up_spec_buf_result(&b);
 }
+
+int up_fmt_count_row(char *buf, size_t size, const char *where, const char *label,
+		     uint64_t hits)
+{
+	return snprintf(buf, size, "  %-40s %-40s %15" PRIu64 "\n", where, label, hits);
+}

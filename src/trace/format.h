@@ -111,4 +111,9 @@ int up_fmt_event_json(char *buf, size_t size, const struct up_fmt_ctx *ctx,
 /* s[0..n) as a JSON string with its quotes. snprintf semantics. */
 int up_fmt_json_string(char *buf, size_t size, const char *s, size_t n);
 
+/* A line of -c's table, the same for both backends: where (the file, or the seed
+   spec's pid), the probe (GROUP/EVENT, or the seed line), its hits. */
+int up_fmt_count_row(char *buf, size_t size, const char *where, const char *label,
+		     uint64_t hits);
+
 #endif /* UPROBE_TRACE_FORMAT_H */

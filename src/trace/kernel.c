@@ -1126,15 +1126,13 @@ static int print_count(struct up_kb *kb, struct kb_event *e, const char *raw, ui
 		       void *ctx)
 {
 	FILE *out = ctx;
-	char label[192];
+	char label[192], line[512];
 
-	/* the ptrace backend's table: the file, GROUP/EVENT, the hits */
 	(void)kb;
 	(void)raw;
 	snprintf(label, sizeof(label), "%s/%s", e->spec.group, e->spec.event);
-	return fprintf(out, "  %-40s %-40s %15" PRIu64 "\n", e->spec.path, label, hits) < 0
-		       ? -EIO
-		       : 0;
+	up_fmt_count_row(line, sizeof(line), e->spec.path, label, hits);
+	return fputs(line, out) < 0 ? -EIO : 0;
 }
 
 int up_kb_counts(struct up_kb *kb, FILE *out)

@@ -1405,17 +1405,18 @@ void up_trace_print_counts(struct up_trace *tr, FILE *out)
 	for (unsigned i = 0; i < tr->nspecs; i++) {
 		const struct tspec *ts = tr->specs[i];
 		uint64_t hits = up_trace_hits(tr, i);
-		char where[64];
+		char where[64], line[512];
 
 		if (ts->removed)
 			continue;
 		if (ts->spec.kind == UP_SPEC_SEED)
 			snprintf(where, sizeof(where), "%d", (int)(ts->spec.pid ? ts->spec.pid : tr->launched));
-		fprintf(out, "  %-40s %-40s %15" PRIu64 "\n",
-			ts->spec.kind == UP_SPEC_SEED ? where
-			: ts->is_file		       ? ts->spec.path
-						       : "(any)",
-			ts->label, hits);
+		up_fmt_count_row(line, sizeof(line),
+				 ts->spec.kind == UP_SPEC_SEED ? where
+				 : ts->is_file		       ? ts->spec.path
+							       : "(any)",
+				 ts->label, hits);
+		fputs(line, out);
 	}
 }
 

@@ -476,20 +476,16 @@ static void exec_nonleader(void **state)
 /* /proc/PID/cmdline holds WORD, and the process is stopped (its exec stop) */
 static int execd_and_stopped(pid_t pid, const char *word)
 {
-	char path[64], buf[512];
+	char path[64], *buf;
 	size_t n;
-	FILE *f;
 	int hit = 0;
 
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
+	buf = core_slurp(path, &n);
 	for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
 		if (!strcmp(buf + i, word))
 			hit = 1;
+	free(buf);
 	return hit && core_proc_state(pid) == 't';
 }
 

@@ -243,7 +243,7 @@ static int run_trace(int argc, char **argv)
 		{ "no-fast", no_argument, NULL, 'X' },	    { "filter", required_argument, NULL, 'L' },
 		{ "ring-size", required_argument, NULL, 'R' }, { NULL, 0, NULL, 0 },
 	};
-	FILE *countf = NULL; /* -o FILE */
+	FILE *outf = NULL, *out = stdout; /* -o FILE, or stdout: the trace, or -c's table */
 	struct up_trace_opts opts = { .out = stdout, .follow = true, .header = false,
 				      .log = log_msg };
 	/* static: reachable until exit, also on the early usage-error returns */
@@ -342,17 +342,14 @@ static int run_trace(int argc, char **argv)
 		return cli_usage_error(&cli_cmd_trace, "-p and a COMMAND exclude each other");
 
 	if (outpath) {
-		countf = fopen(outpath, "we");
-		if (!countf) {
+		out = outf = fopen(outpath, "we");
+		if (!outf) {
 			cli_err("trace", "%s: %s", outpath, strerror(errno));
 			return CLI_USAGE;
 		}
 	}
 	/* -c: no line per hit; the table at the end goes where the lines would have */
-	if (count)
-		opts.out = NULL;
-	else if (countf)
-		opts.out = countf;
+	opts.out = count ? NULL : out;
 	/* a closed output pipe must not kill us with probes still in the target */
 	signal(SIGPIPE, SIG_IGN);
 	if (kernel) {
@@ -360,7 +357,7 @@ static int run_trace(int argc, char **argv)
 		sigaction(SIGTERM, &sa, NULL);
 		sigaction(SIGHUP, &sa, NULL);
 		status = run_kernel(&specs, npids ? pids[0] : 0, optind < argc ? argv + optind : NULL,
-				    opts.json, count, countf ? countf : stdout);
+				    opts.json, count, out);
 		goto out;
 	}
 	/* a reader at the other end of a pipe (| grep) or a terminal sees each hit at once;
@@ -444,7 +441,7 @@ static int run_trace(int argc, char **argv)
 	}
 out:
 	if (count && tr && !status)
-		up_trace_print_counts(tr, countf ? countf : stdout);
+		up_trace_print_counts(tr, out);
 	if (tr) {
 		uint64_t lost = up_trace_lost(tr);
 
@@ -470,8 +467,8 @@ out:
 			status = 128 + stop_sig;
 	}
 	up_trace_free(tr);
-	if (countf)
-		fclose(countf);
+	if (outf)
+		fclose(outf);
 	else
 		fflush(stdout);
 	for (unsigned i = 0; i < specs.n; i++)
