@@ -400,6 +400,11 @@ static void report_record(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 	struct up_fmt_ctx fc;
 	int cpu = h->cpu;
 
+	/* trap-path hits waiting to be formatted came first: the library drains the ring
+	   before a trap hit's handlers run, so a record drained now is newer than they are
+	   (whoever drains: the timer, a thread's exit, the next hit) */
+	if (tr->npend)
+		flush_pending(tr);
 	if (c->tid != tid || !c->comm[0])
 		c = thread_info(tr, pid, tid, &cpu); /* once per thread: the cpu is the record's */
 	env->comm = c->comm;
