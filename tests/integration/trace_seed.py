@@ -250,8 +250,12 @@ def mode_pid(a):
             target.kill()
             out, err = tr.communicate(timeout=10)
             fail("tracer did not attach and arm: %r %r %r" % (line, out, err))
-        for _ in range(3):  # the other three "armed" lines
-            tr.stderr.readline()
+        left = 3  # the other three "armed" lines; -v says more (fast path, trap path)
+        while left:
+            line = tr.stderr.readline()
+            if not line:
+                break
+            left -= "armed at" in line
         os.write(wfd, b"ab")
         os.close(wfd)  # EOF: the sample returns from main
         tout, terr = tr.communicate(timeout=10)
