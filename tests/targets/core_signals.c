@@ -4,7 +4,7 @@
  * only what does not depend on timing (a run under probes must match a run without
  * byte for byte); what does (how many alarms came) goes to stderr as "key=value".
  *   alarm-restart N, alarm-norestart N
- *       an ITIMER_REAL of 100 us, SIGALRM handled with / without SA_RESTART, while
+ *       an ITIMER_REAL of 5 ms, SIGALRM handled with / without SA_RESTART, while
  *       probed_sig_work() runs N times, a helper process feeds a pipe slowly that we
  *       read byte by byte, and we pause() until 5 alarms came.  The handler calls
  *       probed_sig_handler() once per signal.  stderr: handled=H eintr=E.  With
@@ -85,7 +85,12 @@ static void on_alarm(int sig)
 static int mode_alarm(int n, int restart)
 {
 	struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = restart ? SA_RESTART : 0};
-	struct itimerval it = {.it_interval = {0, 1000}, .it_value = {0, 1000}};
+	/* 5 ms: on the trap path every probed instruction of the handler costs a ptrace
+	   round trip (~40 us; ~20 of them per alarm here), so at 1 ms a loaded machine
+	   spent nearly all its time handling alarms and main() crawled (8-37 s, 40 s
+	   limit).  A signal still lands in probed code and in out-of-line steps hundreds
+	   of times. */
+	struct itimerval it = {.it_interval = {0, 5000}, .it_value = {0, 5000}};
 	struct itimerval off = {0};
 	unsigned sum = 0;
 	int fds[2], bytes = 0, eintr = 0;

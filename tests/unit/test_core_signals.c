@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Signals at probed code (core_signals MODE N): an alarm storm (ITIMER_REAL every
- * 100 us) with and without SA_RESTART while every instruction of probed_sig_work() is
+ * 5 ms) with and without SA_RESTART while every instruction of probed_sig_work() is
  * probed -- no hit lost or doubled, every alarm delivered once (the handler's probe
  * counts as many hits as the program counted signals), SA_RESTART still restarts;
  * faults in probed instructions reach the program's own handler as without probes
