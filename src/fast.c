@@ -105,6 +105,12 @@ static bool points(const struct where *w, uint64_t a)
 	return false;
 }
 
+/*
+ * rip, and rip - 1: a thread stopped just after an int3 (its trap not yet dispatched,
+ * or still pending behind our interrupt) is really at the int3, and goes back there to
+ * run the original should the probe be gone by then.  Its rip may be right after the
+ * bytes a jmp would cover while it returns inside them.
+ */
 static bool any_rip(struct uproc *mm, const struct where *w)
 {
 	for (struct uproc *up = mm->ctx->procs; up; up = up->next) {
@@ -115,7 +121,7 @@ static bool any_rip(struct uproc *mm, const struct where *w)
 
 			if (!up_task_stopped(t) || up_task_get_regs(t, &r))
 				return true;
-			if (points(w, r.rip))
+			if (points(w, r.rip) || points(w, r.rip - 1))
 				return true;
 		}
 	}
@@ -679,7 +685,8 @@ int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
 			goto fail;
 		}
 		if (any_rip_in(mm, u->vaddr, u->vaddr + f->site.len)) {
-			snprintf(why, whylen, "a thread is inside the instruction");
+			snprintf(why, whylen, "a thread is inside the bytes the jmp would cover "
+					      "(or trapped on an int3 there)");
 			goto fail;
 		}
 		if (f->site.ninsn > 1 &&

@@ -44,8 +44,9 @@ if(COMMAND uprobe_core_test)
   endforeach()
 
   uprobe_core_test(test_rel_fault)
-  add_dependencies(test_rel_fault rel_syscall rel_churn rel_exec)
-  foreach(t kill_midstep kill_midinsert exit_during_quiesce exec_nonleader exec_unseen)
+  add_dependencies(test_rel_fault rel_syscall rel_churn rel_exec core_fast)
+  foreach(t kill_midstep kill_midinsert exit_during_quiesce exec_nonleader exec_unseen
+            trap_unseen_fast)
     core_case(test_rel_fault ${t} rel.fault.${t})
   endforeach()
 

@@ -8,6 +8,8 @@
  *            must see the fault at fast_store with si_addr 0, as without the probe
  *   flags    fast_flags(): a cmp right before, a jcc right after the probed instruction
  *            -- the trampoline must keep the flags
+ *   pair     fast_pair() N times: a 4-byte lea, then a 1-byte push, so that a counting
+ *            probe at its entry needs a jmp over both (a site of two instructions)
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -26,6 +28,7 @@ long fast_mov(long x);
 long fast_lea(long x);
 void fast_store(int *p);
 long fast_flags(long a, long b);
+long fast_pair(long x);
 
 __asm__(".text\n"
 	".globl fast_nop5\n.type fast_nop5,@function\nfast_nop5:\n"
@@ -37,7 +40,10 @@ __asm__(".text\n"
 	".globl fast_store\n.type fast_store,@function\nfast_store:\n"
 	"	movl $42,(%rdi)\n	ret\n.size fast_store,.-fast_store\n"
 	".globl fast_flags\n.type fast_flags,@function\nfast_flags:\n"
-	"	cmp %rsi,%rdi\n	mov $1,%eax\n	jl 1f\n	mov $2,%eax\n1:	ret\n.size fast_flags,.-fast_flags\n");
+	"	cmp %rsi,%rdi\n	mov $1,%eax\n	jl 1f\n	mov $2,%eax\n1:	ret\n.size fast_flags,.-fast_flags\n"
+	".globl fast_pair\n.type fast_pair,@function\nfast_pair:\n"
+	"	lea 1(%rdi),%rax\n	push %rbx\n	lea (%rax,%rax,2),%rbx\n	add %rbx,%rax\n"
+	"	pop %rbx\n	ret\n.size fast_pair,.-fast_pair\n");
 
 long g_table[16] = { 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3 };
 static long n;
@@ -108,6 +114,12 @@ int main(int argc, char **argv)
 				ok++;
 		}
 		printf("segv %d of %ld at fast_store with si_addr 0\n", ok, n);
+	} else if (!strcmp(mode, "pair")) {
+		long s = 0;
+
+		for (long i = 0; i < n; i++)
+			s += fast_pair(i);
+		printf("pair %ld\n", s);
 	}
 	return 0;
 }

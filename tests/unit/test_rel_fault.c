@@ -15,6 +15,11 @@
  *   exec_unseen          the process execs after the attach and before a
  *                        registration, its exec stop not yet dispatched: the probe
  *                        goes into the new image (no SIGTRAP death), hit K times.
+ *   trap_unseen_fast     a thread has trapped on the int3 of a 1-byte instruction, its
+ *                        stop not yet dispatched (its rip one past the int3); that probe
+ *                        goes and a counting probe on the instruction before asks for a
+ *                        jmp over both: the thread, sent back to run the original, would
+ *                        land inside the jmp.  Output as unprobed, exact count.
  * The random delays come from a seed printed at the start (REL_SEED=N repeats a run).
  */
 #include "test_core.h"
@@ -550,6 +555,60 @@ static void exec_unseen(void **state)
 	core_output_cleanup(&plain);
 }
 
+static void trap_unseen_fast(void **state)
+{
+	const char *prog = CORE_TARGET("core_fast");
+	char *argv[] = {(char *)prog, (char *)"pair", (char *)"20000", NULL};
+	const uint64_t entry = core_decode_entry(prog, "fast_pair");
+	struct core_output plain, probed;
+	struct core_session s;
+	struct core_probe other, trap, count;
+	struct uprobe_stats st;
+	uint64_t hits = 0;
+
+	(void)state;
+	core_output_init(&plain);
+	core_output_init(&probed);
+	core_run_plain(argv, &plain);
+	core_session_new(&s, &(struct uprobe_ctx_opts){ .verbose = 1 });
+	core_session_spawn(&s, argv, &probed);
+	/* the agent and the XOL area, made while a thread can run their system calls
+	   (fast_nop5 is not called in this mode) */
+	core_probe_init(&other, &s, core_decode_entry(prog, "fast_nop5"));
+	other.u.handler = NULL;
+	other.u.flags = UPROBE_F_COUNT;
+	assert_int_equal(register_uprobe(s.ctx, &other.u), 0);
+	/* fast_pair: lea 1(%rdi),%rax (4 bytes), push %rbx: the int3 on the push */
+	core_probe_init(&trap, &s, entry + 4);
+	assert_int_equal(register_uprobe(s.ctx, &trap.u), 0);
+	assert_int_equal(uprobe_resume(s.ctx, s.pid), 0);
+	/* the first call traps there; nothing is dispatched meanwhile */
+	for (double deadline = now_s() + 10; core_proc_state(s.pid) != 't';) {
+		if (now_s() > deadline) {
+			kill(s.pid, SIGKILL);
+			fail_msg("pid %d did not reach the probe", (int)s.pid);
+		}
+		usleep(1000);
+	}
+	unregister_uprobe(s.ctx, &trap.u);
+	core_probe_init(&count, &s, entry);
+	count.u.handler = NULL;
+	count.u.flags = UPROBE_F_COUNT;
+	assert_int_equal(register_uprobe(s.ctx, &count.u), 0);
+	core_session_wait(&s, &probed, 30, NULL, NULL);
+	uprobe_count(s.ctx, &count.u, &hits);
+	uprobe_ctx_stats(s.ctx, &st);
+	print_message("trap_unseen_fast: %" PRIu64 " hits; fast sites %" PRIu64 ", refused %" PRIu64
+		      "\n", hits, st.fast_patched, st.fast_refused);
+	core_assert_same_run(&plain, &probed);
+	/* every call but the first, which had passed the entry when it trapped */
+	assert_int_equal(hits, 20000 - 1);
+	unregister_uprobe(s.ctx, &count.u);
+	core_session_free(&s);
+	core_output_cleanup(&probed);
+	core_output_cleanup(&plain);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -558,6 +617,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(exit_during_quiesce),
 		cmocka_unit_test(exec_nonleader),
 		cmocka_unit_test(exec_unseen),
+		cmocka_unit_test(trap_unseen_fast),
 	};
 
 	return core_main(argc, argv, tests, sizeof(tests) / sizeof(tests[0]));
