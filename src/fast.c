@@ -108,8 +108,9 @@ static bool points(const struct where *w, uint64_t a)
 /*
  * rip, and rip - 1: a thread stopped just after an int3 (its trap not yet dispatched,
  * or still pending behind our interrupt) is really at the int3, and goes back there to
- * run the original should the probe be gone by then.  Its rip may be right after the
- * bytes a jmp would cover while it returns inside them.
+ * run the original should the probe be gone by then; a thread stopped in a system call
+ * goes back 2 bytes to its syscall instruction if the call restarts.  Its rip may be
+ * right after the bytes a jmp would cover while it returns inside them.
  */
 static bool any_rip(struct uproc *mm, const struct where *w)
 {
