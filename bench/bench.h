@@ -52,6 +52,7 @@ struct bench_cell {
 	double ns[BENCH_MAX_ROUNDS];	/* loop time of each round, ns */
 	double per_hit[BENCH_MAX_ROUNDS]; /* ns per hit, baseline subtracted */
 	double med, lo, hi;	/* over the rounds */
+	uint64_t lost, hits;	/* records: dropped (ring full) of all the hits, over the rounds */
 };
 
 struct bench_reg_row {
@@ -78,6 +79,7 @@ struct bench {
 	const char *bpftrace_skip;
 	char kernel_release[128];
 	int ncpus;
+	bool only; /* BENCH_TOOLS: some tools only, no registration part */
 };
 
 extern const char *const bench_tool_names[T_NTOOLS];
@@ -92,6 +94,7 @@ pid_t bench_child_start(struct bench *b, const char *mode, long n, int *go_fd);
 void bench_child_go(int go_fd);
 int bench_child_wait(pid_t pid);
 double bench_read_loop_ns(struct bench *b);
+extern uint64_t bench_rec_lost; /* records the last fast-path records run dropped */
 
 /* bench_kernel.c: NULL when usable, or the reason it is not */
 const char *bench_kernel_setup(struct bench *b);

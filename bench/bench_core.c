@@ -278,6 +278,7 @@ static struct uprobe_ctx *run_on_fast_path(struct bench *b, struct bench_workloa
 }
 
 static uint64_t nrecords;
+uint64_t bench_rec_lost;
 
 /* A return probe's trap-path handler (a followed child, an unsafe site): nothing. */
 static void bench_ret_nop(struct uprobe *u, uprobe_regs_t *regs)
@@ -317,6 +318,7 @@ static double run_fast_rec(struct bench *b, struct bench_workload *w, long n)
 	ctx = run_on_fast_path(b, w, n, &opts, &u);
 	uprobe_lost(ctx, &u, &lost);
 	uprobe_ctx_free(ctx);
+	bench_rec_lost = lost;
 	if (nrecords + lost != (uint64_t)n)
 		bench_die("fast path records on (%s) %s: %" PRIu64 " records + %" PRIu64
 			  " lost, expected %ld", w->key, w->label, nrecords, lost, n);
@@ -681,6 +683,27 @@ static double run_one(struct bench *b, int wi, int tool, long n)
 
 /* ---- setup ---- */
 
+/* BENCH_TOOLS=key,key...: only those tools (and the unprobed loop each is measured
+   against), for a quick look at one of them; the registration part is skipped too. */
+static void only_tools(struct bench *b)
+{
+	const char *env = getenv("BENCH_TOOLS");
+
+	if (!env || !*env)
+		return;
+	for (int t = 0; t < T_NTOOLS; t++) {
+		const char *p = env;
+		size_t len = strlen(bench_tool_keys[t]);
+		bool want = t == T_BASE;
+
+		for (; p && *p && !want; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+			want = !strncmp(p, bench_tool_keys[t], len) && (p[len] == ',' || !p[len]);
+		for (int i = 0; i < b->nw && !want; i++)
+			b->cell[i][t].used = false;
+	}
+	b->only = true;
+}
+
 static uint64_t sym_value(struct up_sym_elf *elf, const char *path, const char *name)
 {
 	struct up_sym s;
@@ -853,6 +876,7 @@ static void setup(struct bench *b, const char *build)
 		else if (!in_path("gdb"))
 			c[T_GDB].skip = "gdb not installed";
 	}
+	only_tools(b);
 }
 
 /* Picks n so that a run takes about b->run_seconds, from one short run. */
@@ -890,8 +914,13 @@ static void measure(struct bench *b)
 			for (int t = 0; t < T_NTOOLS; t++) {
 				struct bench_cell *c = &b->cell[i][t];
 
-				if (c->used && !c->skip)
-					c->ns[r] = run_one(b, i, t, c->n);
+				if (!c->used || c->skip)
+					continue;
+				c->ns[r] = run_one(b, i, t, c->n);
+				if (t == T_FAST_REC) {
+					c->lost += bench_rec_lost;
+					c->hits += (uint64_t)c->n;
+				}
 			}
 	}
 	for (int i = 0; i < b->nw; i++) {
@@ -929,8 +958,10 @@ int main(int argc, char **argv)
 	fprintf(stderr, "bench: calibrating (about %.2f s per run)\n", b.run_seconds);
 	calibrate(&b);
 	measure(&b);
-	fprintf(stderr, "bench: registration\n");
-	bench_reg_run(&b);
+	if (!b.only) {
+		fprintf(stderr, "bench: registration\n");
+		bench_reg_run(&b);
+	}
 	bench_kernel_cleanup();
 	bench_report(&b);
 	fprintf(stderr, "bench: done in %.0f s\n", bench_now() - t0);

@@ -112,7 +112,8 @@ static void print_table(const struct bench *b)
 	       "uprobe fast path: a counting probe as a jmp to a trampoline (uprobe trace -c\n"
 	       "takes it too where it is safe); fast path, records: the six argument registers "
 	       "recorded by the\nin-process agent into the ring (d: rax at the return), "
-	       "records + lost checked.\n\n");
+	       "records + lost checked (lost: dropped\nwhile the ring was full; "
+	       "a dropped record costs less than a written one).\n\n");
 	printf("%-30s %-18s %9s %10s  %s\n", "workload", "tool", "hits/run", "ns/hit",
 	       "[min - max]");
 	for (int i = 0; i < b->nw; i++) {
@@ -136,9 +137,12 @@ static void print_table(const struct bench *b)
 				printf("%9s %10s  skipped: %s\n", "-", "-", c->skip);
 				continue;
 			}
-			printf("%9ld %10s  [%s - %s]%s\n", c->n, fmt_ns(m, sizeof(m), c->med),
+			printf("%9ld %10s  [%s - %s]%s", c->n, fmt_ns(m, sizeof(m), c->med),
 			       fmt_ns(lo, sizeof(lo), c->lo), fmt_ns(hi, sizeof(hi), c->hi),
 			       t == T_BASE ? " ns per iteration, unprobed" : "");
+			if (t == T_FAST_REC && c->hits)
+				printf(" lost %.2f%%", 100.0 * (double)c->lost / (double)c->hits);
+			printf("\n");
 		}
 		if (w->kind == BK_FLOOR)
 			continue;
@@ -151,6 +155,10 @@ static void print_table(const struct bench *b)
 				printf(" %s %.2f", ratio_names[k], r[k]);
 		}
 		printf("\n");
+	}
+	if (b->only) {
+		printf("\nBENCH_TOOLS=%s: no registration part\n\n", getenv("BENCH_TOOLS"));
+		return;
 	}
 	printf("\nregistration: attach to a running (idle) bench_target, insert N probes on "
 	       "big_fn's instructions\n(uprobe: one register_uprobes() batch; kernel: define "
@@ -271,6 +279,9 @@ static void write_json(const struct bench *b, const char *path)
 			json_samples(f, c->per_hit, b->rounds, 1);
 			fprintf(f, ", \"loop_ns\": ");
 			json_samples(f, c->ns, b->rounds, 1);
+			if (t == T_FAST_REC)
+				fprintf(f, ", \"records_lost\": %llu, \"records_hits\": %llu",
+					(unsigned long long)c->lost, (unsigned long long)c->hits);
 			fputc('}', f);
 		}
 		fprintf(f, "\n    }");

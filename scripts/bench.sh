@@ -5,7 +5,8 @@
 # Env: BENCH_ROUNDS (default 5), BENCH_RUN_SECONDS (default 0.2 s per run), BENCH_GDB_N
 # (default 200 hits per gdb run), BENCH_REG_ROUNDS (default min(BENCH_ROUNDS, 3)),
 # BENCH_NO_INSTALL=1 (do not apt-get install bpftrace, an optional peer not needed by
-# make test).
+# make test), BENCH_TOOLS=KEY,... (only those tools, e.g. uprobe_fast,uprobe_fast_rec;
+# the keys are those of results.json; no registration part).
 # Results: stdout, BUILD/bench/results.json and BUILD/bench/results.svg.
 set -e
 build=${1:-build}

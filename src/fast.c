@@ -21,6 +21,14 @@
 
 /* ---- the fast path ------------------------------------------------------------------ */
 
+uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 int read_counter(struct uproc *mm, struct fastp *f, struct up_task *t, uint64_t *v)
 {
 	int rc;
@@ -735,6 +743,8 @@ int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
 	}
 	f->seq = mm->fast_seq++;
 	f->patched = true;
+	if (rec)
+		ctx->rec_seen_ns = mono_ns(); /* records may come at once: look soon */
 	f->next = mm->fast;
 	mm->fast = f;
 	rc = chain_build(mm, t, u->vaddr, NULL, why, whylen);
@@ -855,9 +865,18 @@ void agent_drain(struct uproc *mm)
 
 void drain_all(struct uprobe_ctx *ctx)
 {
-	for (struct uproc *up = ctx->procs; up; up = up->next)
-		if (!up->mm_owner)
-			agent_drain(up);
+	unsigned fill = 0;
+
+	for (struct uproc *up = ctx->procs; up; up = up->next) {
+		if (up->mm_owner || !up->agent)
+			continue;
+		if (up_agent_fill(up->agent) > fill)
+			fill = up_agent_fill(up->agent);
+		agent_drain(up);
+	}
+	ctx->ring_fill = fill;
+	if (fill)
+		ctx->rec_seen_ns = mono_ns();
 }
 
 bool any_agent(struct uprobe_ctx *ctx)

@@ -1690,11 +1690,23 @@ int uprobe_ctx_dispatch(struct uprobe_ctx *ctx)
 	return n;
 }
 
-#define DRAIN_MS 10 /* how often the fast path's rings are read while nothing stops */
+/*
+ * How soon the fast path's rings are read again while nothing stops: at once while a
+ * ring was a 64th full or more; every millisecond in the 200 ms after records came (or
+ * a recording site was placed); else every 10 ms.  A 4 MiB ring holds ~45,000 records
+ * of six registers, written at ~30 ns each by one hot thread (1.4 ms): sleeping 10 ms
+ * lost half of a 0.2 s run's records.
+ */
+static int drain_ms(const struct uprobe_ctx *ctx)
+{
+	if (ctx->ring_fill >= 4)
+		return 0;
+	return mono_ns() - ctx->rec_seen_ns < 200000000ull ? 1 : 10;
+}
 
 int uprobe_ctx_timeout(struct uprobe_ctx *ctx)
 {
-	return any_agent(ctx) ? DRAIN_MS : -1;
+	return any_agent(ctx) ? drain_ms(ctx) : -1;
 }
 
 int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop)
@@ -1717,7 +1729,7 @@ int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop)
 			return 0;
 		if (pfd.fd < 0)
 			return pfd.fd;
-		if (poll(&pfd, 1, DRAIN_MS) < 0 && errno != EINTR)
+		if (poll(&pfd, 1, drain_ms(ctx)) < 0 && errno != EINTR)
 			return -errno;
 		up_engine_dispatch(ctx->eng);
 		if (!any_agent(ctx)) {

@@ -131,6 +131,8 @@ struct uprobe_ctx {
 	struct uprobe_stats stats;
 	bool in_handler;
 	bool brk; /* uprobe_ctx_break */
+	unsigned ring_fill;   /* the fullest ring at the last drain_all, in 256ths */
+	uint64_t rec_seen_ns; /* when records last came (or a recording site was placed) */
 	pid_t cur_tid, cur_pid;
 	struct up_task *cur_task; /* the thread whose stop is being handled */
 	struct pending_op *queue;
@@ -161,6 +163,7 @@ void agent_name_thread(struct uproc *mm, struct up_task *t);
 void agent_unhijack(struct uproc *mm, struct up_proc *p, bool take);
 void agent_drain(struct uproc *mm);
 void drain_all(struct uprobe_ctx *ctx);
+uint64_t mono_ns(void);
 bool any_agent(struct uprobe_ctx *ctx);
 void record_trap_hit(struct uproc *up, struct up_task *t, struct uprobe *u,
 		     struct user_regs_struct *regs, bool is_return);

@@ -233,8 +233,9 @@ UPROBE_API int uprobe_set_enabled(struct uprobe_ctx *ctx, struct uprobe *u, bool
 
 /*
  * How long (ms) an event loop may sleep before it calls uprobe_ctx_dispatch even if
- * the descriptor stayed quiet: records of the fast path arrive without a stop.  -1:
- * as long as it likes.
+ * the descriptor stayed quiet: records of the fast path arrive without a stop (10
+ * while the rings stay empty, down to 0 while they fill fast).  -1: as long as it
+ * likes.
  */
 UPROBE_API int uprobe_ctx_timeout(struct uprobe_ctx *ctx);
 

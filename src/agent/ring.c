@@ -469,6 +469,9 @@ unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct u
 	/* what was reserved when the drain began, no more: threads that keep writing
 	   must not keep the tracer here forever */
 	uint64_t end = __atomic_load_n(&a->ctl->head, __ATOMIC_ACQUIRE);
+	/* the writers read tail at every record: it moves a 32nd of the ring at a time,
+	   not at every record (its cache line bounced between the CPUs) */
+	uint64_t step = cap / 32, told = tail;
 	double tick = ns_per_tick();
 	unsigned n = 0;
 
@@ -500,9 +503,21 @@ unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct u
 		}
 		memset(rec, 0, slot);
 		tail += slot;
-		__atomic_store_n(&a->ctl->tail, tail, __ATOMIC_RELEASE);
+		if (tail - told >= step) {
+			__atomic_store_n(&a->ctl->tail, tail, __ATOMIC_RELEASE);
+			told = tail;
+		}
 	}
+	if (tail != told)
+		__atomic_store_n(&a->ctl->tail, tail, __ATOMIC_RELEASE);
 	return n;
+}
+
+unsigned up_agent_fill(const struct up_agent *a)
+{
+	uint64_t head = __atomic_load_n(&a->ctl->head, __ATOMIC_ACQUIRE), tail = a->ctl->tail;
+
+	return head > tail ? (unsigned)((head - tail) * 256 / a->ring_size) : 0;
 }
 
 int up_agent_rec_read(const struct up_agent_rec *r, uint64_t addr, void *buf, size_t len)
