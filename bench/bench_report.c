@@ -152,7 +152,8 @@ static void print_table(const struct bench *b)
 			if (isnan(r[k]))
 				printf(" %s -", ratio_names[k]);
 			else
-				printf(" %s %.2f", ratio_names[k], r[k]);
+				/* (f)'s uprobe is the fast path: uprobe/kernel is 0.0007 */
+				printf(r[k] < 0.1 ? " %s %.2g" : " %s %.2f", ratio_names[k], r[k]);
 		}
 		printf("\n");
 	}
