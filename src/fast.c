@@ -114,12 +114,21 @@ static bool points(const struct where *w, uint64_t a)
 }
 
 /*
- * rip, and rip - 1: a thread stopped just after an int3 (its trap not yet dispatched,
- * or still pending behind our interrupt) is really at the int3, and goes back there to
- * run the original should the probe be gone by then; a thread stopped in a system call
- * goes back 2 bytes to its syscall instruction if the call restarts.  Its rip may be
- * right after the bytes a jmp would cover while it returns inside them.
+ * Where a stopped thread goes on from: its rip; but a thread stopped just past an int3
+ * of ours (its trap not yet dispatched, or still pending behind our interrupt) is
+ * really at the int3, and goes back there to run the original should the probe be gone
+ * by then; and one in a system call goes back to its syscall instruction if the call
+ * restarts.  Either may sit right after the bytes a jmp would cover and return inside.
  */
+static bool resumes_in(struct uproc *mm, const struct where *w, const struct user_regs_struct *r)
+{
+	if (points(w, r->rip))
+		return true;
+	if (written_orig(mm, r->rip - 1) >= 0 && points(w, r->rip - 1))
+		return true;
+	return (int64_t)r->orig_rax >= 0 && points(w, r->rip - 2);
+}
+
 static bool any_rip(struct uproc *mm, const struct where *w)
 {
 	for (struct uproc *up = mm->ctx->procs; up; up = up->next) {
@@ -130,7 +139,7 @@ static bool any_rip(struct uproc *mm, const struct where *w)
 
 			if (!up_task_stopped(t) || up_task_get_regs(t, &r))
 				return true;
-			if (points(w, r.rip) || points(w, r.rip - 1))
+			if (resumes_in(mm, w, &r))
 				return true;
 		}
 	}

@@ -257,7 +257,7 @@ static void remember_written(struct uproc *mm, uint64_t vaddr, uint8_t orig)
 	mm->nwritten++;
 }
 
-static int written_orig(const struct uproc *mm, uint64_t vaddr)
+int written_orig(const struct uproc *mm, uint64_t vaddr)
 {
 	unsigned i = written_pos(mm, vaddr);
 

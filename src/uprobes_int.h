@@ -143,6 +143,8 @@ struct uprobe_ctx {
 __attribute__((format(printf, 2, 3))) void logf_(struct uprobe_ctx *ctx, const char *fmt, ...);
 struct uproc *mm_of(struct uproc *up);
 struct ppt *ppt_lookup(struct uproc *mm, uint64_t vaddr);
+/* The byte an int3 of ours replaced at vaddr (ever, in this image), or -1. */
+int written_orig(const struct uproc *mm, uint64_t vaddr);
 struct uproc *uproc_of_pid(struct uprobe_ctx *ctx, pid_t pid);
 struct up_task *idle_task(struct uproc *up);
 int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u);
