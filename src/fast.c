@@ -14,20 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "sym/sym.h"
 #include "uprobes_int.h"
 
 /* ---- the fast path ------------------------------------------------------------------ */
-
-uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 int read_counter(struct uproc *mm, struct fastp *f, struct up_task *t, uint64_t *v)
 {
@@ -713,14 +704,16 @@ int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
 					      "the jmp would cover (a signal frame?)");
 			goto fail;
 		}
-		where_out_of_line(&ool, mm);
-		if (f->site.ninsn > 1 && (any_rip(mm, &ool) || any_stack_word(mm, &ool))) {
+		if (f->site.ninsn > 1) {
 			/* from a slot or a trampoline it jumps back to the instruction after
 			   the one it ran there: perhaps inside these bytes (and in a signal
 			   handler, its frame's rip would take it there) */
-			snprintf(why, whylen, "a thread is running out of line and may come back "
-					      "inside the bytes the jmp would cover");
-			goto fail;
+			where_out_of_line(&ool, mm);
+			if (any_rip(mm, &ool) || any_stack_word(mm, &ool)) {
+				snprintf(why, whylen, "a thread is running out of line and may "
+						      "come back inside the bytes the jmp would cover");
+				goto fail;
+			}
 		}
 	}
 	if (rec) {
@@ -753,7 +746,7 @@ int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
 	f->seq = mm->fast_seq++;
 	f->patched = true;
 	if (rec)
-		ctx->rec_seen_ns = mono_ns(); /* records may come at once: look soon */
+		ctx->rec_seen_ns = up_mono_ns(); /* records may come at once: look soon */
 	f->next = mm->fast;
 	mm->fast = f;
 	rc = chain_build(mm, t, u->vaddr, NULL, why, whylen);
@@ -879,13 +872,14 @@ void drain_all(struct uprobe_ctx *ctx)
 	for (struct uproc *up = ctx->procs; up; up = up->next) {
 		if (up->mm_owner || !up->agent)
 			continue;
-		if (up_agent_fill(up->agent) > fill)
-			fill = up_agent_fill(up->agent);
+		unsigned f = up_agent_fill(up->agent);
+
+		fill = f > fill ? f : fill;
 		agent_drain(up);
 	}
 	ctx->ring_fill = fill;
 	if (fill)
-		ctx->rec_seen_ns = mono_ns();
+		ctx->rec_seen_ns = up_mono_ns();
 }
 
 bool any_agent(struct uprobe_ctx *ctx)
@@ -914,7 +908,6 @@ void record_trap_hit(struct uproc *up, struct up_task *t, struct uprobe *u,
 			    struct user_regs_struct *regs, bool is_return)
 {
 	struct rec_priv rp = { NULL, up->ctx, up->pid };
-	struct timespec ts;
 	struct uprobe_record rec = {
 		.pid = up->pid,
 		.tid = up_task_tid(t),
@@ -924,8 +917,7 @@ void record_trap_hit(struct uproc *up, struct up_task *t, struct uprobe *u,
 		.priv = &rp,
 	};
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	rec.time_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	rec.time_ns = up_mono_ns();
 	u->record_handler(u, &rec);
 }
 

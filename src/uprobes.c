@@ -1701,7 +1701,7 @@ static int drain_ms(const struct uprobe_ctx *ctx)
 {
 	if (ctx->ring_fill >= 4)
 		return 0;
-	return mono_ns() - ctx->rec_seen_ns < 200000000ull ? 1 : 10;
+	return up_mono_ns() - ctx->rec_seen_ns < 200000000ull ? 1 : 10;
 }
 
 int uprobe_ctx_timeout(struct uprobe_ctx *ctx)

@@ -165,7 +165,6 @@ void agent_name_thread(struct uproc *mm, struct up_task *t);
 void agent_unhijack(struct uproc *mm, struct up_proc *p, bool take);
 void agent_drain(struct uproc *mm);
 void drain_all(struct uprobe_ctx *ctx);
-uint64_t mono_ns(void);
 bool any_agent(struct uprobe_ctx *ctx);
 void record_trap_hit(struct uproc *up, struct up_task *t, struct uprobe *u,
 		     struct user_regs_struct *regs, bool is_return);

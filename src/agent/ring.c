@@ -70,7 +70,7 @@ struct up_agent {
 	uint64_t tsc0, mono0;
 };
 
-static uint64_t mono_ns(void)
+uint64_t up_mono_ns(void)
 {
 	struct timespec ts;
 
@@ -92,10 +92,10 @@ static double ns_per_tick(void)
 	static double r;
 
 	if (r == 0) {
-		uint64_t m0 = mono_ns(), t0 = rdtsc(), m1, t1;
+		uint64_t m0 = up_mono_ns(), t0 = rdtsc(), m1, t1;
 
 		do
-			m1 = mono_ns();
+			m1 = up_mono_ns();
 		while (m1 - m0 < 2000000);
 		t1 = rdtsc();
 		r = t1 > t0 ? (double)(m1 - m0) / (double)(t1 - t0) : 1.0;
@@ -212,7 +212,7 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	memcpy(a->map + a->code_off, up_agent_blob, up_agent_blob_size);
 	memcpy(a->map + a->code_off, &a->data_addr, 8); /* the blob's first word: the ctl */
 	a->tsc0 = rdtsc();
-	a->mono0 = mono_ns();
+	a->mono0 = up_mono_ns();
 	ns_per_tick();
 	*out = a;
 	return 0;

@@ -95,6 +95,8 @@ void up_agent_probe_counts(const struct up_agent *a, uint64_t addr, uint64_t *fi
 /* Every complete record, oldest first, to fn; returns how many. */
 unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct up_agent_rec *r),
 			void *arg);
+/* CLOCK_MONOTONIC in ns: the clock records are stamped with. */
+uint64_t up_mono_ns(void);
 /* How full the ring is, in 256ths. */
 unsigned up_agent_fill(const struct up_agent *a);
 /* Records dropped because the ring was full, in all. */
