@@ -9,6 +9,7 @@
  * decide, the checks on live threads are here), and never unmaps what a thread may
  * still execute.
  */
+#include <elf.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -200,8 +201,36 @@ static bool stack_points_in(struct uproc *mm, uint64_t lo, uint64_t hi)
 	return any_stack_word(mm, &w);
 }
 
-/* The agent's name for thread t: the word at its TLS block (%fs:0), or its tid when
-   it has none (then every thread is named by gettid, a syscall per record). */
+/* Is t counted among the threads without TLS? */
+static void set_notls(struct uproc *mm, struct utask *ut, bool notls)
+{
+	if (!ut) {
+		if (notls)
+			mm->notls++; /* never taken back: lsl for good, which is safe */
+		return;
+	}
+	if (ut->notls == notls)
+		return;
+	ut->notls = notls;
+	if (notls)
+		mm->notls++;
+	else if (mm->notls)
+		mm->notls--;
+}
+
+/* No thread without TLS left: records name threads by %fs:0 again. */
+static void agent_all_tls(struct uproc *mm)
+{
+	if (mm->agent && !mm->notls && up_agent_fs0(mm->agent) && mm->ctx->opts.verbose)
+		logf_(mm->ctx, "process %d: every thread has its TLS block: records name "
+			       "threads by %%fs:0", (int)mm->pid);
+}
+
+/*
+ * The agent's name for thread t: the word at its TLS block (%fs:0), or, while any
+ * thread has none (a process caught at its exec, before its dynamic linker ran), its
+ * stack pointer for every thread, and the cpu from lsl.  Named again once it has one.
+ */
 void agent_name_thread(struct uproc *mm, struct up_task *t)
 {
 	struct user_regs_struct r;
@@ -210,6 +239,7 @@ void agent_name_thread(struct uproc *mm, struct up_task *t)
 	int64_t offset = 0;
 	uint32_t size = 0;
 	int32_t cpu;
+	bool tls;
 
 	if (!mm->agent || up_task_get_regs(t, &r))
 		return;
@@ -220,7 +250,9 @@ void agent_name_thread(struct uproc *mm, struct up_task *t)
 
 		up_agent_stack(mm->agent, lo, m.end, up_task_tid(t));
 	}
-	if (!r.fs_base || up_task_read(t, r.fs_base, &key, sizeof(key)) || !key) {
+	tls = r.fs_base && !up_task_read(t, r.fs_base, &key, sizeof(key)) && key;
+	set_notls(mm, utask_of(t), !tls);
+	if (!tls) {
 		up_agent_no_fs0(mm->agent);
 		return;
 	}
@@ -231,6 +263,67 @@ void agent_name_thread(struct uproc *mm, struct up_task *t)
 	     up_task_read(t, r.fs_base + (uint64_t)offset + 4, &cpu, sizeof(cpu))))
 		up_agent_no_rseq(mm->agent); /* lsl, then */
 	up_agent_thread(mm->agent, key, up_task_tid(t));
+	agent_all_tls(mm);
+}
+
+/* Thread ut is gone (exit, exec): it no longer counts. */
+void agent_thread_gone(struct uproc *mm, struct utask *ut)
+{
+	if (ut && ut->notls) {
+		set_notls(mm, ut, false);
+		agent_all_tls(mm);
+	}
+}
+
+/* The program's entry point, from its auxiliary vector; 0: unknown. */
+static uint64_t entry_of(pid_t pid)
+{
+	char path[64];
+	uint64_t av[2], entry = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	while (fread(av, sizeof(av), 1, f) == 1 && av[0] != AT_NULL)
+		if (av[0] == AT_ENTRY)
+			entry = av[1];
+	fclose(f);
+	return entry;
+}
+
+static void tls_hit(struct uprobe *u, uprobe_regs_t *regs)
+{
+	struct uproc *mm = u->data;
+
+	(void)regs;
+	mm->ctx->stats.hits--; /* not a hit of any of the user's probes */
+	unregister_uprobe(mm->ctx, u); /* queued: done once the hit is handled */
+}
+
+/*
+ * A process with threads the agent names by their stack gets a one-shot trap probe
+ * at its entry point (the process quiesced): a dynamic program's thread has its TLS
+ * there, and the trap names it again (on_breakpoint).  A static one sets its TLS up
+ * later; its threads are named again at their next trap hit, if any.
+ */
+void agent_watch_entry(struct uproc *mm)
+{
+	uint64_t entry;
+
+	if (!mm->agent || !mm->notls || mm->tls_watched || mm->mm_owner)
+		return;
+	entry = entry_of(mm->pid);
+	/* a jmp over it would be broken by the int3 */
+	if (!entry || fast_overlapping(mm, entry, entry + 1))
+		return;
+	memset(&mm->tls_watch, 0, sizeof(mm->tls_watch));
+	mm->tls_watch.pid = mm->pid;
+	mm->tls_watch.vaddr = entry;
+	mm->tls_watch.handler = tls_hit;
+	mm->tls_watch.data = mm;
+	if (!arm(mm->ctx, mm, &mm->tls_watch))
+		mm->tls_watched = true;
 }
 
 struct rseq_find {

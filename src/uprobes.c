@@ -102,7 +102,7 @@ struct uproc *uproc_of_pid(struct uprobe_ctx *ctx, pid_t pid)
 	return NULL;
 }
 
-static struct utask *utask_of(struct up_task *t)
+struct utask *utask_of(struct up_task *t)
 {
 	struct utask *ut = up_task_data(t);
 
@@ -394,6 +394,8 @@ static void forget_all(struct uproc *mm)
 	fast_forget(mm);
 	up_agent_free(mm->agent);
 	mm->agent = NULL;
+	mm->notls = 0;
+	mm->tls_watched = false;
 	free(mm->recp);
 	mm->recp = NULL;
 	mm->nrecp = 0;
@@ -550,6 +552,8 @@ static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, 
 				disarm(ctx, us[j]);
 			}
 		}
+		if (reg)
+			agent_watch_entry(mm_of(up));
 		reap_zombies(mm_of(up));
 		up_proc_unquiesce(up->p);
 		i = j;
@@ -942,6 +946,9 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 	}
 	ctx->stats.hits++;
 	regs.rip = bp;
+	/* a thread the agent names by its stack may have its TLS block by now */
+	if (ut->notls && regs.fs_base && mm->agent)
+		agent_name_thread(mm, t);
 	if (up->handlers) {
 		/* a copy: a handler may ask to unregister, which edits the list */
 		struct uprobe *cons[64];
@@ -1165,6 +1172,8 @@ static void cb_thread_exit(void *arg, struct up_task *t)
 
 	(void)arg;
 	if (ut) {
+		if (up)
+			agent_thread_gone(mm_of(up), ut);
 		if (ut->ppt && up) {
 			if (ut->state == UT_INLINE)
 				end_inline(up, ut->ppt);
@@ -1388,6 +1397,7 @@ static void cb_exec(void *arg, struct up_proc *p, struct up_task *t)
 		struct utask *ut = up_task_data(x);
 
 		if (ut) {
+			agent_thread_gone(mm_of(up), ut);
 			ut->state = UT_NONE;
 			ut->ppt = NULL;
 			ut->nrs = 0;

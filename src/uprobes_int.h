@@ -61,6 +61,13 @@ struct uproc {
 	struct fastp **recp;	/* by record id: the site, NULL once gone */
 	uint32_t nrecp;
 	bool draining;
+	/* threads the agent names by their stack, having no TLS block yet (a process
+	   caught at its exec has none until its dynamic linker sets one up): while any,
+	   records key by rsp and take the cpu with lsl.  tls_watch: a one-shot trap probe
+	   at the program's entry, where the thread has its TLS, to name it again. */
+	unsigned notls;
+	struct uprobe tls_watch;
+	bool tls_watched;
 	/* every address we ever wrote an int3 at, with the byte it replaced: a last line
 	   of defence should one be left behind (a hit with no probepoint and an int3 that
 	   the program never had there is ours) */
@@ -116,6 +123,7 @@ struct utask {
 	unsigned ndelayed;
 	struct rinst *rs; /* the return stack, innermost last */
 	unsigned nrs, caprs;
+	bool notls; /* counted in its process's uproc notls */
 };
 
 struct pending_op {
@@ -147,6 +155,7 @@ struct ppt *ppt_lookup(struct uproc *mm, uint64_t vaddr);
 int written_orig(const struct uproc *mm, uint64_t vaddr);
 struct uproc *uproc_of_pid(struct uprobe_ctx *ctx, pid_t pid);
 struct up_task *idle_task(struct uproc *up);
+struct utask *utask_of(struct up_task *t); /* NULL: out of memory */
 int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u);
 
 /* ---- fast.c ---- */
@@ -162,6 +171,8 @@ void fast_forget(struct uproc *mm);
 void fast_downgrade(struct uproc *mm, struct fastp *f);
 int read_counter(struct uproc *mm, struct fastp *f, struct up_task *t, uint64_t *v);
 void agent_name_thread(struct uproc *mm, struct up_task *t);
+void agent_thread_gone(struct uproc *mm, struct utask *ut);
+void agent_watch_entry(struct uproc *mm);
 void agent_unhijack(struct uproc *mm, struct up_proc *p, bool take);
 void agent_drain(struct uproc *mm);
 void drain_all(struct uprobe_ctx *ctx);

@@ -69,6 +69,7 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/src/uprobes.c OR UPROBE_CORE_FORCE_TESTS)
   foreach(n 1 2 8)
     core_case(test_core_threads threads_${n} core.threads.${n})
   endforeach()
+  core_case(test_core_threads records_2 core.threads.records-2)
 
   uprobe_core_test(test_core_insns)
   core_case(test_core_insns insns_all64 core.insns.all64)

@@ -68,6 +68,7 @@ struct up_agent {
 	struct key *keys; /* open addressing, capkeys a power of two */
 	unsigned nkeys, capkeys;
 	uint64_t tsc0, mono0;
+	bool rseq_bad; /* a thread was found without glibc's rseq area: lsl for good */
 };
 
 uint64_t up_mono_ns(void)
@@ -339,11 +340,20 @@ void up_agent_no_fs0(struct up_agent *a)
 	__atomic_and_fetch(&a->ctl->flags, ~(UPA_F_FS0 | UPA_F_RSEQ), __ATOMIC_RELEASE);
 }
 
+bool up_agent_fs0(struct up_agent *a)
+{
+	uint32_t f = UPA_F_FS0;
+
+	if (a->ctl->rseq_offset_at && !a->rseq_bad)
+		f |= UPA_F_RSEQ;
+	return !(__atomic_fetch_or(&a->ctl->flags, f, __ATOMIC_RELEASE) & UPA_F_FS0);
+}
+
 void up_agent_rseq(struct up_agent *a, uint64_t offset_at, uint64_t size_at)
 {
 	a->ctl->rseq_offset_at = offset_at;
 	a->ctl->rseq_size_at = size_at;
-	if (a->ctl->flags & UPA_F_FS0)
+	if ((a->ctl->flags & UPA_F_FS0) && !a->rseq_bad)
 		__atomic_or_fetch(&a->ctl->flags, UPA_F_RSEQ, __ATOMIC_RELEASE);
 }
 
@@ -351,11 +361,12 @@ bool up_agent_rseq_at(const struct up_agent *a, uint64_t *offset_at, uint64_t *s
 {
 	*offset_at = a->ctl->rseq_offset_at;
 	*size_at = a->ctl->rseq_size_at;
-	return (__atomic_load_n(&a->ctl->flags, __ATOMIC_ACQUIRE) & UPA_F_RSEQ) != 0;
+	return *offset_at && !a->rseq_bad;
 }
 
 void up_agent_no_rseq(struct up_agent *a)
 {
+	a->rseq_bad = true;
 	__atomic_and_fetch(&a->ctl->flags, ~UPA_F_RSEQ, __ATOMIC_RELEASE);
 }
 

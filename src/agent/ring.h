@@ -66,11 +66,14 @@ void up_agent_stack(struct up_agent *a, uint64_t lo, uint64_t hi, pid_t tid);
 /* Is addr in the agent's code (its entry, its return trampoline)? */
 bool up_agent_has_code(const struct up_agent *a, uint64_t addr);
 void up_agent_no_fs0(struct up_agent *a); /* some thread has no TLS: record rsp */
+/* Every thread has one now: %fs:0 (and the rseq area's cpu) again; true if it was off. */
+bool up_agent_fs0(struct up_agent *a);
 /* Records take each thread's cpu from glibc's rseq area, found through the
    process's __rseq_offset and __rseq_size at these addresses, not with lsl. */
 void up_agent_rseq(struct up_agent *a, uint64_t offset_at, uint64_t size_at);
+/* Where they are; false when unknown, or once some thread was found without one. */
 bool up_agent_rseq_at(const struct up_agent *a, uint64_t *offset_at, uint64_t *size_at);
-void up_agent_no_rseq(struct up_agent *a); /* some thread has no such area */
+void up_agent_no_rseq(struct up_agent *a); /* some thread has no such area: for good */
 
 /*
  * A probe's descriptor: d (its id and ctl are filled here), then its fetches and

@@ -44,8 +44,9 @@ def fail(msg):
     sys.exit(1)
 
 
-def run(args, specs, opts=(), expect_rc=0):
-    """Traced run with ASLR off: (program stdout, trace lines without time/pid, stderr)."""
+def run(args, specs, opts=(), expect_rc=0, tids=None):
+    """Traced run with ASLR off: (program stdout, trace lines without time/pid, stderr);
+    tids, a list: each line's thread id appended to it."""
     tfile = "/tmp/trace_fast.%d" % os.getpid()
     cmd = ["setarch", "x86_64", "-R", UPROBE, "trace", "-v", "-o", tfile] + list(opts)
     for s in specs:
@@ -53,7 +54,10 @@ def run(args, specs, opts=(), expect_rc=0):
     cmd += ["--", PROG] + [str(a) for a in args]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     with open(tfile) as f:
-        lines = [re.sub(r"^.*?\]\s+[0-9.]+: ", "", line) for line in f if not line.startswith("#")]
+        raw = [line for line in f if not line.startswith("#")]
+    lines = [re.sub(r"^.*?\]\s+[0-9.]+: ", "", line) for line in raw]
+    if tids is not None:
+        tids += [int(re.match(r"\s*\S+?-(\d+)\s", line).group(1)) for line in raw]
     os.unlink(tfile)
     if p.returncode != expect_rc:
         fail("%s exited %d\n%s" % (" ".join(cmd), p.returncode, p.stderr))
@@ -98,7 +102,8 @@ print("ok: regs: %d records equal on both paths, program output unchanged" % len
 # args, 2 threads ------------------------------------------------------------------------
 N = 20000
 spec = "p:a/args %s:rec_args a=%%di b=%%si:u64 c=%%dx:s64 d=%%cx e=%%r8 f=$arg6:u64" % PROG
-out, tr, err = run(["args", N, 2], [spec])
+tids = []
+out, tr, err = run(["args", N, 2], [spec], tids=tids)
 if out != plain(["args", N, 2]):
     fail("args: output changed")
 if "on the fast path" not in err:
@@ -119,6 +124,17 @@ for line in tr:
     seen[i] = seen.get(i, 0) + 1
 if len(seen) != N or any(v != 2 for v in seen.values()):
     fail("args: not every call twice")
+# caught at its exec, the process had no TLS yet: the agent named threads by their
+# stack until the main thread had one, then by %fs:0; either way each record's thread
+# is one of the two workers, each with its N calls in order
+if "every thread has its TLS block" not in err:
+    fail("args: records still name threads by their stack\n" + err)
+per = {}
+for t, line in zip(tids, tr):
+    per.setdefault(t, []).append(int(re.search(r"a=0x([0-9a-f]+)", line).group(1), 16))
+if len(per) != 2 or any(v != list(range(N)) for v in per.values()):
+    fail("args: records not by 2 threads with N calls each in order: %s" %
+         {t: len(v) for t, v in per.items()})
 print("ok: args: %d records from 2 threads, all values right, none lost" % len(tr))
 
 # comm -------------------------------------------------------------------------------------

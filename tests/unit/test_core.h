@@ -9,6 +9,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -49,6 +50,8 @@ void core_assert_same_run(const struct core_output *plain, const struct core_out
 
 /* The process's state letter in /proc/PID/stat ('R', 'S', 't', 'Z', ...), 0 when gone. */
 char core_proc_state(pid_t pid);
+/* A stopped thread's rip, from /proc/PID/syscall; 0 when it is in a system call. */
+uint64_t core_stopped_pc(pid_t pid);
 
 /* Runs argv without probes (fork + exec + wait). */
 void core_run_plain(char *const argv[], struct core_output *o);
@@ -86,6 +89,8 @@ struct core_session {
 	uint64_t rounds;	/* dispatch rounds in core_session_wait */
 };
 
+/* Has the library logged a line holding needle (in this test program's sessions)? */
+bool core_logged(const char *needle);
 /* ctx with opts (follow_fork, no_xol taken from *opts if not NULL). */
 void core_session_new(struct core_session *s, const struct uprobe_ctx_opts *opts);
 void core_session_free(struct core_session *s);

@@ -135,12 +135,113 @@ static void threads_8(void **state)
 	run_threads(8);
 }
 
+/* ---- records: the fast path's agent names each record's thread ---------------------- */
+
+struct rec_seen {
+	pid_t leader;
+	pid_t tids[8];
+	uint64_t per[8];
+	unsigned ntids;
+	uint64_t records, bad, unnamed;
+};
+
+static void on_record(struct uprobe *u, const struct uprobe_record *rec)
+{
+	struct rec_seen *r = u->data;
+	unsigned i;
+
+	r->records++;
+	if (rec->regs->rip != u->vaddr || rec->pid != r->leader)
+		r->bad++;
+	if (rec->tid <= 0) {
+		r->unnamed++;
+		return;
+	}
+	for (i = 0; i < r->ntids && r->tids[i] != rec->tid; i++)
+		;
+	if (i == r->ntids && r->ntids < 8)
+		r->tids[r->ntids++] = rec->tid;
+	if (i < 8)
+		r->per[i]++;
+}
+
+static void record_miss(struct uprobe *u, uprobe_regs_t *regs)
+{
+	(void)regs;
+	fail_msg("0x%" PRIx64 ": a trap-path hit of a fast-path probe", u->vaddr);
+}
+
+/*
+ * A recording probe placed at the exec stop, before the dynamic linker has given the
+ * main thread its TLS block: the agent names threads by their stack until the entry
+ * point, then by %fs:0.  Every record must come from one of the workers, each with its
+ * ITERS calls, none lost, and the library must have switched.
+ */
+static void records_2(void **state)
+{
+	const char *prog = CORE_TARGET("core_threads");
+	char ibuf[16];
+	char *argv[] = {(char *)prog, (char *)"2", ibuf, NULL};
+	struct uprobe_capture cap = { .regs = 1ull << 14 }; /* rdi */
+	struct core_output plain, probed;
+	struct core_session s;
+	struct core_insn *ins = NULL;
+	size_t nins = 0;
+	struct rec_seen seen = { 0 };
+	struct uprobe u = { 0 };
+	enum uprobe_plan plan;
+	uint64_t lost = 1;
+
+	(void)state;
+	snprintf(ibuf, sizeof(ibuf), "%d", ITERS);
+	core_output_init(&plain);
+	core_output_init(&probed);
+	core_run_plain(argv, &plain);
+	core_decode(prog, "probed_work", &ins, &nins);
+
+	core_session_new(&s, &(struct uprobe_ctx_opts){ .verbose = 1 });
+	core_session_spawn(&s, argv, &probed);
+	seen.leader = s.pid;
+	u.pid = s.pid;
+	u.vaddr = ins[0].vaddr;
+	u.capture = &cap;
+	u.record_handler = on_record;
+	u.handler = record_miss;
+	u.data = &seen;
+	assert_int_equal(register_uprobe(s.ctx, &u), 0);
+	assert_int_equal(uprobe_plan(s.ctx, &u, &plan), 0);
+	assert_int_equal(plan, UPROBE_PLAN_FAST);
+	core_session_wait(&s, &probed, 30, NULL, NULL);
+	uprobe_lost(s.ctx, &u, &lost);
+	print_message("records_2: %" PRIu64 " records (%" PRIu64 " bad, %" PRIu64
+		      " unnamed), %" PRIu64 " lost; threads %u: %" PRIu64 " + %" PRIu64 "\n",
+		      seen.records, seen.bad, seen.unnamed, lost, seen.ntids, seen.per[0],
+		      seen.per[1]);
+	core_assert_same_run(&plain, &probed);
+	assert_true(core_logged("records name threads by %fs:0"));
+	assert_int_equal(lost, 0);
+	assert_int_equal(seen.records, 2 * ITERS);
+	assert_int_equal(seen.bad, 0);
+	assert_int_equal(seen.unnamed, 0);
+	assert_int_equal(seen.ntids, 2);
+	assert_int_equal(seen.per[0], ITERS);
+	assert_int_equal(seen.per[1], ITERS);
+	assert_int_not_equal(seen.tids[0], s.pid); /* the leader only creates and joins */
+	assert_int_not_equal(seen.tids[1], s.pid);
+	unregister_uprobe(s.ctx, &u);
+	core_session_free(&s);
+	free(ins);
+	core_output_cleanup(&plain);
+	core_output_cleanup(&probed);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(threads_1),
 		cmocka_unit_test(threads_2),
 		cmocka_unit_test(threads_8),
+		cmocka_unit_test(records_2),
 	};
 
 	return core_main(argc, argv, tests, sizeof(tests) / sizeof(tests[0]));

@@ -275,10 +275,26 @@ static void session_on_fork(void *arg, pid_t parent, pid_t child)
 	s->on_fork_calls++;
 }
 
+static char logged[1 << 16];
+static size_t nlogged;
+
 static void session_log(void *arg, const char *msg)
 {
+	size_t len = strlen(msg);
+
 	(void)arg;
 	print_message("uprobe: %s\n", msg);
+	if (nlogged + len + 2 <= sizeof(logged)) {
+		memcpy(logged + nlogged, msg, len);
+		nlogged += len;
+		logged[nlogged++] = '\n';
+		logged[nlogged] = 0;
+	}
+}
+
+bool core_logged(const char *needle)
+{
+	return strstr(logged, needle) != NULL;
 }
 
 void core_session_new(struct core_session *s, const struct uprobe_ctx_opts *opts)
@@ -384,6 +400,24 @@ char core_proc_state(pid_t pid)
 	buf[n] = 0;
 	rp = strrchr(buf, ')');
 	return rp && rp[1] == ' ' ? rp[2] : '?';
+}
+
+uint64_t core_stopped_pc(pid_t pid)
+{
+	char path[64], buf[256];
+	unsigned long long pc = 0;
+	long nr = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	/* "-1 SP PC" when the thread is not in a system call */
+	if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%ld %*s %llx", &nr, &pc) != 2 || nr != -1)
+		pc = 0;
+	fclose(f);
+	return (uint64_t)pc;
 }
 
 /* Gone, or a zombie nobody reaps (a process the library let go of is ours to reap). */
