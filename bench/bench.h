@@ -34,7 +34,9 @@ enum bench_tool {
 	T_UPROBE_PIN, /* the same with UPROBE_PIN=1: the engine thread on the tracee's CPU */
 	T_UPROBE_CLI, /* uprobe trace -c */
 	T_FAST,	      /* the library, a counting probe on the fast path (no stop) */
-	T_FAST_REC,   /* the library, a recording probe on the fast path: the agent, the ring */
+	T_FAST_REC,   /* the library, a recording probe on the fast path: the agent, the ring
+			 (as many hits as the ring holds: none may be lost) */
+	T_FAST_BURST, /* the same for the calibrated run: the tracer's reading falls behind */
 	T_KERNEL,
 	T_BPFTRACE,
 	T_GDB,

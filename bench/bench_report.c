@@ -16,7 +16,7 @@
 static const char *const colors[T_NTOOLS] = {
 	[T_BASE] = "#999999",	      [T_UPROBE] = "#1f77b4",	  [T_UPROBE_PIN] = "#9ecae1",
 	[T_UPROBE_CLI] = "#6baed6",   [T_FAST] = "#d62728",	  [T_KERNEL] = "#9467bd",
-	[T_FAST_REC] = "#e377c2",
+	[T_FAST_REC] = "#e377c2",     [T_FAST_BURST] = "#f7b6d2",
 	[T_BPFTRACE] = "#2ca02c",     [T_GDB] = "#ff7f0e",	  [T_FLOOR] = "#ffbb78",
 	[T_FLOOR_FOLLOW] = "#e7ba52", [T_FLOOR_SAME] = "#8c564b", [T_FLOOR_DIFF] = "#c49c94",
 };
@@ -111,9 +111,11 @@ static void print_table(const struct bench *b)
 	       "uprobe/floor: uprobe (library) over\nthe plain ptrace floor.  "
 	       "uprobe fast path: a counting probe as a jmp to a trampoline (uprobe trace -c\n"
 	       "takes it too where it is safe); fast path, records: the six argument registers "
-	       "recorded by the\nin-process agent into the ring (d: rax at the return), "
-	       "records + lost checked (lost: dropped\nwhile the ring was full; "
-	       "a dropped record costs less than a written one).\n\n");
+	       "recorded by the\nin-process agent into the 4 MiB ring (d: rax at the return), "
+	       "as many hits as it holds: none may\nbe lost (checked).  records, burst: the "
+	       "same probe for the calibrated run, far longer: what\nthe tracer has not read "
+	       "when the ring is full is dropped (lost), and costs less than a written\n"
+	       "record; records + lost checked.\n\n");
 	printf("%-30s %-18s %9s %10s  %s\n", "workload", "tool", "hits/run", "ns/hit",
 	       "[min - max]");
 	for (int i = 0; i < b->nw; i++) {
@@ -140,7 +142,7 @@ static void print_table(const struct bench *b)
 			printf("%9ld %10s  [%s - %s]%s", c->n, fmt_ns(m, sizeof(m), c->med),
 			       fmt_ns(lo, sizeof(lo), c->lo), fmt_ns(hi, sizeof(hi), c->hi),
 			       t == T_BASE ? " ns per iteration, unprobed" : "");
-			if (t == T_FAST_REC && c->hits)
+			if ((t == T_FAST_REC || t == T_FAST_BURST) && c->hits)
 				printf(" lost %.2f%%", 100.0 * (double)c->lost / (double)c->hits);
 			printf("\n");
 		}
@@ -280,7 +282,7 @@ static void write_json(const struct bench *b, const char *path)
 			json_samples(f, c->per_hit, b->rounds, 1);
 			fprintf(f, ", \"loop_ns\": ");
 			json_samples(f, c->ns, b->rounds, 1);
-			if (t == T_FAST_REC)
+			if (t == T_FAST_REC || t == T_FAST_BURST)
 				fprintf(f, ", \"records_lost\": %llu, \"records_hits\": %llu",
 					(unsigned long long)c->lost, (unsigned long long)c->hits);
 			fputc('}', f);

@@ -111,8 +111,11 @@ struct upa_rt {
 };
 
 /* The blob: the ctl's address (a word the tracer writes), the return trampoline at
-   UPA_RET_OFF, the entry at UPA_ENTRY_OFF. */
+   UPA_RET_OFF, the page toucher at UPA_TOUCH_OFF (its int3 UPA_TOUCH_LEN - 1 bytes
+   on), the entry at UPA_ENTRY_OFF. */
 #define UPA_RET_OFF 16
+#define UPA_TOUCH_OFF 224
+#define UPA_TOUCH_LEN 16
 #define UPA_ENTRY_OFF 256
 
 /* A probe's descriptor, in the heap; fetches then conditions follow it. */

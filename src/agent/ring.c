@@ -45,7 +45,6 @@ extern const size_t up_agent_blob_size;
 #define NR_MMAP 9
 #define NR_MUNMAP 11
 #define NR_MADVISE 28
-#define NR_PREAD64 17
 #define NR_FTRUNCATE 77
 #define NR_MEMFD_CREATE 319
 #define MADV_POPULATE_WRITE_ 23
@@ -170,11 +169,6 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 		      (best effort: MADV_POPULATE_WRITE is Linux 5.14) */
 		rsys(t, NR_MADVISE, a->data_addr + a->ring_off, ring, MADV_POPULATE_WRITE_, 0, 0, 0,
 		     &r);
-		/* and written once by the process itself: a hypervisor may fill its own page
-		   tables only at a first real access (~10 us a page here, 12 ms for 4 MiB: a
-		   short run of records paid it in its first lap) -- the memfd read into itself */
-		rsys(t, NR_PREAD64, (uint64_t)fd, a->data_addr + a->ring_off, ring, a->ring_off, 0, 0,
-		     &r);
 	}
 	if (rc) {
 		snprintf(why, whylen, "cannot map the shared ring in the process (%s)",
@@ -212,6 +206,16 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	a->ctl->ret_tramp = a->code_addr + UPA_RET_OFF;
 	memcpy(a->map + a->code_off, up_agent_blob, up_agent_blob_size);
 	memcpy(a->map + a->code_off, &a->data_addr, 8); /* the blob's first word: the ctl */
+	/* every page of the region touched by the process itself (see upa_touch); best
+	   effort: without it the first lap of records pays the same */
+	rc = up_task_call(t, a->code_addr + UPA_TOUCH_OFF, a->code_addr + UPA_TOUCH_OFF + UPA_TOUCH_LEN,
+			  a->data_addr, a->data_addr + data_len);
+	if (rc == -ESRCH) {
+		snprintf(why, whylen, "the process is gone");
+		munmap(a->map, a->size);
+		free(a);
+		return rc;
+	}
 	a->tsc0 = rdtsc();
 	a->mono0 = up_mono_ns();
 	ns_per_tick();

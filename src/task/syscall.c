@@ -11,6 +11,7 @@
 #include "task/internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
@@ -96,6 +97,12 @@ static int run_until(struct up_task *t, int req, int *status, int *pending_sig)
 			up__defer(e, t->tid, st, false);
 			return -ESRCH;
 		}
+		if ((st >> 16) == 0 && (WSTOPSIG(st) == SIGSEGV || WSTOPSIG(st) == SIGBUS ||
+					WSTOPSIG(st) == SIGILL || WSTOPSIG(st) == SIGFPE)) {
+			/* a fault (blocked, so forced): the code run there is broken */
+			*status = st;
+			return -EFAULT;
+		}
 		if ((st >> 16) == 0 && WSTOPSIG(st) != SIGTRAP) {
 			/* an unblockable signal (SIGSTOP) meanwhile: sent again afterwards */
 			*pending_sig = WSTOPSIG(st);
@@ -138,20 +145,11 @@ int up__task_normalize(struct up_task *t)
 	return 0;
 }
 
-int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t *ret)
+/* t stopped and normalized, its registers loaded: -errno if it cannot run code now. */
+static int ready(struct up_task *t)
 {
-	static const uint64_t zero[6];
-	struct up_proc *p = t->proc;
-	struct user_regs_struct saved, r;
-	uint64_t mask, all = ~0ULL, insn_at;
-	uint8_t saved_insn[2], insn[2];
-	bool wrote = false;
-	enum up_stype orig_stop;
-	int err, st, pending = 0;
-	unsigned mode;
+	int err;
 
-	if (!args)
-		args = zero;
 	if (t->state != UP_TS_STOPPED || t->stop == UP_ST_EXIT || t->queued)
 		return -ESRCH;
 	if (up__defer_pending_sigtrap(t))
@@ -159,74 +157,53 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 	err = up__task_normalize(t);
 	if (err < 0)
 		return err;
-	err = up__load_regs(t);
-	if (err < 0)
-		return err;
-	saved = t->regs;
-	orig_stop = t->stop;
-	mode = saved.cs == 0x23 ? 32 : 64;
+	return up__load_regs(t);
+}
+
+/*
+ * Runs t from registers *r, every signal blocked, until it stops with rip at end: by
+ * single steps (step: each must leave rip at r->rip or end), or free until the int3
+ * before end.  *r gets the registers there.  t's registers and mask are put back,
+ * unless it died meanwhile (-ESRCH).
+ */
+static int run_remote(struct up_task *t, struct user_regs_struct *r, bool step, uint64_t end,
+		      const char *what)
+{
+	struct user_regs_struct saved = t->regs, now;
+	enum up_stype orig_stop = t->stop;
+	uint64_t mask, all = ~0ULL, start = r->rip;
+	int err, st, pending = 0;
+
 	if (up__ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof(mask), &mask) < 0)
 		return -errno;
 	if (up__ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(all), &all) < 0)
 		return -errno;
-
-	insn_at = vdso_syscall_insn(p, mode);
-	if (!insn_at) {
-		insn_at = saved.rip;
-		insn[0] = mode == 64 ? 0x0f : 0xcd;
-		insn[1] = mode == 64 ? 0x05 : 0x80;
-		err = up_proc_read(p, insn_at, saved_insn, 2);
-		if (!err)
-			err = up_proc_write_text(p, insn_at, insn, 2);
-		if (err < 0)
-			goto restore_mask;
-		wrote = true;
-	}
-
-	r = saved;
-	r.rip = insn_at;
-	r.rax = (uint64_t)nr;
-	r.orig_rax = (uint64_t)-1;
-	if (mode == 64) {
-		r.rdi = args[0];
-		r.rsi = args[1];
-		r.rdx = args[2];
-		r.r10 = args[3];
-		r.r8 = args[4];
-		r.r9 = args[5];
-	} else {
-		r.rbx = (uint32_t)args[0];
-		r.rcx = (uint32_t)args[1];
-		r.rdx = (uint32_t)args[2];
-		r.rsi = (uint32_t)args[3];
-		r.rdi = (uint32_t)args[4];
-		r.rbp = (uint32_t)args[5];
-	}
-	r.eflags &= ~0x100ULL; /* TF: the step is ptrace's */
-	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &r) < 0) {
+	r->eflags &= ~0x100ULL; /* TF: the step is ptrace's */
+	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, r) < 0) {
 		err = -errno;
-		goto restore_text;
+		goto restore_mask;
 	}
 	t->regs_valid = false;
 	for (;;) {
-		err = run_until(t, PTRACE_SINGLESTEP, &st, &pending);
+		err = run_until(t, step ? PTRACE_SINGLESTEP : PTRACE_CONT, &st, &pending);
+		if (err == -ESRCH)
+			return err; /* died: nothing to put back */
 		if (err < 0)
-			goto out_dead;
-		if (up__ptrace(PTRACE_GETREGS, t->tid, 0, &r) < 0) {
+			goto restore_regs;
+		if (up__ptrace(PTRACE_GETREGS, t->tid, 0, &now) < 0) {
 			err = -errno;
 			goto restore_regs;
 		}
-		if (r.rip == insn_at + 2)
+		if (now.rip == end)
 			break;
-		if (r.rip != insn_at) {
-			up__log(p->e, "thread %d: remote syscall %ld: stopped at 0x%llx, not 0x%llx",
-				t->tid, nr, (unsigned long long)r.rip,
-				(unsigned long long)insn_at + 2);
+		if (step ? now.rip != start : (st >> 16) != PTRACE_EVENT_STOP) {
+			up__log(t->proc->e, "thread %d: %s: stopped at 0x%llx, not 0x%llx", t->tid,
+				what, (unsigned long long)now.rip, (unsigned long long)end);
 			err = -EIO;
 			goto restore_regs;
 		}
 	}
-	*ret = mode == 64 ? (int64_t)r.rax : (int64_t)(int32_t)r.rax;
+	*r = now;
 	err = 0;
 
 restore_regs:
@@ -245,17 +222,82 @@ restore_regs:
 		if (up__task_normalize(t) < 0)
 			t->stop = UP_ST_SIGNAL;
 	}
-restore_text:
-	if (wrote)
-		up_proc_write_text(p, insn_at, saved_insn, 2);
 restore_mask:
 	up__ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(mask), &mask);
 	if (pending)
-		tgkill(p->pid, t->tid, pending);
+		tgkill(t->proc->pid, t->tid, pending);
 	return err;
+}
 
-out_dead:
+int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t *ret)
+{
+	static const uint64_t zero[6];
+	struct up_proc *p = t->proc;
+	struct user_regs_struct r;
+	uint64_t insn_at;
+	uint8_t saved_insn[2], insn[2];
+	bool wrote = false;
+	char what[48];
+	unsigned mode;
+	int err;
+
+	if (!args)
+		args = zero;
+	err = ready(t);
+	if (err < 0)
+		return err;
+	r = t->regs;
+	mode = r.cs == 0x23 ? 32 : 64;
+	insn_at = vdso_syscall_insn(p, mode);
+	if (!insn_at) {
+		insn_at = r.rip;
+		insn[0] = mode == 64 ? 0x0f : 0xcd;
+		insn[1] = mode == 64 ? 0x05 : 0x80;
+		err = up_proc_read(p, insn_at, saved_insn, 2);
+		if (!err)
+			err = up_proc_write_text(p, insn_at, insn, 2);
+		if (err < 0)
+			return err;
+		wrote = true;
+	}
+	r.rip = insn_at;
+	r.rax = (uint64_t)nr;
+	r.orig_rax = (uint64_t)-1;
+	if (mode == 64) {
+		r.rdi = args[0];
+		r.rsi = args[1];
+		r.rdx = args[2];
+		r.r10 = args[3];
+		r.r8 = args[4];
+		r.r9 = args[5];
+	} else {
+		r.rbx = (uint32_t)args[0];
+		r.rcx = (uint32_t)args[1];
+		r.rdx = (uint32_t)args[2];
+		r.rsi = (uint32_t)args[3];
+		r.rdi = (uint32_t)args[4];
+		r.rbp = (uint32_t)args[5];
+	}
+	snprintf(what, sizeof(what), "remote syscall %ld", nr);
+	err = run_remote(t, &r, true, insn_at + 2, what);
+	if (!err)
+		*ret = mode == 64 ? (int64_t)r.rax : (int64_t)(int32_t)r.rax;
 	if (wrote)
 		up_proc_write_text(p, insn_at, saved_insn, 2);
 	return err;
+}
+
+int up_task_call(struct up_task *t, uint64_t fn, uint64_t end, uint64_t a0, uint64_t a1)
+{
+	struct user_regs_struct r;
+	int err = ready(t);
+
+	if (err < 0)
+		return err;
+	r = t->regs;
+	r.rip = fn;
+	r.rdi = a0;
+	r.rsi = a1;
+	r.orig_rax = (uint64_t)-1;
+	return run_remote(t, &r, false, end, "remote call");
 }

@@ -203,6 +203,13 @@ int up_proc_for_each_map(struct up_proc *p, int (*fn)(void *arg, const struct up
  * Returns 0 or -errno of the mechanism itself.
  */
 int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t *ret);
+/*
+ * Runs code in the process from thread t (stopped; the process quiesced): from fn with
+ * rdi = a0, rsi = a1, every signal blocked, until it stops at end, just after an int3
+ * that the code ends with.  The code must not use the stack or fault (-EFAULT: it did,
+ * and was stopped there).  Every register and the mask are put back.
+ */
+int up_task_call(struct up_task *t, uint64_t fn, uint64_t end, uint64_t a0, uint64_t a1);
 
 /* ---- threads --------------------------------------------------------------------- */
 

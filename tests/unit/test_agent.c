@@ -8,9 +8,12 @@
  * glibc's rseq area or, without one, from lsl.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -330,6 +333,108 @@ static void test_full_ring_and_pad(void **state)
 	assert_int_equal(ctl->tail, ctl->head);
 }
 
+/* ---- two writers, one of them the reader, at once ---- */
+
+#define TW_N 300000
+
+static struct probe tw_probe;
+static volatile int tw_go;
+
+/* Has the ring room for two records: this writer's and the other's? */
+static bool tw_room(void)
+{
+	uint64_t cap = 1u << RING_ORDER;
+
+	return __atomic_load_n(&ctl->head, __ATOMIC_ACQUIRE) -
+		       __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE) <=
+	       cap - 2 * tw_probe.d.max_record;
+}
+
+static void tw_write(uint64_t *frame, uint64_t i)
+{
+	frame[UPA_RDI] = i;
+	entry(frame, &tw_probe.d);
+}
+
+static void *tw_writer(void *arg)
+{
+	uint64_t frame[UPA_NREGS] = { 0 };
+
+	(void)arg;
+	frame[UPA_RSI] = 1;
+	while (!tw_go)
+		;
+	for (uint64_t i = 0; i < TW_N;)
+		if (tw_room())
+			tw_write(frame, i++);
+	return NULL;
+}
+
+/* Reads every complete record at the tail, as the tracer does; checks each writer's
+   come in order.  How many it read. */
+static uint64_t tw_read(uint64_t *next)
+{
+	uint64_t cap = 1u << RING_ORDER, n = 0;
+
+	for (;;) {
+		uint64_t tail = ctl->tail;
+		struct upa_rec *r = (struct upa_rec *)(ring + (tail & (cap - 1)));
+		uint32_t slot = __atomic_load_n(&r->slot, __ATOMIC_ACQUIRE);
+
+		if (!slot)
+			return n;
+		if (r->id != UPA_REC_PAD) {
+			const uint64_t *regs = (const uint64_t *)(r + 1); /* rsi, rdi */
+
+			assert_true(regs[0] < 2);
+			assert_int_equal(regs[1], next[regs[0]]);
+			next[regs[0]]++;
+			n++;
+		}
+		memset(r, 0, slot);
+		__atomic_store_n(&ctl->tail, tail + slot, __ATOMIC_RELEASE);
+	}
+}
+
+/*
+ * Two threads write records into one small ring, one of them also reading them as
+ * the tracer does, right behind: no record may be lost while the ring has room (each
+ * writes only when there is room for both), and each writer's arrive in order.  (A
+ * writer holding a head read before the other wrote, the reader then past it, once
+ * took the ring for full.)
+ */
+static void test_two_writers(void **state)
+{
+	uint64_t frame[UPA_NREGS] = { 0 }, next[2] = { 0, 0 }, got = 0;
+	cpu_set_t all;
+	pthread_t th;
+
+	(void)state;
+	/* every cpu again (test_cpu kept this thread on one) */
+	CPU_ZERO(&all);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		CPU_SET(c, &all);
+	sched_setaffinity(0, sizeof(all), &all);
+	reset();
+	probe_init(&tw_probe, 1ull << UPA_RDI | 1ull << UPA_RSI, 0, 0);
+	finish(&tw_probe);
+	tw_go = 0;
+	assert_int_equal(pthread_create(&th, NULL, tw_writer, NULL), 0);
+	tw_go = 1;
+	for (uint64_t i = 0; i < TW_N || next[1] < TW_N;) {
+		if (i < TW_N && tw_room())
+			tw_write(frame, i++);
+		got += tw_read(next);
+		assert_int_equal(ctl->lost, 0);
+	}
+	pthread_join(th, NULL);
+	got += tw_read(next);
+	print_message("two writers: %" PRIu64 " records, %" PRIu64 " lost\n", got,
+		      (uint64_t)ctl->lost);
+	assert_int_equal(ctl->lost, 0);
+	assert_int_equal(got, 2 * TW_N);
+}
+
 /* The cpu of one record made now (UPA_REC_* bits off). */
 static unsigned record_cpu(void)
 {
@@ -408,6 +513,7 @@ int main(void)
 		cmocka_unit_test(test_conditions),
 		cmocka_unit_test(test_full_ring_and_pad),
 		cmocka_unit_test(test_cpu),
+		cmocka_unit_test(test_two_writers),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

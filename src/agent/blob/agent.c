@@ -241,14 +241,24 @@ static struct upa_rec *reserve(struct upa_ctl *ctl, uint32_t size)
 	uint64_t h = __atomic_load_n(&ctl->head, __ATOMIC_RELAXED), t, off, pad;
 	uint8_t *ring = (uint8_t *)ctl->ring;
 
-	do {
+	for (;;) {
 		t = __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE);
 		off = h & (cap - 1);
 		pad = off + size > cap ? cap - off : 0;
-		if (h + pad + size - t > cap)
-			return NULL;
-	} while (!__atomic_compare_exchange_n(&ctl->head, &h, h + pad + size, 1,
-					      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+		if (h + pad + size - t > cap) {
+			/* full -- or h is stale: other threads wrote since, and the tracer read
+			   past it (t > h, the difference wrapped); head is at least t now */
+			uint64_t now = __atomic_load_n(&ctl->head, __ATOMIC_RELAXED);
+
+			if (now == h)
+				return NULL;
+			h = now;
+			continue;
+		}
+		if (__atomic_compare_exchange_n(&ctl->head, &h, h + pad + size, 1, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED))
+			break;
+	}
 	if (pad) {
 		struct upa_rec *p = (struct upa_rec *)(ring + off);
 
@@ -391,6 +401,19 @@ __asm__(".section .text.entry0,\"ax\",@progbits\n"
 	"	lea 216(%rsp),%rsp\n"
 	"	popfq\n"
 	"	ret\n"
+	/* upa_touch(lo = rdi, hi = rsi), run once by the tracer (up_task_call): a write in
+	   every page of the shared region, from user mode, before any hit needs one.  A
+	   hypervisor may fill its own page tables only at a first user access (~5 us a
+	   page; a fresh 4 MiB ring costed ~140 ns a record in its first lap), and the
+	   kernel's writes (MADV_POPULATE_WRITE, a read into it) do not count.  The same
+	   value is written back: the ctl is set already. */
+	"	.org 224\n" /* UPA_TOUCH_OFF */
+	"upa_touch:\n"
+	"1:	orb $0,(%rdi)\n"
+	"	add $4096,%rdi\n"
+	"	cmp %rsi,%rdi\n"
+	"	jb 1b\n"
+	"	int3\n"
 	".previous\n");
 
 __attribute__((section(".text.entry1"), used, force_align_arg_pointer)) void
