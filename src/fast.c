@@ -295,9 +295,11 @@ static uint64_t entry_of(pid_t pid)
 static void tls_hit(struct uprobe *u, uprobe_regs_t *regs)
 {
 	struct uproc *mm = u->data;
+	struct ppt *q = ppt_lookup(mm, u->vaddr);
 
 	(void)regs;
-	mm->ctx->stats.hits--; /* not a hit of any of the user's probes */
+	if (q && q->ncons == 1)
+		mm->ctx->stats.hits--; /* not a hit of any of the user's probes */
 	unregister_uprobe(mm->ctx, u); /* queued: done once the hit is handled */
 }
 
