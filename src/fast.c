@@ -319,11 +319,7 @@ void agent_watch_entry(struct uproc *mm)
 	/* a jmp over it would be broken by the int3 */
 	if (!entry || fast_overlapping(mm, entry, entry + 1))
 		return;
-	memset(&mm->tls_watch, 0, sizeof(mm->tls_watch));
-	mm->tls_watch.pid = mm->pid;
-	mm->tls_watch.vaddr = entry;
-	mm->tls_watch.handler = tls_hit;
-	mm->tls_watch.data = mm;
+	mm->tls_watch = (struct uprobe){ .pid = mm->pid, .vaddr = entry, .handler = tls_hit, .data = mm };
 	if (!arm(mm->ctx, mm, &mm->tls_watch))
 		mm->tls_watched = true;
 }
