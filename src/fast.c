@@ -881,31 +881,33 @@ struct deliver_arg {
 	struct uproc *mm;
 };
 
+_Static_assert(sizeof(struct user_regs_struct) == UPA_NREGS * 8, "the agent's frame is a user_regs_struct");
+
 static void deliver(void *arg, const struct up_agent_rec *r)
 {
 	struct uproc *mm = ((struct deliver_arg *)arg)->mm;
 	struct fastp *f = r->id < mm->nrecp ? mm->recp[r->id] : NULL;
-	uint64_t words[UPA_NREGS] = { 0 }, regs;
-	struct user_regs_struct ur;
+	union {
+		struct user_regs_struct ur;
+		uint64_t w[UPA_NREGS];
+	} u = { .w = { 0 } };
 	struct uprobe_record rec;
 	struct rec_priv rp;
 	unsigned k = 0;
 
 	if (!f || !f->u)
 		return;
-	regs = f->regs;
-	for (unsigned w = 0; w < UPA_NREGS && k < r->nregs; w++)
-		if (regs >> w & 1)
-			words[w] = r->regs[k++];
-	memcpy(&ur, words, sizeof(ur));
+	/* the frame's words are user_regs_struct's, in its order */
+	for (uint64_t regs = f->regs; regs && k < r->nregs; regs &= regs - 1)
+		u.w[__builtin_ctzll(regs)] = r->regs[k++];
 	if (!r->is_return)
-		ur.rip = f->site.vaddr;
+		u.ur.rip = f->site.vaddr;
 	rec.is_return = r->is_return;
 	rec.pid = mm->pid;
 	rec.tid = r->tid;
 	rec.cpu = (int)r->cpu;
 	rec.time_ns = r->time_ns;
-	rec.regs = &ur;
+	rec.regs = &u.ur;
 	rp.ar = r;
 	rp.ctx = mm->ctx;
 	rp.pid = mm->pid;

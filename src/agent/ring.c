@@ -60,7 +60,7 @@ struct up_agent {
 	struct upa_ctl *ctl;
 	uint64_t data_addr, code_addr; /* the target's mappings */
 	size_t rtab_off, heap_off, heap_used, ring_off, ring_size, code_off;
-	uint64_t *regs_of; /* per probe id: its regs mask */
+	uint8_t *nregs_of; /* per probe id: how many registers its records carry */
 	struct stack { uint64_t lo, hi; pid_t tid; } *stacks;
 	unsigned nstacks, capstacks;
 	uint32_t nids, capids;
@@ -238,7 +238,7 @@ void up_agent_free(struct up_agent *a)
 		return;
 	if (a->map)
 		munmap(a->map, a->size);
-	free(a->regs_of);
+	free(a->nregs_of);
 	free(a->keys);
 	free(a->stacks);
 	free(a);
@@ -421,16 +421,16 @@ int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa
 		return -ENOSPC;
 	if (a->nids == a->capids) {
 		uint32_t n = a->capids ? a->capids * 2 : 64;
-		uint64_t *r = realloc(a->regs_of, n * sizeof(*r));
+		uint8_t *r = realloc(a->nregs_of, n * sizeof(*r));
 
 		if (!r)
 			return -ENOMEM;
-		a->regs_of = r;
+		a->nregs_of = r;
 		a->capids = n;
 	}
 	d->id = a->nids;
 	d->ctl = a->data_addr;
-	a->regs_of[a->nids++] = d->regs;
+	a->nregs_of[a->nids++] = (uint8_t)__builtin_popcountll(d->regs);
 	at = a->map + a->heap_off + a->heap_used;
 	memcpy(at, d, sizeof(*d));
 	memcpy(at + sizeof(*d), f, d->nfetch * sizeof(*f));
@@ -509,7 +509,7 @@ unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct u
 		if (slot % REC_ALIGN || slot > cap - (tail & (cap - 1)) || rec->len > slot)
 			break; /* not ours: the program wrote into the ring; stop reading it */
 		if (rec->id != UPA_REC_PAD && rec->id < a->nids) {
-			unsigned nregs = (unsigned)__builtin_popcountll(a->regs_of[rec->id]);
+			unsigned nregs = a->nregs_of[rec->id];
 			size_t head = sizeof(*rec) + 8u * nregs;
 			struct up_agent_rec v = {
 				.id = rec->id,
