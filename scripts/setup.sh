@@ -6,7 +6,8 @@ set -e
 # python3 runs the differential tests (tests/integration/*.py); binutils is their oracle.
 # libfuse3-dev and fuse3 (fusermount3): `uprobe mount`, the control filesystem (src/fs/).
 # valgrind: the tracer is checked under memcheck (tests/reliability.cmake).
-PKGS="cmake make gcc pkg-config libzydis-dev libelf-dev libdw-dev libcmocka-dev gcc-multilib binutils python3 libfuse3-dev fuse3 valgrind"
+# libc6-dev: its libc.a links a static test target (tests/core.cmake).
+PKGS="cmake make gcc libc6-dev pkg-config libzydis-dev libelf-dev libdw-dev libcmocka-dev gcc-multilib binutils python3 libfuse3-dev fuse3 valgrind"
 
 missing=""
 for p in $PKGS; do

@@ -12,9 +12,11 @@
 #include <elf.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sym/sym.h"
 #include "uprobes_int.h"
@@ -275,21 +277,42 @@ void agent_thread_gone(struct uproc *mm, struct utask *ut)
 	}
 }
 
-/* The program's entry point, from its auxiliary vector; 0: unknown. */
-static uint64_t entry_of(pid_t pid)
+/*
+ * Where the program's thread has its TLS block at last, 0: unknown.  A dynamic program's
+ * entry point (its dynamic linker set the block up); a static one's main, its start
+ * code having done it -- relocated as _start is (a static PIE), from the auxiliary
+ * vector's AT_ENTRY (AT_BASE, the interpreter's, is 0 there).
+ */
+static uint64_t tls_point(struct uproc *mm)
 {
-	char path[64];
-	uint64_t av[2], entry = 0;
+	char path[64], exe[PATH_MAX];
+	uint64_t av[2], entry = 0, interp = 0;
+	struct up_sym_elf *elf;
+	struct up_sym start, main_;
+	ssize_t n;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
+	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)mm->pid);
 	if (!(f = fopen(path, "re")))
 		return 0;
-	while (fread(av, sizeof(av), 1, f) == 1 && av[0] != AT_NULL)
+	while (fread(av, sizeof(av), 1, f) == 1 && av[0] != AT_NULL) {
 		if (av[0] == AT_ENTRY)
 			entry = av[1];
+		else if (av[0] == AT_BASE)
+			interp = av[1];
+	}
 	fclose(f);
-	return entry;
+	if (interp || !entry)
+		return entry;
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)mm->pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return 0;
+	exe[n] = 0;
+	if (!(elf = up_ubp_file(&mm->ctx->files, exe)) || up_sym_elf_lookup(elf, "main", &main_) ||
+	    up_sym_elf_lookup(elf, "_start", &start))
+		return 0;
+	return main_.value + (entry - start.value);
 }
 
 static void tls_hit(struct uprobe *u, uprobe_regs_t *regs)
@@ -305,9 +328,8 @@ static void tls_hit(struct uprobe *u, uprobe_regs_t *regs)
 
 /*
  * A process with threads the agent names by their stack gets a one-shot trap probe
- * at its entry point (the process quiesced): a dynamic program's thread has its TLS
- * there, and the trap names it again (on_breakpoint).  A static one sets its TLS up
- * later; its threads are named again at their next trap hit, if any.
+ * (the process quiesced) where its thread has a TLS block: the trap names it again
+ * (on_breakpoint).  Other threads without one are named again at their next trap hit.
  */
 void agent_watch_entry(struct uproc *mm)
 {
@@ -315,7 +337,7 @@ void agent_watch_entry(struct uproc *mm)
 
 	if (!mm->agent || !mm->notls || mm->tls_watched || mm->mm_owner)
 		return;
-	entry = entry_of(mm->pid);
+	entry = tls_point(mm);
 	/* a jmp over it would be broken by the int3 */
 	if (!entry || fast_overlapping(mm, entry, entry + 1))
 		return;

@@ -89,7 +89,7 @@ struct core_session {
 	uint64_t rounds;	/* dispatch rounds in core_session_wait */
 };
 
-/* Has the library logged a line holding needle (in this test program's sessions)? */
+/* Has the library logged a line holding needle since the last core_session_new? */
 bool core_logged(const char *needle);
 /* ctx with opts (follow_fork, no_xol taken from *opts if not NULL). */
 void core_session_new(struct core_session *s, const struct uprobe_ctx_opts *opts);

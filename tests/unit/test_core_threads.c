@@ -172,14 +172,14 @@ static void record_miss(struct uprobe *u, uprobe_regs_t *regs)
 }
 
 /*
- * A recording probe placed at the exec stop, before the dynamic linker has given the
- * main thread its TLS block: the agent names threads by their stack until the entry
- * point, then by %fs:0.  Every record must come from one of the workers, each with its
- * ITERS calls, none lost, and the library must have switched.
+ * A recording probe placed at the exec stop, before the dynamic linker (or a static
+ * program's start code) has given the main thread its TLS block: the agent names
+ * threads by their stack until the entry point (a static program's main), then by
+ * %fs:0.  Every record must come from one of the workers, each with its ITERS calls,
+ * none lost, and the library must have switched.
  */
-static void records_2(void **state)
+static void run_records(const char *prog)
 {
-	const char *prog = CORE_TARGET("core_threads");
 	char ibuf[16];
 	char *argv[] = {(char *)prog, (char *)"2", ibuf, NULL};
 	struct uprobe_capture cap = { .regs = 1ull << 14 }; /* rdi */
@@ -192,7 +192,6 @@ static void records_2(void **state)
 	enum uprobe_plan plan;
 	uint64_t lost = 1;
 
-	(void)state;
 	snprintf(ibuf, sizeof(ibuf), "%d", ITERS);
 	core_output_init(&plain);
 	core_output_init(&probed);
@@ -213,9 +212,9 @@ static void records_2(void **state)
 	assert_int_equal(plan, UPROBE_PLAN_FAST);
 	core_session_wait(&s, &probed, 30, NULL, NULL);
 	uprobe_lost(s.ctx, &u, &lost);
-	print_message("records_2: %" PRIu64 " records (%" PRIu64 " bad, %" PRIu64
+	print_message("%s: %" PRIu64 " records (%" PRIu64 " bad, %" PRIu64
 		      " unnamed), %" PRIu64 " lost; threads %u: %" PRIu64 " + %" PRIu64 "\n",
-		      seen.records, seen.bad, seen.unnamed, lost, seen.ntids, seen.per[0],
+		      prog, seen.records, seen.bad, seen.unnamed, lost, seen.ntids, seen.per[0],
 		      seen.per[1]);
 	core_assert_same_run(&plain, &probed);
 	assert_true(core_logged("records name threads by %fs:0"));
@@ -235,6 +234,18 @@ static void records_2(void **state)
 	core_output_cleanup(&probed);
 }
 
+static void records_2(void **state)
+{
+	(void)state;
+	run_records(CORE_TARGET("core_threads"));
+}
+
+static void records_static(void **state)
+{
+	(void)state;
+	run_records(CORE_TARGET("core_threads_static"));
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -242,6 +253,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(threads_2),
 		cmocka_unit_test(threads_8),
 		cmocka_unit_test(records_2),
+		cmocka_unit_test(records_static),
 	};
 
 	return core_main(argc, argv, tests, sizeof(tests) / sizeof(tests[0]));

@@ -300,6 +300,8 @@ bool core_logged(const char *needle)
 void core_session_new(struct core_session *s, const struct uprobe_ctx_opts *opts)
 {
 	memset(s, 0, sizeof(*s));
+	nlogged = 0;
+	logged[0] = 0;
 	if (opts)
 		s->opts = *opts;
 	s->opts.log = session_log;
