@@ -7,6 +7,8 @@
  * -1 meanwhile, so the kernel's system-call restart logic leaves our registers alone.
  * Without a vDSO the instruction is written at rip for the duration, which is only safe
  * when no other thread can execute there: the caller must have quiesced the process.
+ * Code of ours already in the process (the agent's page toucher) runs the same way,
+ * free instead of stepped, until the int3 it ends with.
  */
 #include "task/internal.h"
 
