@@ -604,6 +604,56 @@ static void test_remote_syscall(void **state)
 	up_engine_free(e);
 }
 
+/*
+ * Code of ours run in the process (up_task_call): a loop that writes a byte in each page
+ * of a range, ending in int3, changes the memory and leaves every register as it was;
+ * code that faults comes back -EFAULT, registers put back, and the process runs on
+ * unharmed to its own exit status.
+ */
+static void test_remote_call(void **state)
+{
+	/* 1: movb $7,(%rdi); add $4096,%rdi; cmp %rsi,%rdi; jb 1b; int3 */
+	static const uint8_t touch[] = { 0xc6, 0x07, 0x07, 0x48, 0x81, 0xc7, 0x00, 0x10, 0x00,
+					 0x00, 0x48, 0x39, 0xf7, 0x72, 0xf1, 0xcc };
+	/* movb $1,(%rdi); int3 -- with rdi 0 */
+	static const uint8_t fault[] = { 0xc6, 0x07, 0x01, 0xcc };
+	struct rec r;
+	struct up_engine *e = new_engine(&r);
+	struct up_proc *p = spawn(e, "exit", "3");
+	struct up_task *t = up_proc_first_task(p);
+	struct user_regs_struct before, after;
+	uint64_t args[6] = { 0, 4 * 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+			     MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0 };
+	int64_t ret = 0;
+	uint8_t b;
+	pid_t pid = up_proc_pid(p);
+
+	(void)state;
+	assert_int_equal(up_task_get_regs(t, &before), 0);
+	assert_int_equal(up_task_syscall(t, SYS_mmap, args, &ret), 0);
+	assert_true(ret > 0);
+	uint64_t code = (uint64_t)ret, data = code + 4096;
+
+	assert_int_equal(up_proc_write(p, code, touch, sizeof(touch)), 0);
+	assert_int_equal(up_proc_write(p, code + 64, fault, sizeof(fault)), 0);
+	assert_int_equal(up_task_call(t, code, code + sizeof(touch), data, data + 3 * 4096), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(up_proc_read(p, data + (uint64_t)i * 4096, &b, 1), 0);
+		assert_int_equal(b, 7);
+		assert_int_equal(up_proc_read(p, data + (uint64_t)i * 4096 + 1, &b, 1), 0);
+		assert_int_equal(b, 0);
+	}
+	assert_int_equal(up_task_get_regs(t, &after), 0);
+	assert_memory_equal(&before, &after, sizeof(before));
+	assert_int_equal(up_task_call(t, code + 64, code + 64 + sizeof(fault), 0, 0), -EFAULT);
+	assert_int_equal(up_task_get_regs(t, &after), 0);
+	assert_memory_equal(&before, &after, sizeof(before));
+	up_proc_resume(p);
+	assert_int_equal(up_engine_run(e, NULL), 0);
+	assert_int_equal(WEXITSTATUS(status_of(&r, pid)), 3);
+	up_engine_free(e);
+}
+
 /* straight from the process's memory, not through the engine */
 static uint8_t peek_mem(pid_t pid, uint64_t addr)
 {
@@ -1030,6 +1080,7 @@ int main(void)
 		cmocka_unit_test(test_attach_errors),
 		cmocka_unit_test(test_write_text_private),
 		cmocka_unit_test(test_remote_syscall),
+		cmocka_unit_test(test_remote_call),
 		cmocka_unit_test(test_remote_syscall_quiesced),
 		cmocka_unit_test(test_text_cache),
 		cmocka_unit_test(test_breakpoint_step),
