@@ -587,16 +587,19 @@ static void trap_unseen_fast(void **state)
 	assert_int_equal(uprobe_resume(s.ctx, s.pid), 0);
 	/* the first call traps there; nothing is dispatched meanwhile but the stops
 	   before it (the library's own one-shot probe at the entry point) */
-	for (double deadline = now_s() + 10;
-	     core_proc_state(s.pid) != 't' || core_stopped_pc(s.pid) != entry + 4 + 1;) {
+	for (double deadline = now_s() + 10;;) {
+		/* one look at the state a round: a stop seen is the one dispatched */
+		if (core_proc_state(s.pid) == 't') {
+			if (core_stopped_pc(s.pid) == entry + 4 + 1)
+				break;
+			uprobe_ctx_dispatch(s.ctx);
+		} else {
+			usleep(1000);
+		}
 		if (now_s() > deadline) {
 			kill(s.pid, SIGKILL);
 			fail_msg("pid %d did not reach the probe", (int)s.pid);
 		}
-		if (core_proc_state(s.pid) == 't')
-			uprobe_ctx_dispatch(s.ctx);
-		else
-			usleep(1000);
 	}
 	unregister_uprobe(s.ctx, &trap.u);
 	core_probe_init(&count, &s, entry);
