@@ -280,7 +280,8 @@ static struct uprobe_ctx *run_on_fast_path(struct bench *b, struct bench_workloa
 }
 
 static uint64_t nrecords;
-/* hits whose records a 4 MiB ring holds, six registers each (88 bytes; 128 counted) */
+/* hits whose records a 4 MiB ring holds: six registers and rip each (96-byte slots;
+   128 counted) */
 #define REC_FIT ((4l << 20) / 128)
 uint64_t bench_rec_lost;
 

@@ -318,11 +318,8 @@ static uint64_t tls_point(struct uproc *mm)
 static void tls_hit(struct uprobe *u, uprobe_regs_t *regs)
 {
 	struct uproc *mm = u->data;
-	struct ppt *q = ppt_lookup(mm, u->vaddr);
 
 	(void)regs;
-	if (q && q->ncons == 1)
-		mm->ctx->stats.hits--; /* not a hit of any of the user's probes */
 	unregister_uprobe(mm->ctx, u); /* queued: done once the hit is handled */
 }
 
@@ -341,7 +338,8 @@ void agent_watch_entry(struct uproc *mm)
 	/* a jmp over it would be broken by the int3 */
 	if (!entry || fast_overlapping(mm, entry, entry + 1))
 		return;
-	mm->tls_watch = (struct uprobe){ .pid = mm->pid, .vaddr = entry, .handler = tls_hit, .data = mm };
+	mm->tls_watch = (struct uprobe){ .pid = mm->pid, .vaddr = entry, .handler = tls_hit,
+					 .flags = UPROBE_F_OWN, .data = mm };
 	if (!arm(mm->ctx, mm, &mm->tls_watch))
 		mm->tls_watched = true;
 }

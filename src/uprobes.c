@@ -944,7 +944,8 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 		up_task_set_signal(t, SIGTRAP); /* the program's own int3 */
 		return UP_RESUME_CONT;
 	}
-	ctx->stats.hits++;
+	if (!(q->ncons == 1 && (q->cons[0]->flags & UPROBE_F_OWN)))
+		ctx->stats.hits++;
 	regs.rip = bp;
 	/* a thread the agent names by its stack may have its TLS block by now */
 	if (ut->notls && regs.fs_base && mm->agent)

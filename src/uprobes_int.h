@@ -27,6 +27,9 @@
 #define FAST_SLOTS 2 /* 128 bytes of trampoline */
 #define FAST_SLOTS_REC 6 /* 384 bytes of a recording trampoline */
 #define MAX_DELAYED 8
+/* u->flags of the library's own trap probes (the TLS watch): their hits are no hits
+   of the user's probes, so not counted in stats.hits */
+#define UPROBE_F_OWN (1u << 31)
 
 struct ppt {
 	struct ppt *next; /* hash chain, or the zombie list */

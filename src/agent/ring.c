@@ -344,12 +344,16 @@ void up_agent_no_fs0(struct up_agent *a)
 	__atomic_and_fetch(&a->ctl->flags, ~(UPA_F_FS0 | UPA_F_RSEQ), __ATOMIC_RELEASE);
 }
 
+/* glibc's rseq area known, and no thread found without one */
+static bool rseq_usable(const struct up_agent *a)
+{
+	return a->ctl->rseq_offset_at && !a->rseq_bad;
+}
+
 bool up_agent_fs0(struct up_agent *a)
 {
-	uint32_t f = UPA_F_FS0;
+	uint32_t f = UPA_F_FS0 | (rseq_usable(a) ? UPA_F_RSEQ : 0);
 
-	if (a->ctl->rseq_offset_at && !a->rseq_bad)
-		f |= UPA_F_RSEQ;
 	return !(__atomic_fetch_or(&a->ctl->flags, f, __ATOMIC_RELEASE) & UPA_F_FS0);
 }
 
@@ -357,15 +361,15 @@ void up_agent_rseq(struct up_agent *a, uint64_t offset_at, uint64_t size_at)
 {
 	a->ctl->rseq_offset_at = offset_at;
 	a->ctl->rseq_size_at = size_at;
-	if ((a->ctl->flags & UPA_F_FS0) && !a->rseq_bad)
-		__atomic_or_fetch(&a->ctl->flags, UPA_F_RSEQ, __ATOMIC_RELEASE);
+	if (a->ctl->flags & UPA_F_FS0)
+		up_agent_fs0(a);
 }
 
 bool up_agent_rseq_at(const struct up_agent *a, uint64_t *offset_at, uint64_t *size_at)
 {
 	*offset_at = a->ctl->rseq_offset_at;
 	*size_at = a->ctl->rseq_size_at;
-	return *offset_at && !a->rseq_bad;
+	return rseq_usable(a);
 }
 
 void up_agent_no_rseq(struct up_agent *a)
