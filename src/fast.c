@@ -23,6 +23,28 @@
 
 /* ---- the fast path ------------------------------------------------------------------ */
 
+struct agg_sum {
+	uint64_t hits;
+};
+
+static void agg_sum_one(void *arg, const uint64_t *key, unsigned nkey, const uint64_t *val,
+			unsigned nval)
+{
+	(void)key, (void)nkey, (void)nval;
+	((struct agg_sum *)arg)->hits += val[0];
+}
+
+/* An aggregating site's hits so far: its tables' counts and the hits they dropped. */
+static uint64_t agg_hits(struct uproc *mm, struct fastp *f)
+{
+	struct agg_sum s = { 0 };
+	uint64_t dropped = 0;
+
+	if (mm->agent)
+		up_agent_agg_read(mm->agent, f->desc, agg_sum_one, &s, &dropped);
+	return s.hits + dropped;
+}
+
 int read_counter(struct uproc *mm, struct fastp *f, struct up_task *t, uint64_t *v)
 {
 	int rc;
@@ -32,7 +54,7 @@ int read_counter(struct uproc *mm, struct fastp *f, struct up_task *t, uint64_t 
 
 		if (mm->agent)
 			up_agent_probe_counts(mm->agent, f->desc, &filtered, &lost);
-		*v = f->nrec + filtered + lost;
+		*v = f->nrec + filtered + lost + (f->agg ? agg_hits(mm, f) : 0);
 		f->last = *v;
 		return 0;
 	}
@@ -88,10 +110,10 @@ static void where_out_of_line(struct where *w, struct uproc *mm)
 								    : w->hull_hi;
 	}
 	if (mm->agent) {
-		uint64_t code = up_agent_entry(mm->agent) & ~4095ull;
+		uint64_t code = up_agent_entry(mm->agent) - UPA_ENTRY_OFF;
 
 		w->hull_lo = code < w->hull_lo ? code : w->hull_lo;
-		w->hull_hi = code + 4096 > w->hull_hi ? code + 4096 : w->hull_hi;
+		w->hull_hi = code + UPA_CODE_SIZE > w->hull_hi ? code + UPA_CODE_SIZE : w->hull_hi;
 	}
 }
 
@@ -543,6 +565,69 @@ static int build_desc(struct uprobe *u, struct upa_probe *d, struct upa_fetch *f
 	return 0;
 }
 
+/* An aggregating probe's struct upa_agg, from its capture's. */
+static int build_agg(const struct uprobe *u, struct upa_agg *g, char *why, size_t whylen)
+{
+	const struct uprobe_capture *cap = u->capture;
+	const struct uprobe_agg *in = cap->agg;
+	unsigned size = in->size ? in->size : 2048, words = 0;
+
+	memset(g, 0, sizeof(*g));
+	if (in->nkeys > UPA_AGG_KEYS || in->nvals > UPA_AGG_VALS || size & (size - 1) ||
+	    size > 1u << 20) {
+		snprintf(why, whylen, "an aggregation the agent cannot hold");
+		return -EINVAL;
+	}
+	g->order = (uint32_t)__builtin_ctz(size);
+	g->nkeys = in->nkeys;
+	g->nvals = in->nvals;
+	g->at_entry = in->at_entry;
+	for (unsigned i = 0; i < in->nkeys; i++) {
+		const struct uprobe_agg_key *k = &in->key[i];
+		struct upa_agg_key *o = &g->key[i];
+
+		if ((k->src == UPROBE_AGG_FETCH && k->fetch >= cap->nfetch) ||
+		    (k->src == UPROBE_AGG_DURATION && !u->ret_handler) || !k->words ||
+		    k->words > 255) {
+			snprintf(why, whylen, "key %u cannot be computed in-process", i + 1);
+			return -EINVAL;
+		}
+		o->src = k->src == UPROBE_AGG_STACK	 ? UPA_AGG_STACK
+			 : k->src == UPROBE_AGG_DURATION ? UPA_AGG_DURATION
+							 : UPA_AGG_FETCH;
+		o->xform = k->xform == UPROBE_AGG_LOG2	    ? UPA_AGG_LOG2
+			   : k->xform == UPROBE_AGG_BUCKETS ? UPA_AGG_BUCKETS
+							    : UPA_AGG_RAW;
+		o->buckets = k->buckets;
+		o->words = (uint8_t)k->words;
+		o->fetch = k->fetch;
+		words += k->words;
+	}
+	if (words > UPA_AGG_KEY_WORDS) {
+		snprintf(why, whylen, "a key of %u words (the agent takes %u)", words,
+			 UPA_AGG_KEY_WORDS);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < in->nvals; i++) {
+		const struct uprobe_agg_val *v = &in->val[i];
+		struct upa_agg_val *o = &g->val[i];
+
+		if ((v->src == UPROBE_AGG_FETCH && v->fetch >= cap->nfetch) ||
+		    (v->src == UPROBE_AGG_DURATION && !u->ret_handler) ||
+		    v->src == UPROBE_AGG_STACK) {
+			snprintf(why, whylen, "value %u cannot be computed in-process", i + 1);
+			return -EINVAL;
+		}
+		o->src = v->src == UPROBE_AGG_DURATION ? UPA_AGG_DURATION : UPA_AGG_FETCH;
+		o->op = v->op == UPROBE_AGG_MIN ? UPA_AGG_MIN
+			: v->op == UPROBE_AGG_MAX ? UPA_AGG_MAX
+						  : UPA_AGG_SUM;
+		o->is_signed = v->is_signed;
+		o->fetch = v->fetch;
+	}
+	return 0;
+}
+
 static int rec_slot(struct uproc *mm, struct fastp *f)
 {
 	if (f->id >= mm->nrecp) {
@@ -571,6 +656,7 @@ static int rec_desc(struct uproc *mm, struct up_task *t, struct fastp *f, char *
 	struct upa_fetch *fe = calloc(nf ? nf : 1, sizeof(*fe));
 	struct upa_cond *co = calloc(nc ? nc : 1, sizeof(*co));
 	struct upa_probe d;
+	struct upa_agg ag;
 	uint64_t save = 0;
 	int rc = -ENOMEM;
 
@@ -584,10 +670,17 @@ static int rec_desc(struct uproc *mm, struct up_task *t, struct fastp *f, char *
 		   saves every register, so the record can take any */
 		d.flags |= UPA_P_RETURN;
 	}
+	if (u->capture->agg) {
+		rc = build_agg(u, &ag, why, whylen);
+		if (rc)
+			goto out;
+		save |= 1ull << UPA_RBP; /* a stack key walks from it */
+	}
 	rc = agent_ensure(mm, t, why, whylen);
 	if (rc)
 		goto out;
-	rc = up_agent_probe_add(mm->agent, &d, fe, co, &f->desc, &f->id);
+	rc = up_agent_probe_add(mm->agent, &d, fe, co, u->capture->agg ? &ag : NULL, &f->desc,
+				&f->id);
 	if (rc) {
 		snprintf(why, whylen, rc == -E2BIG ? "a record would not fit the ring"
 						   : "no room for its descriptor (%s)",
@@ -595,6 +688,7 @@ static int rec_desc(struct uproc *mm, struct up_task *t, struct fastp *f, char *
 		goto out;
 	}
 	f->rec = true;
+	f->agg = u->capture->agg != NULL;
 	f->regs = d.regs;
 	f->save = save | 1ull << UPA_RSP; /* the agent names the thread by its stack */
 	rc = rec_slot(mm, f);
@@ -1034,13 +1128,58 @@ void record_trap_hit(struct uproc *up, struct up_task *t, struct uprobe *u,
 	u->record_handler(u, &rec);
 }
 
-/* A recording site's counts go into its uprobe (it is leaving the fast path). */
+struct agg_out {
+	struct uprobe *u;
+	uint64_t hits;
+	void (*fn)(void *arg, const struct uprobe_agg_entry *e);
+	void *arg;
+};
+
+static void agg_one(void *arg, const uint64_t *key, unsigned nkey, const uint64_t *val,
+		    unsigned nval)
+{
+	struct agg_out *o = arg;
+	struct uprobe_agg_entry e = { key, nkey, val, nval };
+
+	o->hits += val[0];
+	o->fn(o->arg, &e);
+}
+
+static void agg_to_handler(void *arg, const struct uprobe_agg_entry *e)
+{
+	struct uprobe *u = arg;
+
+	u->agg_handler(u, e);
+}
+
+/* Every entry of an aggregating site's tables to fn, then the dropped count; the hits. */
+static uint64_t agg_emit(struct uproc *mm, struct fastp *f,
+			 void (*fn)(void *arg, const struct uprobe_agg_entry *e), void *arg)
+{
+	struct agg_out o = { f->u, 0, fn, arg };
+	struct uprobe_agg_entry e = { NULL, 0, NULL, 1 };
+	uint64_t dropped = 0;
+
+	if (!mm->agent)
+		return 0;
+	up_agent_agg_read(mm->agent, f->desc, agg_one, &o, &dropped);
+	e.val = &dropped;
+	fn(arg, &e);
+	return o.hits + dropped;
+}
+
+/* A recording site's counts go into its uprobe (it is leaving the fast path); an
+   aggregating one's tables go to its agg_handler. */
 static void rec_settle(struct uproc *mm, struct fastp *f)
 {
 	uint64_t filtered = 0, lost = 0;
 
 	if (mm->agent)
 		up_agent_probe_counts(mm->agent, f->desc, &filtered, &lost);
+	if (f->agg && f->u->agg_handler)
+		f->u->nhits += agg_emit(mm, f, agg_to_handler, f->u);
+	else if (f->agg)
+		f->u->nhits += agg_hits(mm, f);
 	f->u->nhits += f->nrec + filtered + lost;
 	f->u->nlost += lost;
 	mm->ctx->stats.records_lost += lost;
@@ -1224,3 +1363,14 @@ int uprobe_lost(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *lost)
 	return 0;
 }
 
+
+int uprobe_agg_read(struct uprobe_ctx *ctx, const struct uprobe *u,
+		    void (*fn)(void *arg, const struct uprobe_agg_entry *e), void *arg)
+{
+	struct fastp *f = u->kimg && u->kind == KIND_FAST ? (struct fastp *)u->kimg : NULL;
+	struct uproc *up = f && f->agg ? uproc_of_pid(ctx, u->pid) : NULL;
+
+	if (up && f->patched)
+		agg_emit(mm_of(up), f, fn, arg);
+	return 0;
+}

@@ -804,6 +804,7 @@ static int push_rinst(struct utask *ut, uint64_t orig, uint64_t sp, struct uprob
 	ut->rs[ut->nrs].orig = orig;
 	ut->rs[ut->nrs].sp = sp;
 	ut->rs[ut->nrs].u = u;
+	ut->rs[ut->nrs].t0 = up_mono_ns();
 	ut->nrs++;
 	return 0;
 }
@@ -854,7 +855,7 @@ static enum up_resume on_return(struct uproc *up, struct up_task *t, struct utas
 	const unsigned w = word_size(up);
 	const uint64_t slot = ((regs->rsp & (w == 4 ? 0xffffffffULL : ~0ULL)) - w) &
 			      (w == 4 ? 0xffffffffULL : ~0ULL);
-	uint64_t orig = 0;
+	uint64_t orig = 0, now;
 	unsigned first;
 	bool found = false;
 
@@ -871,6 +872,7 @@ static enum up_resume on_return(struct uproc *up, struct up_task *t, struct utas
 			    -EFAULT);
 	orig = ut->rs[ut->nrs - 1].orig;
 	regs->rip = orig;
+	now = up_mono_ns();
 	agent_drain(mm_of(up));
 	ctx->in_handler = true;
 	ctx->cur_tid = up_task_tid(t);
@@ -879,7 +881,10 @@ static enum up_resume on_return(struct uproc *up, struct up_task *t, struct utas
 		struct uprobe *u = ut->rs[i].u;
 
 		if (u && u->kimg && u->ret_handler) {
+			ctx->in_return = true;
+			ctx->ret_ns = now - ut->rs[i].t0;
 			u->ret_handler(u, regs);
+			ctx->in_return = false;
 			found = true;
 		}
 		ctx->stats.returns++;
@@ -1713,6 +1718,14 @@ static int drain_ms(const struct uprobe_ctx *ctx)
 	if (ctx->ring_fill >= 4)
 		return 0;
 	return up_mono_ns() - ctx->rec_seen_ns < 200000000ull ? 1 : 10;
+}
+
+int uprobe_current_duration(struct uprobe_ctx *ctx, uint64_t *ns)
+{
+	if (!ctx->in_return)
+		return -ENOENT;
+	*ns = ctx->ret_ns;
+	return 0;
 }
 
 int uprobe_ctx_timeout(struct uprobe_ctx *ctx)

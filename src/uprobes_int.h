@@ -91,6 +91,7 @@ struct fastp {
 	bool shared; /* the counter is in the agent's region: readable after exec and exit */
 	/* a recording site: its descriptor in the shared region, its record id */
 	bool rec;
+	bool agg; /* rec, aggregating: its tables follow the descriptor */
 	uint64_t desc;
 	uint32_t id;
 	uint64_t regs;	 /* the frame words its records carry */
@@ -113,6 +114,7 @@ enum ut_state {
 /* A hijacked return: where it really goes, and where that address sits on the stack. */
 struct rinst {
 	uint64_t orig, sp;
+	uint64_t t0; /* CLOCK_MONOTONIC ns at the entry stop: the return's duration */
 	struct uprobe *u; /* NULL once unregistered */
 };
 
@@ -141,6 +143,8 @@ struct uprobe_ctx {
 	struct up_ubp_files files;
 	struct uprobe_stats stats;
 	bool in_handler;
+	bool in_return;	     /* a ret_handler runs: ret_ns is its return's duration */
+	uint64_t ret_ns;
 	bool brk; /* uprobe_ctx_break */
 	unsigned ring_fill;   /* the fullest ring at the last drain_all, in 256ths */
 	uint64_t rec_seen_ns; /* when records last came (or a recording site was placed) */

@@ -30,6 +30,7 @@ extern "C" {
 struct uprobe_ctx;
 struct uprobe_capture;
 struct uprobe_record;
+struct uprobe_agg_entry;
 struct uprobe_kimg; /* private: the probepoint a uprobe is armed on */
 
 /*
@@ -71,6 +72,14 @@ struct uprobe {
 	 */
 	const struct uprobe_capture *capture;
 	void (*record_handler)(struct uprobe *u, const struct uprobe_record *rec);
+	/*
+	 * An aggregating probe (capture->agg): called with every entry of its in-process
+	 * tables, and then the dropped count, when they go (unregistration, exit, exec,
+	 * the site leaving the fast path), so that uprobe_agg_read never sees them again.
+	 * Hits on the trap path are not aggregated by the library: handler/ret_handler
+	 * get them, as for a recording probe.
+	 */
+	void (*agg_handler)(struct uprobe *u, const struct uprobe_agg_entry *e);
 
 	/* private to the library */
 	struct uprobe_kimg *kimg; /* non-NULL while registered */
@@ -131,12 +140,70 @@ struct uprobe_cond {
 	int64_t value;
 };
 
+/*
+ * Aggregation: instead of a record per hit, the hit updates a table in the process's
+ * memory (one per CPU, merged by whoever reads them): the entry of its key -- up to
+ * UPROBE_AGG_KEYS fields, each a fetch's value (a number, optionally bucketed by log2
+ * or linearly, or a string's first len bytes), the entry-to-return duration of a return
+ * probe, or the user stack -- counts the hit and keeps a sum, min or max of each val.
+ * Nothing goes through the ring; a table that is full counts the hit as dropped.
+ */
+#define UPROBE_AGG_KEYS 3
+#define UPROBE_AGG_VALS 6
+#define UPROBE_AGG_STACK_MAX 32  /* frames of a stack key */
+#define UPROBE_AGG_STRING_MAX 256 /* bytes of a string key */
+
+enum uprobe_agg_src {
+	UPROBE_AGG_FETCH,    /* capture->fetch[fetch]'s value (a string: its bytes) */
+	UPROBE_AGG_DURATION, /* a return probe: ns from the function's entry to its return */
+	UPROBE_AGG_STACK,    /* keys only: the return addresses, innermost first */
+};
+enum uprobe_agg_xform { UPROBE_AGG_RAW, UPROBE_AGG_LOG2, UPROBE_AGG_BUCKETS };
+enum uprobe_agg_op { UPROBE_AGG_SUM, UPROBE_AGG_MIN, UPROBE_AGG_MAX };
+
+struct uprobe_agg_key {
+	enum uprobe_agg_src src;
+	unsigned fetch;
+	enum uprobe_agg_xform xform; /* numbers: LOG2 keeps ceil(log2(v)), BUCKETS v - v % buckets */
+	uint64_t buckets;
+	/* key words it takes: 1 for a number; a string's bytes / 8 (NUL-padded, up to
+	   UPROBE_AGG_STRING_MAX bytes); a stack's depth (0 after the last frame) */
+	unsigned words;
+};
+
+struct uprobe_agg_val {
+	enum uprobe_agg_src src; /* FETCH (a number) or DURATION */
+	unsigned fetch;
+	enum uprobe_agg_op op;
+	bool is_signed; /* MIN, MAX: compare as signed */
+};
+
+struct uprobe_agg {
+	unsigned nkeys;
+	struct uprobe_agg_key key[UPROBE_AGG_KEYS];
+	unsigned nvals;
+	struct uprobe_agg_val val[UPROBE_AGG_VALS];
+	unsigned size;	/* entries per table, a power of two; 0: 2048 */
+	bool at_entry;	/* stacks: the probe is a function's first instruction, so [rsp] is
+			   its caller's return address (rbp is still the caller's frame) */
+};
+
+/* A table entry: key words as the keys lay them out, val[0] the hits, then one word per
+   val.  key == NULL: val[0] is the number of hits dropped because a table was full. */
+struct uprobe_agg_entry {
+	const uint64_t *key;
+	unsigned nkey;
+	const uint64_t *val;
+	unsigned nval;
+};
+
 struct uprobe_capture {
 	uint64_t regs; /* bit i: word i of struct user_regs_struct (rip is always there) */
 	const struct uprobe_fetch *fetch;
 	unsigned nfetch;
 	const struct uprobe_cond *cond;
 	unsigned ncond;
+	const struct uprobe_agg *agg; /* non-NULL: aggregate, no records (agg_handler) */
 };
 
 /* One hit, as the fast path recorded it. */
@@ -241,6 +308,20 @@ UPROBE_API int uprobe_ctx_timeout(struct uprobe_ctx *ctx);
 
 /* Records of u dropped because the ring was full (fast path), so far. */
 UPROBE_API int uprobe_lost(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *lost);
+
+/*
+ * An aggregating probe's in-process tables as they are now: fn gets every entry of
+ * every table (a key may come once per table: the reader merges), then the dropped
+ * count (an entry with key NULL).  0 (also when u has no tables: nothing is called).
+ */
+UPROBE_API int uprobe_agg_read(struct uprobe_ctx *ctx, const struct uprobe *u,
+			       void (*fn)(void *arg, const struct uprobe_agg_entry *e), void *arg);
+
+/*
+ * From inside a ret_handler on the trap path: ns since the function's entry hit
+ * (its entry stop), in *ns.  -ENOENT outside a return.
+ */
+UPROBE_API int uprobe_current_duration(struct uprobe_ctx *ctx, uint64_t *ns);
 
 /* How the probed instruction of a registered u is executed. */
 UPROBE_API int uprobe_plan(struct uprobe_ctx *ctx, const struct uprobe *u,

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define UPA_MAGIC 0x746e656761707575ull /* "uupagent" */
-#define UPA_VERSION 2
+#define UPA_VERSION 3
 
 /* ctl.flags */
 #define UPA_F_FS0 1u /* %fs:0 names the thread (every thread has a TLS block); else its rsp */
@@ -43,6 +43,8 @@ struct upa_ctl {
 	/* UPA_F_RSEQ: where glibc's __rseq_offset and __rseq_size are (in ld.so), set by
 	   the time main runs; while the size is 0, lsl */
 	uint64_t rseq_offset_at, rseq_size_at;
+	/* TSC ticks to ns: ns = ticks * ns_mult >> 32 ($duration) */
+	uint64_t ns_mult;
 };
 
 /* A register frame: struct user_regs_struct's layout, word by word. */
@@ -84,8 +86,10 @@ struct upa_fetch {
 /* A condition on a fetched value: the record is written only if every one holds. */
 enum upa_cmp { UPA_EQ, UPA_NE, UPA_LT, UPA_LE, UPA_GT, UPA_GE, UPA_AND };
 
+#define UPA_COND_DURATION 0xffffffffu /* cond.fetch: a return's duration in ns */
+
 struct upa_cond {
-	uint32_t fetch; /* index into the probe's fetches */
+	uint32_t fetch; /* index into the probe's fetches, or UPA_COND_DURATION */
 	uint32_t op;	/* enum upa_cmp */
 	int64_t value;
 };
@@ -93,6 +97,7 @@ struct upa_cond {
 /* desc.flags */
 #define UPA_P_ENABLED 1u
 #define UPA_P_RETURN 2u /* a return probe: the entry hijacks the return, the return records */
+#define UPA_P_AGG 4u	/* aggregate into the tables of the struct upa_agg after the conds */
 
 /*
  * A hijacked return: the stack slot that held the return address (the key; 0 free,
@@ -107,7 +112,7 @@ struct upa_rt {
 	uint64_t key;
 	uint64_t orig;
 	uint64_t desc;
-	uint64_t pad;
+	uint64_t tsc; /* at the entry: the return's duration */
 };
 
 /* The blob: the ctl's address (a word the tracer writes), the return trampoline at
@@ -117,8 +122,61 @@ struct upa_rt {
 #define UPA_TOUCH_OFF 224
 #define UPA_TOUCH_LEN 16
 #define UPA_ENTRY_OFF 256
+#define UPA_CODE_SIZE 8192 /* the blob's mapping: it must fit */
 
-/* A probe's descriptor, in the heap; fetches then conditions follow it. */
+/*
+ * Aggregation (UPA_P_AGG): a hit updates the entry of its key in one of ntables tables
+ * (the CPU's, cpu & (ntables - 1): another thread may share it, so every update is an
+ * atomic), instead of writing a record.  An entry is entry_words words:
+ *
+ *   [state][key: key_words][hits][val: nvals]
+ *
+ * state 0 is free, 1 claimed (its key and initial vals being written), else the key's
+ * hash (agent/agg.h), published last.  A thread that finds a slot claimed moves on, so
+ * a key may sit in two slots of one table: the reader merges.  A hit that finds no slot
+ * within UPA_AGG_PROBES is counted in dropped.
+ */
+#define UPA_AGG_PROBES 32
+#define UPA_AGG_KEYS 3
+#define UPA_AGG_VALS 6
+#define UPA_AGG_KEY_WORDS 96 /* in all: three 256-byte strings, or a 32-frame stack */
+
+enum upa_agg_src { UPA_AGG_FETCH, UPA_AGG_DURATION, UPA_AGG_STACK };
+enum upa_agg_xform { UPA_AGG_RAW, UPA_AGG_LOG2, UPA_AGG_BUCKETS };
+enum upa_agg_op { UPA_AGG_SUM, UPA_AGG_MIN, UPA_AGG_MAX };
+
+struct upa_agg_key {
+	uint8_t src;   /* enum upa_agg_src */
+	uint8_t xform; /* enum upa_agg_xform */
+	uint8_t words; /* 1; a string's bytes / 8; a stack's frames */
+	uint8_t pad;
+	uint32_t fetch;
+	uint64_t buckets;
+};
+
+struct upa_agg_val {
+	uint8_t src; /* FETCH or DURATION */
+	uint8_t op;  /* enum upa_agg_op */
+	uint8_t is_signed;
+	uint8_t pad;
+	uint32_t fetch;
+};
+
+struct upa_agg {
+	uint64_t tables;      /* their address in the target */
+	uint32_t ntables;     /* a power of two */
+	uint32_t order;	      /* 1 << order entries a table */
+	uint32_t nkeys, nvals;
+	uint32_t key_words, entry_words;
+	uint32_t at_entry;    /* stacks: a function's first instruction ([rsp] is the caller) */
+	uint32_t pad;
+	uint64_t dropped;     /* hits that found no room */
+	struct upa_agg_key key[UPA_AGG_KEYS];
+	struct upa_agg_val val[UPA_AGG_VALS];
+};
+
+/* A probe's descriptor, in the heap; fetches, conditions and (UPA_P_AGG) a struct
+   upa_agg follow it. */
 struct upa_probe {
 	uint64_t ctl;	/* the ctl's address in the target */
 	uint32_t id;	/* the records' probe id */

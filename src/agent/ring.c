@@ -29,6 +29,7 @@ extern const size_t up_agent_blob_size;
 
 #define PAGE 4096u
 #define CTL_SIZE PAGE
+#define CODE_SIZE UPA_CODE_SIZE
 #define HEAP_SIZE (8u << 20)
 #define RTAB_ORDER 14 /* 16384 hijacked returns at a time */
 #define RTAB_SIZE ((size_t)sizeof(struct upa_rt) << RTAB_ORDER)
@@ -138,10 +139,10 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	a->ring_off = a->heap_off + HEAP_SIZE;
 	a->ring_size = ring;
 	a->code_off = a->ring_off + ring;
-	a->size = a->code_off + PAGE;
+	a->size = a->code_off + CODE_SIZE;
 	data_len = a->code_off;
-	if (up_agent_blob_size > PAGE) {
-		snprintf(why, whylen, "the agent is larger than a page");
+	if (up_agent_blob_size > CODE_SIZE) {
+		snprintf(why, whylen, "the agent is larger than its mapping");
 		rc = -E2BIG;
 		goto fail;
 	}
@@ -159,12 +160,12 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 		rc = rsys(t, NR_MMAP, at, data_len, PROT_READ | PROT_WRITE, flags, (uint64_t)fd, 0,
 			  (int64_t *)&a->data_addr);
 	if (!rc)
-		rc = rsys(t, NR_MMAP, at ? at + data_len : 0, PAGE, PROT_READ | PROT_EXEC, flags,
+		rc = rsys(t, NR_MMAP, at ? at + data_len : 0, CODE_SIZE, PROT_READ | PROT_EXEC, flags,
 			  (uint64_t)fd, a->code_off, (int64_t *)&a->code_addr);
 	if (!rc)
 		rc = rsys(t, NR_MADVISE, a->data_addr, data_len, MADV_DONTFORK, 0, 0, 0, &r);
 	if (!rc)
-		rc = rsys(t, NR_MADVISE, a->code_addr, PAGE, MADV_DONTFORK, 0, 0, 0, &r);
+		rc = rsys(t, NR_MADVISE, a->code_addr, CODE_SIZE, MADV_DONTFORK, 0, 0, 0, &r);
 	if (!rc) { /* the ring's pages in place now, not as a page fault in some later hit
 		      (best effort: MADV_POPULATE_WRITE is Linux 5.14) */
 		rsys(t, NR_MADVISE, a->data_addr + a->ring_off, ring, MADV_POPULATE_WRITE_, 0, 0, 0,
@@ -204,6 +205,7 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	a->ctl->rtab = a->data_addr + a->rtab_off;
 	a->ctl->rtab_order = RTAB_ORDER;
 	a->ctl->ret_tramp = a->code_addr + UPA_RET_OFF;
+	a->ctl->ns_mult = (uint64_t)(ns_per_tick() * 4294967296.0);
 	memcpy(a->map + a->code_off, up_agent_blob, up_agent_blob_size);
 	memcpy(a->map + a->code_off, &a->data_addr, 8); /* the blob's first word: the ctl */
 	/* every page of the region touched by the process itself (see upa_touch); best
@@ -225,7 +227,7 @@ unmap:
 	if (a->data_addr && a->data_addr < (uint64_t)-4096)
 		rsys(t, NR_MUNMAP, a->data_addr, data_len, 0, 0, 0, 0, &r);
 	if (a->code_addr && a->code_addr < (uint64_t)-4096)
-		rsys(t, NR_MUNMAP, a->code_addr, PAGE, 0, 0, 0, 0, &r);
+		rsys(t, NR_MUNMAP, a->code_addr, CODE_SIZE, 0, 0, 0, 0, &r);
 	rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
 fail:
 	free(a);
@@ -336,7 +338,7 @@ void up_agent_stack(struct up_agent *a, uint64_t lo, uint64_t hi, pid_t tid)
 
 bool up_agent_has_code(const struct up_agent *a, uint64_t addr)
 {
-	return a->code_addr && addr >= a->code_addr && addr - a->code_addr < PAGE;
+	return a->code_addr && addr >= a->code_addr && addr - a->code_addr < CODE_SIZE;
 }
 
 void up_agent_no_fs0(struct up_agent *a)
@@ -411,16 +413,51 @@ uint32_t up_agent_record_size(uint64_t regs, const struct upa_fetch *f, unsigned
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
+/* Tables for one CPU each, up to 16 of them (more CPUs share, atomically). */
+static unsigned agg_ntables(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_CONF);
+	unsigned t = 1;
+
+	while (t < (unsigned)(n > 0 ? n : 1) && t < 16)
+		t <<= 1;
+	return t;
+}
+
 int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa_fetch *f,
-		       const struct upa_cond *c, uint64_t *addr, uint32_t *id)
+		       const struct upa_cond *c, const struct upa_agg *agg, uint64_t *addr,
+		       uint32_t *id)
 {
 	size_t len = sizeof(*d) + d->nfetch * sizeof(*f) + d->ncond * sizeof(*c);
+	size_t tables = 0, tab_off = 0;
+	struct upa_agg g;
 	uint8_t *at;
 
-	d->max_record = up_agent_record_size(d->regs, f, d->nfetch);
-	if (d->max_record > a->ring_size / 4)
-		return -E2BIG;
+	if (agg) {
+		g = *agg;
+		g.key_words = 0;
+		for (unsigned i = 0; i < g.nkeys; i++)
+			g.key_words += g.key[i].words;
+		if (g.nkeys > UPA_AGG_KEYS || g.nvals > UPA_AGG_VALS ||
+		    g.key_words > UPA_AGG_KEY_WORDS || g.order > 20)
+			return -EINVAL;
+		g.entry_words = 1 + g.key_words + 1 + g.nvals;
+		g.ntables = agg_ntables();
+		g.dropped = 0;
+		d->flags |= UPA_P_AGG;
+		d->max_record = 0;
+		len += sizeof(g);
+		tables = (size_t)g.ntables * g.entry_words * 8u << g.order;
+	} else {
+		d->max_record = up_agent_record_size(d->regs, f, d->nfetch);
+		if (d->max_record > a->ring_size / 4)
+			return -E2BIG;
+	}
 	len = UPA_ALIGN8(len);
+	if (tables) {
+		tab_off = (a->heap_used + len + 63) & ~(size_t)63; /* a cache line each */
+		len = tab_off + tables - a->heap_used;
+	}
 	if (a->heap_used + len > HEAP_SIZE)
 		return -ENOSPC;
 	if (a->nids == a->capids) {
@@ -439,6 +476,12 @@ int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa
 	memcpy(at, d, sizeof(*d));
 	memcpy(at + sizeof(*d), f, d->nfetch * sizeof(*f));
 	memcpy(at + sizeof(*d) + d->nfetch * sizeof(*f), c, d->ncond * sizeof(*c));
+	if (agg) {
+		/* tables come zeroed: the heap is a fresh memfd's, used once */
+		g.tables = a->data_addr + a->heap_off + tab_off;
+		memcpy(at + sizeof(*d) + d->nfetch * sizeof(*f) + d->ncond * sizeof(*c), &g,
+		       sizeof(g));
+	}
 	*addr = a->data_addr + a->heap_off + a->heap_used;
 	*id = d->id;
 	a->heap_used += len;
@@ -462,6 +505,42 @@ uint64_t up_agent_read(const struct up_agent *a, uint64_t addr)
 static struct upa_probe *desc_at(const struct up_agent *a, uint64_t addr)
 {
 	return (struct upa_probe *)(a->map + (addr - a->data_addr));
+}
+
+static struct upa_agg *agg_of(const struct up_agent *a, uint64_t addr)
+{
+	struct upa_probe *d = desc_at(a, addr);
+
+	if (!(d->flags & UPA_P_AGG))
+		return NULL;
+	return (struct upa_agg *)((uint8_t *)(d + 1) + d->nfetch * sizeof(struct upa_fetch) +
+				  d->ncond * sizeof(struct upa_cond));
+}
+
+void up_agent_agg_read(const struct up_agent *a, uint64_t addr,
+		       void (*fn)(void *arg, const uint64_t *key, unsigned nkey,
+				  const uint64_t *val, unsigned nval),
+		       void *arg, uint64_t *dropped)
+{
+	const struct upa_agg *g = agg_of(a, addr);
+	const uint64_t *t;
+	size_t n;
+
+	*dropped = 0;
+	if (!g)
+		return;
+	t = (const uint64_t *)(a->map + (g->tables - a->data_addr));
+	n = (size_t)g->ntables << g->order;
+	for (size_t i = 0; i < n; i++, t += g->entry_words) {
+		uint64_t st = __atomic_load_n(&t[0], __ATOMIC_ACQUIRE), v[1 + UPA_AGG_VALS];
+
+		if (st <= 1)
+			continue; /* free, or its first hit is still being set up */
+		for (unsigned j = 0; j <= g->nvals; j++)
+			v[j] = __atomic_load_n(&t[1 + g->key_words + j], __ATOMIC_RELAXED);
+		fn(arg, t + 1, g->key_words, v, 1 + g->nvals);
+	}
+	*dropped = __atomic_load_n(&g->dropped, __ATOMIC_RELAXED);
 }
 
 void up_agent_probe_enable(struct up_agent *a, uint64_t addr, bool on)

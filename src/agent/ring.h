@@ -77,11 +77,23 @@ void up_agent_no_rseq(struct up_agent *a); /* some thread has no such area: for 
 
 /*
  * A probe's descriptor: d (its id and ctl are filled here), then its fetches and
- * conditions.  *addr is where the trampoline finds it.  -ENOSPC when the heap is full,
- * -E2BIG when one record could not fit the ring.
+ * conditions, then, for an aggregating probe (agg non-NULL: UPA_P_AGG is set here),
+ * agg with its tables made in the heap (agg->order, nkeys, key, nvals, val and at_entry
+ * given; the rest is filled here).  *addr is where the trampoline finds it.  -ENOSPC
+ * when the heap is full, -E2BIG when one record could not fit the ring.
  */
 int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa_fetch *f,
-		       const struct upa_cond *c, uint64_t *addr, uint32_t *id);
+		       const struct upa_cond *c, const struct upa_agg *agg, uint64_t *addr,
+		       uint32_t *id);
+/*
+ * An aggregating descriptor's tables as they are: fn gets each published entry (key
+ * words, then hits and the vals), every table's in turn; then *dropped.  A thread may
+ * be updating an entry meanwhile: its hit is in this read or the next.
+ */
+void up_agent_agg_read(const struct up_agent *a, uint64_t addr,
+		       void (*fn)(void *arg, const uint64_t *key, unsigned nkey,
+				  const uint64_t *val, unsigned nval),
+		       void *arg, uint64_t *dropped);
 /* Switches a descriptor's records (and counts) on or off. */
 void up_agent_probe_enable(struct up_agent *a, uint64_t addr, bool on);
 /*

@@ -5,7 +5,9 @@
  * descriptor set up here.  Checks the record layout, fault-safe reads (a bad pointer,
  * a string running into an unmapped page), conditions, a full ring, the pad at the
  * ring's end, up_agent_rec_read's view of the memory entries, and the cpu taken from
- * glibc's rseq area or, without one, from lsl.
+ * glibc's rseq area or, without one, from lsl; and aggregation: keys (numbers with
+ * log2 and buckets, strings, stacks, durations), sums and extremes, a full table, and
+ * two threads hitting one table with no hit lost or counted twice.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +26,7 @@
 #include <cmocka.h>
 
 #include "agent/abi.h"
+#include "agent/agg.h"
 #include "agent/ring.h"
 
 extern const uint8_t up_agent_blob[];
@@ -504,6 +507,291 @@ static void test_cpu(void **state)
 	ctl->flags = UPA_F_FS0;
 }
 
+
+/* ---- aggregation ----------------------------------------------------------------------- */
+
+/* An aggregating descriptor: d, nfetch fetches, no conditions, the agg, its tables. */
+struct aprobe {
+	struct upa_probe d;
+	struct upa_fetch f[2];
+	struct upa_agg g;
+};
+
+#define AGG_ORDER 6
+
+static uint64_t agg_tables[8 << AGG_ORDER][1 + UPA_AGG_KEY_WORDS + 1 + UPA_AGG_VALS];
+
+/* nfetch is 2, always: the agg's place depends on it */
+static void aprobe_init(struct aprobe *p, unsigned nkeys, unsigned nvals, unsigned words)
+{
+	memset(p, 0, sizeof(*p));
+	memset(agg_tables, 0, sizeof(agg_tables));
+	p->d.ctl = (uint64_t)(uintptr_t)ctl;
+	p->d.flags = UPA_P_ENABLED | UPA_P_AGG;
+	p->d.vaddr = 0x401000;
+	p->d.nfetch = 2;
+	p->f[0].base = UPA_BASE_REG, p->f[0].reg = UPA_RDI, p->f[0].reg_size = 8, p->f[0].size = 8;
+	p->f[1].base = UPA_BASE_REG, p->f[1].reg = UPA_RSI, p->f[1].reg_size = 8, p->f[1].size = 8;
+	p->g.tables = (uint64_t)(uintptr_t)agg_tables;
+	p->g.ntables = 2;
+	p->g.order = AGG_ORDER;
+	p->g.nkeys = nkeys;
+	p->g.nvals = nvals;
+	p->g.key_words = words;
+	/* the entries are entry_words apart: agg_tables' rows are wider, so use a flat view */
+	p->g.entry_words = 1 + words + 1 + nvals;
+}
+
+/* The merged count and vals of key (words words), over both tables; false if absent. */
+static bool agg_find(const struct aprobe *p, const uint64_t *key, uint64_t *hits, uint64_t *val)
+{
+	const uint64_t *t = (const uint64_t *)agg_tables;
+	bool found = false;
+
+	*hits = 0;
+	for (size_t i = 0; i < ((size_t)p->g.ntables << p->g.order); i++, t += p->g.entry_words) {
+		if (t[0] <= 1 || memcmp(t + 1, key, p->g.key_words * 8))
+			continue;
+		assert_int_equal(t[0], upa_agg_hash(key, p->g.key_words));
+		*hits += t[1 + p->g.key_words];
+		for (unsigned j = 0; j < p->g.nvals && val; j++)
+			val[j] = t[2 + p->g.key_words + j]; /* one thread: one entry */
+		found = true;
+	}
+	return found;
+}
+
+static uint64_t agg_total(const struct aprobe *p)
+{
+	const uint64_t *t = (const uint64_t *)agg_tables;
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < ((size_t)p->g.ntables << p->g.order); i++, t += p->g.entry_words)
+		if (t[0] > 1)
+			n += t[1 + p->g.key_words];
+	return n;
+}
+
+static void test_agg_log2_and_vals(void **state)
+{
+	static const uint64_t sizes[] = { 0, 1, 2, 3, 4, 5, 8, 9, 1000, 1024, 1025 };
+	uint64_t frame[UPA_NREGS] = { 0 }, k, hits, val[3];
+	struct aprobe p;
+
+	(void)state;
+	reset();
+	aprobe_init(&p, 1, 3, 1);
+	p.g.key[0] = (struct upa_agg_key){ .src = UPA_AGG_FETCH, .xform = UPA_AGG_LOG2, .words = 1 };
+	p.g.val[0] = (struct upa_agg_val){ .src = UPA_AGG_FETCH, .fetch = 1, .op = UPA_AGG_SUM };
+	p.g.val[1] = (struct upa_agg_val){ .fetch = 1, .op = UPA_AGG_MIN, .is_signed = 1 };
+	p.g.val[2] = (struct upa_agg_val){ .fetch = 1, .op = UPA_AGG_MAX, .is_signed = 1 };
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		frame[UPA_RDI] = sizes[i];
+		frame[UPA_RSI] = (uint64_t)(int64_t)(i % 2 ? -(int64_t)i : (int64_t)i);
+		entry(frame, &p.d);
+	}
+	assert_int_equal(ctl->head, 0); /* no record */
+	assert_int_equal(agg_total(&p), 11);
+	/* 0 and 1: 2^0; 2: 2^1; 3, 4: 2^2; 5, 8: 2^3; 9: 2^4; 1000, 1024: 2^10; 1025: 2^11 */
+	k = 0, assert_true(agg_find(&p, &k, &hits, val)), assert_int_equal(hits, 2);
+	assert_int_equal((int64_t)val[0], 0 - 1), assert_int_equal((int64_t)val[1], -1);
+	assert_int_equal((int64_t)val[2], 0);
+	k = 2, assert_true(agg_find(&p, &k, &hits, val)), assert_int_equal(hits, 2);
+	assert_int_equal((int64_t)val[0], -3 + 4);
+	assert_int_equal((int64_t)val[1], -3), assert_int_equal((int64_t)val[2], 4);
+	k = 10, assert_true(agg_find(&p, &k, &hits, val)), assert_int_equal(hits, 2);
+	k = 11, assert_true(agg_find(&p, &k, &hits, val)), assert_int_equal(hits, 1);
+	k = 5, assert_false(agg_find(&p, &k, &hits, val));
+	/* disabled: nothing counted */
+	p.d.flags &= ~UPA_P_ENABLED;
+	entry(frame, &p.d);
+	assert_int_equal(agg_total(&p), 11);
+}
+
+static void test_agg_buckets_and_full(void **state)
+{
+	uint64_t frame[UPA_NREGS] = { 0 }, k, hits;
+	struct aprobe p;
+
+	(void)state;
+	aprobe_init(&p, 1, 0, 1);
+	p.g.key[0] = (struct upa_agg_key){ .xform = UPA_AGG_BUCKETS, .buckets = 10, .words = 1 };
+	for (uint64_t v = 0; v < 1000; v++) {
+		frame[UPA_RDI] = v;
+		entry(frame, &p.d);
+	}
+	k = 0, assert_true(agg_find(&p, &k, &hits, NULL)), assert_int_equal(hits, 10);
+	k = 630, assert_true(agg_find(&p, &k, &hits, NULL)), assert_int_equal(hits, 10);
+	/* 100 keys in tables of 64: what found no room is dropped, and counted */
+	assert_int_equal(agg_total(&p) + p.g.dropped, 1000);
+	assert_true(p.g.dropped > 0);
+}
+
+static void test_agg_string_key(void **state)
+{
+	static const char name[] = "LANG_SOMEWHAT_LONGER_THAN_THE_KEY";
+	uint64_t frame[UPA_NREGS] = { 0 }, key[2] = { 0, 0 }, hits;
+	struct aprobe p;
+
+	(void)state;
+	aprobe_init(&p, 1, 0, 2);
+	p.f[0].final = UPA_FINAL_STRING, p.f[0].final_len = 4095;
+	p.g.key[0] = (struct upa_agg_key){ .words = 2 };
+	frame[UPA_RDI] = (uint64_t)(uintptr_t)name;
+	entry(frame, &p.d);
+	entry(frame, &p.d);
+	memcpy(key, name, 15); /* cut at 2 words less the NUL */
+	assert_true(agg_find(&p, key, &hits, NULL)), assert_int_equal(hits, 2);
+	frame[UPA_RDI] = (uint64_t)(uintptr_t)"ab";
+	entry(frame, &p.d);
+	memset(key, 0, sizeof(key)), memcpy(key, "ab", 2);
+	assert_true(agg_find(&p, key, &hits, NULL)), assert_int_equal(hits, 1);
+	frame[UPA_RDI] = 0x10; /* unreadable */
+	entry(frame, &p.d);
+	memset(key, 0, sizeof(key)), memcpy(key, "(fault)", 7);
+	assert_true(agg_find(&p, key, &hits, NULL)), assert_int_equal(hits, 1);
+}
+
+static void test_agg_stack_key(void **state)
+{
+	/* frames: fp0 = {fp1, 0x1111}, fp1 = {fp2, 0x2222}, fp2 = {0, 0x3333}; [rsp] 0x4444 */
+	uint64_t stack[16] = { 0 }, frame[UPA_NREGS] = { 0 }, key[5], hits;
+	struct aprobe p;
+
+	(void)state;
+	stack[0] = 0x4444;
+	stack[4] = (uint64_t)(uintptr_t)&stack[8], stack[5] = 0x1111;
+	stack[8] = (uint64_t)(uintptr_t)&stack[12], stack[9] = 0x2222;
+	stack[12] = 0, stack[13] = 0x3333;
+	frame[UPA_RSP] = (uint64_t)(uintptr_t)&stack[0];
+	frame[UPA_RBP] = (uint64_t)(uintptr_t)&stack[4];
+	aprobe_init(&p, 1, 0, 5);
+	p.g.key[0] = (struct upa_agg_key){ .src = UPA_AGG_STACK, .words = 5 };
+	p.g.at_entry = 1;
+	entry(frame, &p.d);
+	key[0] = 0x401000, key[1] = 0x4444, key[2] = 0x1111, key[3] = 0x2222, key[4] = 0x3333;
+	assert_true(agg_find(&p, key, &hits, NULL)), assert_int_equal(hits, 1);
+	/* not at entry, and a chain that points down and at unmapped memory: cut there */
+	p.g.at_entry = 0;
+	stack[8] = (uint64_t)(uintptr_t)&stack[2];
+	entry(frame, &p.d);
+	key[1] = 0x1111, key[2] = 0x2222, key[3] = 0, key[4] = 0;
+	assert_true(agg_find(&p, key, &hits, NULL)), assert_int_equal(hits, 1);
+	frame[UPA_RBP] = 0x1000;
+	entry(frame, &p.d);
+	key[1] = 0, key[2] = 0;
+	assert_true(agg_find(&p, key, &hits, NULL)), assert_int_equal(hits, 1);
+}
+
+#define AGG_N 1000000
+static struct aprobe agg_mt;
+static volatile int agg_go;
+
+static void *agg_thread(void *arg)
+{
+	uint64_t frame[UPA_NREGS] = { 0 };
+
+	while (!agg_go)
+		;
+	for (uint64_t i = 0; i < AGG_N; i++) {
+		frame[UPA_RDI] = i % 16;
+		frame[UPA_RSI] = (uintptr_t)arg + i;
+		entry(frame, &agg_mt.d);
+	}
+	return NULL;
+}
+
+static void test_agg_two_threads(void **state)
+{
+	pthread_t th[2];
+	uint64_t total = 0;
+	cpu_set_t all;
+
+	(void)state;
+	CPU_ZERO(&all);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		CPU_SET(c, &all);
+	sched_setaffinity(0, sizeof(all), &all);
+	aprobe_init(&agg_mt, 1, 1, 1);
+	agg_mt.g.ntables = 1; /* one table for both: the atomics are what keeps it exact */
+	agg_mt.g.val[0] = (struct upa_agg_val){ .fetch = 1, .op = UPA_AGG_SUM };
+	agg_go = 0;
+	for (uintptr_t t = 0; t < 2; t++)
+		assert_int_equal(pthread_create(&th[t], NULL, agg_thread, (void *)(t * 7)), 0);
+	agg_go = 1;
+	for (int t = 0; t < 2; t++)
+		pthread_join(th[t], NULL);
+	for (uint64_t k = 0; k < 16; k++) {
+		const uint64_t *t = (const uint64_t *)agg_tables;
+		uint64_t hits = 0, sum = 0, want = 0;
+
+		for (size_t i = 0; i < (1u << AGG_ORDER); i++, t += agg_mt.g.entry_words) {
+			if (t[0] > 1 && t[1] == k) {
+				hits += t[2];
+				sum += t[3];
+			}
+		}
+		for (uint64_t i = k; i < AGG_N; i += 16)
+			want += 2 * i + 7;
+		assert_int_equal(hits, 2 * AGG_N / 16);
+		assert_int_equal(sum, want);
+		total += hits;
+	}
+	assert_int_equal(total, 2 * AGG_N);
+	assert_int_equal(agg_mt.g.dropped, 0);
+}
+
+static void test_agg_duration(void **state)
+{
+	uint64_t stack[4] = { 0x5555, 0, 0, 0 }, frame[UPA_NREGS] = { 0 }, key = 0, val = 0;
+	uint64_t (*ret)(uint64_t *, struct upa_ctl *);
+	struct upa_rt rt[1u << 4];
+	struct aprobe p;
+
+	(void)state;
+	memset(rt, 0, sizeof(rt));
+	ctl->rtab = (uint64_t)(uintptr_t)rt;
+	ctl->rtab_order = 4;
+	ctl->ret_tramp = (uint64_t)(uintptr_t)(code + UPA_RET_OFF);
+	ctl->ns_mult = 1ull << 32; /* a tick a ns */
+	aprobe_init(&p, 1, 1, 1);
+	p.d.flags |= UPA_P_RETURN;
+	p.g.key[0] = (struct upa_agg_key){ .src = UPA_AGG_DURATION, .xform = UPA_AGG_LOG2,
+					   .words = 1 };
+	p.g.val[0] = (struct upa_agg_val){ .src = UPA_AGG_DURATION, .op = UPA_AGG_MAX };
+	frame[UPA_RSP] = (uint64_t)(uintptr_t)&stack[0];
+	entry(frame, &p.d);
+	assert_int_equal(stack[0], ctl->ret_tramp); /* hijacked */
+	/* upa_return is not exported: the trampoline calls it, after "mov %rsp,%rdi;
+	   mov upa_ctl_word(%rip),%rsi" (48 89 e7 48 8b 35 disp32), with a call rel32 */
+	ret = NULL;
+	for (unsigned i = UPA_RET_OFF; i + 16 < UPA_TOUCH_OFF; i++) {
+		static const uint8_t pat[] = { 0x48, 0x89, 0xe7, 0x48, 0x8b, 0x35 };
+		int32_t rel;
+
+		if (memcmp(code + i, pat, sizeof(pat)) || code[i + 10] != 0xe8)
+			continue;
+		memcpy(&rel, code + i + 11, 4);
+		ret = (uint64_t (*)(uint64_t *, struct upa_ctl *))(void *)(code + i + 15 + rel);
+		break;
+	}
+	assert_non_null(ret);
+	frame[UPA_RSP] += 8; /* as after the ret */
+	assert_int_equal(ret(frame, ctl), 0x5555);
+	assert_int_equal(agg_total(&p), 1);
+	{
+		const uint64_t *t = (const uint64_t *)agg_tables;
+
+		for (size_t i = 0; i < (2u << AGG_ORDER); i++, t += p.g.entry_words)
+			if (t[0] > 1)
+				key = t[1], val = t[3];
+	}
+	/* some ticks passed: the key is the log2 of the duration kept as the val */
+	assert_true(val > 0);
+	assert_int_equal(key, upa_agg_log2(val));
+	ctl->rtab = 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -514,6 +802,12 @@ int main(void)
 		cmocka_unit_test(test_full_ring_and_pad),
 		cmocka_unit_test(test_cpu),
 		cmocka_unit_test(test_two_writers),
+		cmocka_unit_test(test_agg_log2_and_vals),
+		cmocka_unit_test(test_agg_buckets_and_full),
+		cmocka_unit_test(test_agg_string_key),
+		cmocka_unit_test(test_agg_stack_key),
+		cmocka_unit_test(test_agg_two_threads),
+		cmocka_unit_test(test_agg_duration),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

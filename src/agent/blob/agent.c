@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "agent/abi.h"
+#include "agent/agg.h"
 
 #define NR_PROCESS_VM_READV 310
 #define PAGE 4096u
@@ -270,24 +271,223 @@ static struct upa_rec *reserve(struct upa_ctl *ctl, uint32_t size)
 	return (struct upa_rec *)(ring + off);
 }
 
+/* Every condition holds (dur: a return's duration in ns); else the hit is counted as
+   filtered. */
+static int passes(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame, uint64_t dur)
+{
+	const struct upa_fetch *f = (const struct upa_fetch *)(d + 1);
+	const struct upa_cond *c = (const struct upa_cond *)(f + d->nfetch);
+	uint64_t v;
+
+	for (unsigned i = 0; i < d->ncond; i++) {
+		int ok;
+
+		if (c[i].fetch == UPA_COND_DURATION) {
+			ok = holds(&c[i], dur, 0);
+		} else {
+			const struct upa_fetch *cf = &f[c[i].fetch];
+
+			ok = !fetch(ctl, frame, cf, NULL, &v) && holds(&c[i], v, cf->is_signed);
+		}
+		if (!ok) {
+			__atomic_fetch_add(&d->filtered, 1, __ATOMIC_RELAXED);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* ---- aggregation ------------------------------------------------------------------ */
+
+/* A string key: its bytes up to the NUL (cut at words * 8 - 1), NUL-padded; one that
+   cannot be read is "(fault)", as the tracer prints it. */
+static void agg_string(const struct upa_ctl *ctl, uint64_t *w, unsigned words, uint64_t addr)
+{
+	uint8_t *b = (uint8_t *)w;
+	uint32_t max = words * 8 - 1, got = 0;
+
+	for (unsigned i = 0; i < words; i++)
+		w[i] = 0;
+	while (got < max) {
+		uint64_t a = addr + got;
+		uint32_t chunk = PAGE - (uint32_t)(a & (PAGE - 1)), i;
+
+		if (chunk > max - got)
+			chunk = max - got;
+		if (read_mem(ctl, b + got, a, chunk)) {
+			if (!got)
+				copy(b, "(fault)", 8);
+			else
+				b[got] = 0;
+			return;
+		}
+		for (i = 0; i < chunk && b[got + i]; i++)
+			;
+		if (i < chunk) {
+			got += i;
+			break;
+		}
+		got += chunk;
+	}
+	for (uint32_t i = got; i < words * 8; i++)
+		b[i] = 0;
+}
+
+/*
+ * A stack key: the hit's address, its caller's return address at [rsp] when the hit is
+ * a function's first instruction, then the frame-pointer chain: [rbp + 8] is a return
+ * address, [rbp] the next frame, which must lie above it.  Every read is checked; the
+ * walk stops at a zero, a frame that does not go up, or words frames.  The tracer's
+ * walk on the trap path is the same, so the keys agree.
+ */
+static void agg_stack(const struct upa_ctl *ctl, const struct upa_probe *d,
+		      const struct upa_agg *a, const uint64_t *frame, uint64_t *w, unsigned words)
+{
+	unsigned n = 0;
+	uint64_t fp = frame[UPA_RBP], pair[2];
+
+	w[n++] = d->flags & UPA_P_RETURN ? frame[UPA_RIP] : d->vaddr;
+	if (a->at_entry && !(d->flags & UPA_P_RETURN) && n < words &&
+	    !read_mem(ctl, &pair[1], frame[UPA_RSP], 8) && pair[1])
+		w[n++] = pair[1];
+	while (n < words && fp && !(fp & 7) && !read_mem(ctl, pair, fp, 16) && pair[1]) {
+		w[n++] = pair[1];
+		if (pair[0] <= fp)
+			break;
+		fp = pair[0];
+	}
+	while (n < words)
+		w[n++] = 0;
+}
+
+static void agg_min(uint64_t *p, uint64_t v, int is_signed)
+{
+	uint64_t o = __atomic_load_n(p, __ATOMIC_RELAXED);
+
+	while (is_signed ? (int64_t)v < (int64_t)o : v < o)
+		if (__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			break;
+}
+
+static void agg_max(uint64_t *p, uint64_t v, int is_signed)
+{
+	uint64_t o = __atomic_load_n(p, __ATOMIC_RELAXED);
+
+	while (is_signed ? (int64_t)v > (int64_t)o : v > o)
+		if (__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			break;
+}
+
+/* A hit of an aggregating probe: the key, then its entry in this CPU's table. */
+static void aggregate(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame,
+		      uint64_t dur)
+{
+	const struct upa_fetch *f = (const struct upa_fetch *)(d + 1);
+	struct upa_agg *a = (struct upa_agg *)((const struct upa_cond *)(f + d->nfetch) + d->ncond);
+	uint64_t key[UPA_AGG_KEY_WORDS], val[UPA_AGG_VALS], v, h, *t, *e = 0, mask;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < a->nkeys; i++) {
+		const struct upa_agg_key *k = &a->key[i];
+
+		if (k->src == UPA_AGG_STACK) {
+			agg_stack(ctl, d, a, frame, key + n, k->words);
+			n += k->words;
+			continue;
+		}
+		if (k->src == UPA_AGG_DURATION) {
+			v = dur;
+		} else if (f[k->fetch].final == UPA_FINAL_STRING) {
+			const struct upa_fetch *sf = &f[k->fetch];
+
+			/* the string's address: the value before its type's masking */
+			if (fetch(ctl, frame, sf, NULL, &v))
+				v = 0, agg_string(ctl, key + n, k->words, 0);
+			else
+				agg_string(ctl, key + n, k->words, v + (uint64_t)sf->final_off);
+			n += k->words;
+			continue;
+		} else if (fetch(ctl, frame, &f[k->fetch], NULL, &v)) {
+			v = 0; /* a read that faulted counts as 0, on the trap path too */
+		}
+		if (k->xform == UPA_AGG_LOG2)
+			v = upa_agg_log2(v);
+		else if (k->xform == UPA_AGG_BUCKETS)
+			v = upa_agg_bucket(v, k->buckets);
+		key[n++] = v;
+	}
+	for (unsigned i = 0; i < a->nvals; i++) {
+		const struct upa_agg_val *x = &a->val[i];
+
+		if (x->src == UPA_AGG_DURATION)
+			val[i] = dur;
+		else if (fetch(ctl, frame, &f[x->fetch], NULL, &val[i]))
+			val[i] = 0;
+	}
+	h = upa_agg_hash(key, n);
+	mask = (1ull << a->order) - 1;
+	t = (uint64_t *)a->tables +
+	    (uint64_t)(cpu_number(ctl) & (a->ntables - 1)) * a->entry_words * (mask + 1);
+	for (unsigned i = 0; i < UPA_AGG_PROBES; i++) {
+		uint64_t *s = t + ((h + i) & mask) * a->entry_words;
+		uint64_t st = __atomic_load_n(s, __ATOMIC_ACQUIRE);
+		unsigned j;
+
+		if (st == 0) {
+			if (!__atomic_compare_exchange_n(s, &st, 1, 0, __ATOMIC_ACQUIRE,
+							 __ATOMIC_ACQUIRE))
+				continue; /* taken meanwhile: by this key perhaps, merged later */
+			for (j = 0; j < n; j++)
+				s[1 + j] = key[j];
+			s[1 + n] = 0;
+			for (j = 0; j < a->nvals; j++) {
+				const struct upa_agg_val *x = &a->val[j];
+
+				s[2 + n + j] = x->op == UPA_AGG_MIN   ? (x->is_signed ? ~0ull >> 1 : ~0ull)
+					       : x->op == UPA_AGG_MAX ? (x->is_signed ? 1ull << 63 : 0)
+								       : 0;
+			}
+			__atomic_store_n(s, h, __ATOMIC_RELEASE);
+			e = s;
+			break;
+		}
+		if (st != h)
+			continue;
+		for (j = 0; j < n && s[1 + j] == key[j]; j++)
+			;
+		if (j == n) {
+			e = s;
+			break;
+		}
+	}
+	if (!e) {
+		__atomic_fetch_add(&a->dropped, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_fetch_add(&e[1 + n], 1, __ATOMIC_RELAXED);
+	for (unsigned j = 0; j < a->nvals; j++) {
+		uint64_t *p = &e[2 + n + j];
+
+		if (a->val[j].op == UPA_AGG_MIN)
+			agg_min(p, val[j], a->val[j].is_signed);
+		else if (a->val[j].op == UPA_AGG_MAX)
+			agg_max(p, val[j], a->val[j].is_signed);
+		else
+			__atomic_fetch_add(p, val[j], __ATOMIC_RELAXED);
+	}
+}
+
+/* ---- records ---------------------------------------------------------------------- */
+
 /* The record of a hit (ret: a return, frame[UPA_RIP] where it returned to). */
 static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame, int ret)
 {
 	const struct upa_fetch *f = (const struct upa_fetch *)(d + 1);
-	const struct upa_cond *c = (const struct upa_cond *)(f + d->nfetch);
 	struct upa_rec *r;
 	struct out o;
 	uint64_t regs, v;
 	uint32_t sp;
 
-	for (unsigned i = 0; i < d->ncond; i++) {
-		const struct upa_fetch *cf = &f[c[i].fetch];
-
-		if (fetch(ctl, frame, cf, NULL, &v) || !holds(&c[i], v, cf->is_signed)) {
-			__atomic_fetch_add(&d->filtered, 1, __ATOMIC_RELAXED);
-			return;
-		}
-	}
 	r = reserve(ctl, d->max_record);
 	if (!r) {
 		__atomic_fetch_add(&ctl->lost, 1, __ATOMIC_RELAXED);
@@ -318,6 +518,18 @@ static inline struct upa_rt *rt_at(const struct upa_ctl *ctl, uint64_t key, unsi
 	return (struct upa_rt *)ctl->rtab + ((((key >> 3) * 0x9e3779b97f4a7c15ull >> 20) + i) & mask);
 }
 
+/* A hit that is to count: aggregated or recorded. */
+static void hit(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame, int ret,
+		uint64_t dur)
+{
+	if (!(d->flags & UPA_P_ENABLED) || !passes(ctl, d, frame, dur))
+		return;
+	if (d->flags & UPA_P_AGG)
+		aggregate(ctl, d, frame, dur);
+	else
+		record(ctl, d, frame, ret);
+}
+
 /* A return probe's entry: the return address at [rsp] is remembered and replaced. */
 static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame)
 {
@@ -334,6 +546,7 @@ static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 							      __ATOMIC_RELAXED))) {
 			e->orig = *ra;
 			e->desc = (uint64_t)d;
+			e->tsc = tsc();
 			*ra = ctl->ret_tramp;
 			return;
 		}
@@ -353,13 +566,13 @@ __attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl)
 		uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
 
 		if (k == slot) {
-			uint64_t orig = e->orig;
+			uint64_t orig = e->orig, t = tsc() - e->tsc;
 			struct upa_probe *d = (struct upa_probe *)e->desc;
+			uint64_t dur = (uint64_t)((unsigned __int128)t * ctl->ns_mult >> 32);
 
 			__atomic_store_n(&e->key, UPA_RT_TOMB, __ATOMIC_RELEASE);
 			frame[UPA_RIP] = orig;
-			if (d->flags & UPA_P_ENABLED)
-				record(ctl, d, frame, 1);
+			hit(ctl, d, frame, 1, dur);
 			return orig;
 		}
 		if (k == UPA_RT_FREE)
@@ -425,7 +638,5 @@ upa_entry(uint64_t *frame, struct upa_probe *d)
 		hijack(ctl, d, frame); /* also while disabled: the return decides */
 		return;
 	}
-	if (!(d->flags & UPA_P_ENABLED))
-		return;
-	record(ctl, d, frame, 0);
+	hit(ctl, d, frame, 0, 0);
 }

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The arithmetic of aggregation that the in-process agent (blob/agent.c) and the
+ * tracer (trace/hist.c, for hits taken on the trap path) must do alike, so that a
+ * table comes out the same whichever path a hit took.  Freestanding: no libc, only
+ * static inline functions on fixed-width integers.  Prefix: upa_agg_.
+ */
+#ifndef UPROBE_AGENT_AGG_H
+#define UPROBE_AGENT_AGG_H
+
+#include <stdint.h>
+
+/* The kernel's .log2 key: ilog2(roundup_pow_of_two(v)), i.e. ceil(log2(v)); 0 and 1
+   both land in 2^0. */
+static inline uint64_t upa_agg_log2(uint64_t v)
+{
+	if (v <= 1)
+		return 0;
+	return 64 - (uint64_t)__builtin_clzll(v - 1);
+}
+
+/* The kernel's .buckets=N key: v rounded down to a multiple of n (n > 0).  The agent
+   has no libgcc: a 64-bit division is one instruction on x86-64. */
+static inline uint64_t upa_agg_bucket(uint64_t v, uint64_t n)
+{
+	return n ? v - v % n : v;
+}
+
+/* A key's hash: FNV-1a over its words, never 0 or 1 (the table's free and busy). */
+static inline uint64_t upa_agg_hash(const uint64_t *w, unsigned n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (unsigned i = 0; i < n; i++) {
+		h ^= w[i];
+		h *= 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	return h < 2 ? h + 2 : h;
+}
+
+#endif
