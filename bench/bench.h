@@ -39,6 +39,12 @@ enum bench_tool {
 	T_FAST_BURST, /* the same for the calibrated run: the tracer's reading falls behind */
 	T_KERNEL,
 	T_BPFTRACE,
+	T_AGG_LOG2,   /* uprobe trace -t: a log2 histogram of the first argument, in-process */
+	T_AGG_KEY,    /* uprobe trace -t: a count keyed by the first argument's low byte */
+	T_AGG_LAT,    /* uprobe trace -t: a log2 histogram of entry-to-return latency */
+	T_BPF_LOG2,   /* the same three questions asked of bpftrace */
+	T_BPF_KEY,
+	T_BPF_LAT,
 	T_GDB,
 	T_FLOOR,
 	T_FLOOR_FOLLOW, /* the tracer placed as the engine does: on the tracee's last CPU */

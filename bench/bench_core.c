@@ -37,13 +37,16 @@
 const char *const bench_tool_names[T_NTOOLS] = {
 	"unprobed loop",    "uprobe (library)", "uprobe, pinned",   "uprobe trace -c",
 	"uprobe fast path", "fast path, records", "records, burst", "kernel (tracefs)", "bpftrace",
+	"uprobe log2 hist", "uprobe keyed count", "uprobe latency", "bpftrace hist()",
+	"bpftrace @[k]=count", "bpftrace latency",
 	"gdb dprintf",
 	"ptrace floor",	    "floor, following", "floor-samecpu",    "floor-diffcpu",
 };
 const char *const bench_tool_keys[T_NTOOLS] = {
 	"baseline", "uprobe",	     "uprobe_pinned",   "uprobe_cli",	 "uprobe_fast", "uprobe_fast_rec",
 	"uprobe_fast_burst",
-	"kernel",   "bpftrace",	     "gdb",		"floor",	 "floor_following",
+	"kernel",   "bpftrace",	     "uprobe_hist_log2", "uprobe_hist_keyed", "uprobe_hist_latency",
+	"bpftrace_hist_log2", "bpftrace_hist_keyed", "bpftrace_hist_latency", "gdb",		"floor",	 "floor_following",
 	"floor_samecpu", "floor_diffcpu",
 };
 
@@ -446,6 +449,104 @@ static double run_cli(struct bench *b, struct bench_workload *w, long n)
 	return bench_read_loop_ns(b);
 }
 
+/* ---- aggregation: uprobe trace -t, and the same questions of bpftrace ---- */
+
+/* The probed function's location as a spec target, and its first argument. */
+static const char *agg_target(struct bench *b, struct bench_workload *w, char *buf, size_t len)
+{
+	if (w->kind == BK_MALLOC)
+		snprintf(buf, len, "%s:malloc", b->libc);
+	else
+		snprintf(buf, len, "%s:%s", b->target, w->sym);
+	return buf;
+}
+
+/*
+ * uprobe trace with a hist trigger: (T_AGG_LOG2) keys=a.log2 over the first argument,
+ * (T_AGG_KEY) keys=a over its low byte (256 keys: the loop counter of (a)-(c), malloc's
+ * 16 + (i & 255) * 8 of (f)), (T_AGG_LAT) keys=$duration.log2 of a return probe.  The
+ * table's Totals must say n hits and none dropped.
+ */
+static double run_agg(struct bench *b, struct bench_workload *w, long n, int tool)
+{
+	char spec[PATH_MAX + 256], trig[128], where[PATH_MAX + 64], nbuf[32];
+	char *argv[] = { (char *)b->cli, "trace", "-e", spec, "-t", trig, "--", (char *)b->target,
+			 (char *)w->mode, nbuf, NULL };
+	const char *hits_at, *drop_at;
+	char *out;
+	int status;
+
+	snprintf(nbuf, sizeof(nbuf), "%ld", n);
+	agg_target(b, w, where, sizeof(where));
+	if (tool == T_AGG_LAT) {
+		snprintf(spec, sizeof(spec), "r:ubench/%s %s", w->key, where);
+		snprintf(trig, sizeof(trig), "ubench/%s:hist:keys=$duration.log2", w->key);
+	} else {
+		snprintf(spec, sizeof(spec), "p:ubench/%s %s a=%%di:%s", w->key, where,
+			 tool == T_AGG_KEY && w->kind != BK_MALLOC ? "b8@0/64" : "u64");
+		snprintf(trig, sizeof(trig), "ubench/%s:hist:keys=a%s", w->key,
+			 tool == T_AGG_LOG2 ? ".log2" : "");
+	}
+	out = run_capture(argv, &status);
+	check_exit("uprobe trace -t", status);
+	hits_at = strstr(out, "    Hits: ");
+	drop_at = strstr(out, "    Dropped: ");
+	if (!hits_at || !drop_at || atol(hits_at + 10) != n || atol(drop_at + 13) != 0)
+		bench_die("uprobe trace -t '%s' on (%s) %s: %ld hits, %ld dropped, expected %ld",
+			  trig, w->key, w->label, hits_at ? atol(hits_at + 10) : -1,
+			  drop_at ? atol(drop_at + 13) : -1, n);
+	free(out);
+	return bench_read_loop_ns(b);
+}
+
+/* The same questions of bpftrace; its maps are printed at the end: their counts summed. */
+static double run_bpf_agg(struct bench *b, struct bench_workload *w, long n, int tool)
+{
+	char script[PATH_MAX * 2 + 512], cmd[PATH_MAX + 64], where[PATH_MAX + 64], filt[32];
+	char *argv[] = { "bpftrace", "-e", script, "-c", cmd, NULL };
+	char *out, *p;
+	long sum = 0;
+	int status;
+
+	agg_target(b, w, where, sizeof(where));
+	snprintf(filt, sizeof(filt), "%s", w->kind == BK_MALLOC ? "/pid == cpid/ " : "");
+	if (tool == T_BPF_LAT)
+		snprintf(script, sizeof(script),
+			 "uprobe:%s %s{ @s[tid] = nsecs; } uretprobe:%s %s/@s[tid]/ "
+			 "{ @h = hist(nsecs - @s[tid]); delete(@s[tid]); } END { clear(@s); }",
+			 where, filt, where, filt);
+	else if (tool == T_BPF_KEY)
+		snprintf(script, sizeof(script), "uprobe:%s %s{ @h[arg0 & 255] = count(); }", where,
+			 filt);
+	else
+		snprintf(script, sizeof(script), "uprobe:%s %s{ @h = hist(arg0); }", where, filt);
+	snprintf(cmd, sizeof(cmd), "%s %s %ld", b->target, w->mode, n);
+	out = run_capture(argv, &status);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		bench_die("bpftrace on (%s) %s failed (status 0x%x)", w->key, w->label, status);
+	/* hist rows "[lo, hi)  count |@@@|", keyed rows "@h[k]: count" */
+	for (p = out; (p = strchr(p, '\n')); p++) {
+		const char *l = p + 1, *bar = strchr(l, '|');
+
+		if (!strncmp(l, "@h[", 3) && strstr(l, "]: "))
+			sum += atol(strstr(l, "]: ") + 3);
+		else if (*l == '[' && bar) {
+			const char *q = bar;
+
+			while (q > l && q[-1] == ' ')
+				q--;
+			while (q > l && q[-1] >= '0' && q[-1] <= '9')
+				q--;
+			sum += atol(q);
+		}
+	}
+	free(out);
+	if (sum != n)
+		bench_die("bpftrace on (%s) %s: %ld in its map, expected %ld", w->key, w->label,
+			  sum, n);
+	return bench_read_loop_ns(b);
+}
+
 /* ---- bpftrace ---- */
 
 /*
@@ -679,6 +780,14 @@ static double run_one(struct bench *b, int wi, int tool, long n)
 		return bench_kernel_run(b, wi, n);
 	case T_BPFTRACE:
 		return run_bpftrace(b, w, n);
+	case T_AGG_LOG2:
+	case T_AGG_KEY:
+	case T_AGG_LAT:
+		return run_agg(b, w, n, tool);
+	case T_BPF_LOG2:
+	case T_BPF_KEY:
+	case T_BPF_LAT:
+		return run_bpf_agg(b, w, n, tool);
 	case T_GDB:
 		return run_gdb(b, w, n);
 	case T_FLOOR:
@@ -882,6 +991,13 @@ static void setup(struct bench *b, const char *build)
 		c[T_KERNEL].skip = b->kernel_skip;
 		c[T_BPFTRACE].used = true;
 		c[T_BPFTRACE].skip = b->bpftrace_skip;
+		/* the aggregation questions: on (a)-(c) and (f) */
+		if (w->kind == BK_ENTRY || w->kind == BK_MALLOC) {
+			for (int t = T_AGG_LOG2; t <= T_BPF_LAT; t++)
+				c[t].used = true;
+			for (int t = T_BPF_LOG2; t <= T_BPF_LAT; t++)
+				c[t].skip = b->bpftrace_skip;
+		}
 		c[T_GDB].used = true;
 		if (w->kind == BK_RET)
 			c[T_GDB].skip = "gdb's dprintf has no return probe";

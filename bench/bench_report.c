@@ -17,7 +17,9 @@ static const char *const colors[T_NTOOLS] = {
 	[T_BASE] = "#999999",	      [T_UPROBE] = "#1f77b4",	  [T_UPROBE_PIN] = "#9ecae1",
 	[T_UPROBE_CLI] = "#6baed6",   [T_FAST] = "#d62728",	  [T_KERNEL] = "#9467bd",
 	[T_FAST_REC] = "#e377c2",     [T_FAST_BURST] = "#f7b6d2",
-	[T_BPFTRACE] = "#2ca02c",     [T_GDB] = "#ff7f0e",	  [T_FLOOR] = "#ffbb78",
+	[T_BPFTRACE] = "#2ca02c",     [T_GDB] = "#ff7f0e",
+	[T_AGG_LOG2] = "#b2182b",     [T_AGG_KEY] = "#ef8a62",	  [T_AGG_LAT] = "#fddbc7",
+	[T_BPF_LOG2] = "#1b7837",     [T_BPF_KEY] = "#7fbf7b",	  [T_BPF_LAT] = "#d9f0d3",	  [T_FLOOR] = "#ffbb78",
 	[T_FLOOR_FOLLOW] = "#e7ba52", [T_FLOOR_SAME] = "#8c564b", [T_FLOOR_DIFF] = "#c49c94",
 };
 
@@ -53,13 +55,15 @@ static const struct bench_cell *floor_cell(const struct bench *b)
 	return NULL;
 }
 
-enum { R_UK, R_UB, R_GU, R_UF, R_KF, R_KR, R_GF, NRATIOS };
+enum { R_UK, R_UB, R_GU, R_UF, R_KF, R_KR, R_GF, R_BH, R_BK, R_BL, R_KH, NRATIOS };
 /* uprobe: the trap path (a stop a hit); fast: a counting probe on the fast path;
    records: a recording probe on the fast path (the agent and the ring) */
 static const char *const ratio_names[NRATIOS] = { "uprobe/kernel", "uprobe/bpftrace",
 						  "gdb/uprobe",	   "uprobe/floor",
 						  "kernel/fast",   "kernel/records",
-						  "gdb/fast" };
+						  "gdb/fast",	   "bpftrace/uprobe hist",
+						  "bpftrace/uprobe keyed", "bpftrace/uprobe latency",
+						  "kernel event/uprobe hist" };
 
 /* NAN where a side is missing */
 static void ratios(const struct bench *b, int wi, double *r)
@@ -78,6 +82,14 @@ static void ratios(const struct bench *b, int wi, double *r)
 		r[R_KF] = has(fa) && has(k) ? k->med / fa->med : NAN;
 		r[R_KR] = has(fr) && has(k) ? k->med / fr->med : NAN;
 		r[R_GF] = has(fa) && has(g) ? g->med / fa->med : NAN;
+	}
+	{
+		const struct bench_cell *c = b->cell[wi];
+
+		r[R_BH] = has(&c[T_AGG_LOG2]) && has(&c[T_BPF_LOG2]) ? c[T_BPF_LOG2].med / c[T_AGG_LOG2].med : NAN;
+		r[R_BK] = has(&c[T_AGG_KEY]) && has(&c[T_BPF_KEY]) ? c[T_BPF_KEY].med / c[T_AGG_KEY].med : NAN;
+		r[R_BL] = has(&c[T_AGG_LAT]) && has(&c[T_BPF_LAT]) ? c[T_BPF_LAT].med / c[T_AGG_LAT].med : NAN;
+		r[R_KH] = has(&c[T_AGG_LOG2]) && has(k) ? k->med / c[T_AGG_LOG2].med : NAN;
 	}
 }
 
@@ -115,7 +127,12 @@ static void print_table(const struct bench *b)
 	       "as many hits as it holds: none may\nbe lost (checked).  records, burst: the "
 	       "same probe for the calibrated run, far longer: what\nthe tracer has not read "
 	       "when the ring is full is dropped (lost), and costs less than a written\n"
-	       "record; records + lost checked.\n\n");
+	       "record; records + lost checked.\n"
+	       "uprobe log2 hist / keyed count / latency: `uprobe trace -t` with keys=a.log2 "
+	       "(the first argument),\nkeys=a (its low byte: 256 keys) and, on a return probe, "
+	       "keys=$duration.log2 (per call: entry\nand return), aggregated in-process; the "
+	       "table's Totals must be every hit, none dropped.\nbpftrace: hist(arg0), "
+	       "@[arg0 & 255] = count(), and hist(nsecs - @start[tid]) over uprobe+uretprobe.\n\n");
 	printf("%-30s %-18s %9s %10s  %s\n", "workload", "tool", "hits/run", "ns/hit",
 	       "[min - max]");
 	for (int i = 0; i < b->nw; i++) {

@@ -147,3 +147,11 @@ add_test(NAME trace.fast.records
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_fast.py $<TARGET_FILE:uprobe-cli>
     $<TARGET_FILE:fast_rec>)
 set_tests_properties(trace.fast.records PROPERTIES TIMEOUT 180)
+
+# ---- histograms: in-process aggregation against the trap path and the kernel -----------
+uprobe_core_target(hist_prog hist_prog.c THREADS)
+set_property(TARGET hist_prog APPEND PROPERTY COMPILE_OPTIONS -fno-omit-frame-pointer)
+add_test(NAME trace.hist
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_hist.py $<TARGET_FILE:uprobe-cli>
+    $<TARGET_FILE:hist_prog>)
+set_tests_properties(trace.hist PROPERTIES TIMEOUT 300)

@@ -589,6 +589,12 @@ int up_kb_enable(struct up_kb *kb)
 		}
 	}
 	if (kb->o.pid_filter > 0) {
+		/* the process's threads and children too, as the ptrace backend follows them
+		   (set_event_pid names tasks: without event-fork a thread's hits are lost) */
+		err = inst_write(kb, "options/event-fork", "1", O_TRUNC);
+		if (err < 0)
+			kb_log(&kb->o, "cannot set options/event-fork: %s: threads created later "
+				       "are not reported", strerror(-err));
 		snprintf(num, sizeof(num), "%d", (int)kb->o.pid_filter);
 		err = inst_write(kb, "set_event_pid", num, O_TRUNC);
 		if (err < 0) {

@@ -22,8 +22,10 @@
 #include "trace/fetch.h"
 #include "trace/filter.h"
 #include "trace/format.h"
+#include "trace/hist.h"
 #include "trace/session.h"
 #include "trace/spec.h"
+#include "trace/stack.h"
 
 struct tspec {
 	struct up_spec spec;
@@ -39,8 +41,12 @@ struct tspec {
 	bool removed;	   /* up_trace_remove: gone, its index kept */
 	bool enabled;	   /* events/GRP/EVENT/enable */
 	unsigned index;	   /* in tr->specs */
-	struct uprobe_cond conds[UP_FILTER_MAX]; /* --filter, on this event's arguments */
+	struct uprobe_cond conds[2 * UP_FILTER_MAX]; /* --filter and the trigger's, on this
+							event's arguments */
 	unsigned nconds;
+	/* --trigger: the event's hits are aggregated into hist's table, not printed */
+	struct up_hist *hist;
+	char *hist_text;
 };
 
 struct tproc;
@@ -51,6 +57,8 @@ struct tprobe {
 	struct uprobe_fetch *fetch;
 	struct uprobe_cond *cond;
 	bool recording, counted;
+	struct uprobe_agg agg; /* a hist's probe: what the agent aggregates */
+	int aval[UP_HIST_VALS_MAX]; /* hist val i is the agent's val aval[i] (-1: hitcount) */
 	struct up_trace *tr;
 	struct tspec *ts;
 	struct tproc *tp;
@@ -65,6 +73,7 @@ struct tproc {
 	bool *armed; /* per spec */
 	struct tprobe *probes;
 	struct uprobe ldso; /* the dynamic linker's _dl_debug_state */
+	struct up_stack_syms *syms; /* names of stack addresses, made on demand */
 	struct up_trace *tr;
 };
 
@@ -437,6 +446,397 @@ static void report_record(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 	}
 }
 
+/* ---- histograms (--trigger) ----------------------------------------------------------- */
+
+#define HIST_TEXT_MAX 4096 /* a key field as text: a string, a symbol, a named stack */
+
+static struct up_stack_syms *syms_of(struct tproc *tp)
+{
+	if (!tp->syms)
+		tp->syms = up_stack_syms_new(tp->pid);
+	return tp->syms;
+}
+
+/* A stack's addresses as the key's text: one named frame a line. */
+static const char *stack_text(struct tproc *tp, const uint64_t *addr, unsigned n, char *buf,
+			      size_t size)
+{
+	struct up_spec_buf b = { buf, size, 0 };
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < n && addr[i]; i++) {
+		char name[512];
+
+		up_stack_name(syms_of(tp), addr[i], name, sizeof(name));
+		up_spec_buf_printf(&b, "%s%s", i ? "\n" : "", name);
+	}
+	return buf;
+}
+
+/* A number as the agent sees it: s-types sign-extended from their size. */
+static uint64_t hist_num(const struct up_fetch_value *v)
+{
+	uint64_t u = v->err ? 0 : v->u;
+
+	if (!v->err && v->type.kind == UP_TYPE_S && v->type.size && v->type.size < 8 &&
+	    (u >> (v->type.size * 8 - 1) & 1))
+		u |= ~0ull << (v->type.size * 8);
+	return u;
+}
+
+/* A .sym or .sym-offset key's text: the function that holds the address. */
+static const char *sym_text(struct tproc *tp, const struct up_hist_field *f, uint64_t v,
+			    char *buf, size_t size)
+{
+	if (f->mod != UP_HIST_MOD_SYM && f->mod != UP_HIST_MOD_SYM_OFFSET)
+		return NULL;
+	up_stack_name(syms_of(tp), v, buf, size);
+	if (f->mod == UP_HIST_MOD_SYM) {
+		char *plus = strchr(buf, '+');
+
+		if (plus && buf[0] != '[')
+			*plus = '\0'; /* the kernel's .sym: the name alone */
+	}
+	return buf;
+}
+
+/* A stack at this event starts at a function's first instruction: [rsp] is the caller. */
+static bool at_function_entry(const struct up_spec *sp)
+{
+	return !sp->is_return && sp->target == UP_TARGET_SYMBOL && sp->offset == 0;
+}
+
+/* A trap-path hit of a hist's event: its key and vals, added to the table. */
+static void hist_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const struct hit *h,
+		     struct up_fetch_env *env)
+{
+	static char arena[64 * 1024], text[UP_HIST_KEYS_MAX][HIST_TEXT_MAX];
+	struct tspec *ts = p->ts;
+	struct up_hist *hi = ts->hist;
+	struct up_fetch_value vals[ts->spec.nargs ? ts->spec.nargs : 1];
+	uint64_t v[UP_HIST_VALS_MAX] = { 0 }, dur = 0;
+	struct up_hist_key k = { { 0 }, { NULL } };
+
+	env->comm = comm_cached(p->tr, h->pid, h->tid);
+	up_fetch_eval_all(&ts->spec, env, vals, arena, sizeof(arena));
+	if (ts->nconds && !filter_holds(ts, vals))
+		return;
+	if (is_return)
+		uprobe_current_duration(p->tr->ctx, &dur);
+	for (unsigned i = 0; i < hi->nkeys; i++) {
+		const struct up_hist_field *f = &hi->key[i];
+		uint64_t addr[UP_HIST_STACK_DEPTH];
+		unsigned n;
+
+		switch (f->src) {
+		case UP_HIST_SRC_ARG:
+			if (f->is_string) {
+				const struct up_fetch_value *sv = &vals[f->arg];
+				size_t len = sv->err ? 7 : sv->str_len;
+
+				if (len > UP_HIST_STRING_KEY - 1)
+					len = UP_HIST_STRING_KEY - 1; /* as the agent cuts it */
+				memcpy(text[i], sv->err ? "(fault)" : sv->str, len);
+				text[i][len] = '\0';
+				k.str[i] = text[i];
+				break;
+			}
+			k.num[i] = up_hist_key_value(f, hist_num(&vals[f->arg]));
+			k.str[i] = sym_text(p->tp, f, k.num[i], text[i], sizeof(text[i]));
+			break;
+		case UP_HIST_SRC_PID:
+			k.num[i] = (uint64_t)h->tid;
+			break;
+		case UP_HIST_SRC_DURATION:
+			k.num[i] = up_hist_key_value(f, dur);
+			break;
+		case UP_HIST_SRC_STACK:
+			n = up_stack_walk(regs, is_return ? regs->rip : p->u.vaddr,
+					  at_function_entry(&ts->spec),
+					  env->read, env->ctx, addr, UP_HIST_STACK_DEPTH);
+			k.str[i] = stack_text(p->tp, addr, n, text[i], sizeof(text[i]));
+			break;
+		default:
+			break;
+		}
+	}
+	for (unsigned i = 0; i < hi->nvals; i++) {
+		const struct up_hist_field *f = &hi->val[i];
+
+		if (f->src == UP_HIST_SRC_ARG)
+			v[i] = hist_num(&vals[f->arg]);
+		else if (f->src == UP_HIST_SRC_DURATION)
+			v[i] = dur;
+	}
+	if (up_hist_table_add(hi->base, &k, 1, v) == -ENOMEM)
+		tlog(p->tr, "'%s': out of memory for the histogram", ts->hist_text);
+}
+
+/* An entry of an agent's table (hits already combined), added to t. */
+static void hist_merge(struct tprobe *p, const struct uprobe_agg_entry *e, struct up_hist_table *t)
+{
+	static char text[UP_HIST_KEYS_MAX][HIST_TEXT_MAX];
+	const struct up_hist *hi = p->ts->hist;
+	struct up_hist_key k = { { 0 }, { NULL } };
+	uint64_t v[UP_HIST_VALS_MAX] = { 0 };
+	unsigned w = 0;
+
+	if (!e->key) {
+		up_hist_table_drop(t, e->val[0]);
+		return;
+	}
+	for (unsigned i = 0; i < hi->nkeys && i < p->agg.nkeys; i++) {
+		const struct up_hist_field *f = &hi->key[i];
+		unsigned words = p->agg.key[i].words, n = 0;
+
+		if (w + words > e->nkey)
+			return; /* not this probe's layout: cannot happen */
+		if (f->src == UP_HIST_SRC_STACK) {
+			while (n < words && e->key[w + n])
+				n++;
+			k.str[i] = stack_text(p->tp, e->key + w, n, text[i], sizeof(text[i]));
+		} else if (f->src == UP_HIST_SRC_ARG && f->is_string) {
+			memcpy(text[i], e->key + w, words * 8);
+			text[i][words * 8 - 1] = '\0';
+			k.str[i] = text[i];
+		} else {
+			k.num[i] = e->key[w];
+			k.str[i] = sym_text(p->tp, f, k.num[i], text[i], sizeof(text[i]));
+		}
+		w += words;
+	}
+	for (unsigned i = 0; i < hi->nvals; i++)
+		if (p->aval[i] >= 0 && (unsigned)p->aval[i] + 1 < e->nval)
+			v[i] = e->val[1 + p->aval[i]];
+	if (up_hist_table_add(t, &k, e->val[0], v) == -ENOMEM)
+		tlog(p->tr, "'%s': out of memory for the histogram", p->ts->hist_text);
+}
+
+/* The agent's tables of a probe that leaves the fast path (exit, exec, removal). */
+static void on_agg(struct uprobe *u, const struct uprobe_agg_entry *e)
+{
+	struct tprobe *p = u->data;
+
+	hist_merge(p, e, p->ts->hist->base);
+}
+
+/* What the agent aggregates for a hist's probe; -ENOTSUP where it cannot (the trap
+   path then feeds the same table). */
+static int build_agg(struct tprobe *p)
+{
+	const struct up_hist *hi = p->ts->hist;
+	const struct up_spec *sp = &p->ts->spec;
+	struct uprobe_agg *g = &p->agg;
+	unsigned nv = 0;
+
+	memset(g, 0, sizeof(*g));
+	g->size = hi->size;
+	g->at_entry = at_function_entry(sp);
+	g->nkeys = hi->nkeys;
+	for (unsigned i = 0; i < hi->nkeys; i++) {
+		const struct up_hist_field *f = &hi->key[i];
+		struct uprobe_agg_key *k = &g->key[i];
+
+		k->words = 1;
+		k->xform = f->mod == UP_HIST_MOD_LOG2	   ? UPROBE_AGG_LOG2
+			   : f->mod == UP_HIST_MOD_BUCKETS ? UPROBE_AGG_BUCKETS
+							   : UPROBE_AGG_RAW;
+		k->buckets = f->buckets;
+		switch (f->src) {
+		case UP_HIST_SRC_ARG: {
+			enum up_fetch_op op = sp->args[f->arg].ops[0].op;
+
+			if (op == UP_FOP_COMM || op == UP_FOP_DATA)
+				return -ENOTSUP; /* the tracer's own values */
+			k->src = UPROBE_AGG_FETCH;
+			k->fetch = (unsigned)f->arg;
+			if (f->is_string)
+				k->words = UP_HIST_STRING_KEY / 8;
+			break;
+		}
+		case UP_HIST_SRC_DURATION:
+			k->src = UPROBE_AGG_DURATION;
+			break;
+		case UP_HIST_SRC_STACK:
+			k->src = UPROBE_AGG_STACK;
+			k->words = UP_HIST_STACK_DEPTH;
+			break;
+		default:
+			return -ENOTSUP; /* common_pid: the agent knows threads by their TLS */
+		}
+	}
+	for (unsigned i = 0; i < hi->nvals; i++) {
+		const struct up_hist_field *f = &hi->val[i];
+		struct uprobe_agg_val *v = &g->val[nv];
+
+		p->aval[i] = -1;
+		if (f->src == UP_HIST_SRC_HITCOUNT)
+			continue;
+		if (f->src == UP_HIST_SRC_ARG) {
+			enum up_fetch_op op = sp->args[f->arg].ops[0].op;
+
+			if (op == UP_FOP_COMM || op == UP_FOP_DATA)
+				return -ENOTSUP;
+			v->src = UPROBE_AGG_FETCH;
+			v->fetch = (unsigned)f->arg;
+		} else if (f->src == UP_HIST_SRC_DURATION) {
+			v->src = UPROBE_AGG_DURATION;
+		} else {
+			return -ENOTSUP;
+		}
+		v->op = f->op == UP_HIST_OP_MIN	  ? UPROBE_AGG_MIN
+			: f->op == UP_HIST_OP_MAX ? UPROBE_AGG_MAX
+						  : UPROBE_AGG_SUM;
+		v->is_signed = f->is_signed;
+		p->aval[i] = (int)nv++;
+	}
+	g->nvals = nv;
+	return 0;
+}
+
+struct live_read {
+	struct tprobe *p;
+	struct up_hist_table *t;
+};
+
+static void live_one(void *arg, const struct uprobe_agg_entry *e)
+{
+	struct live_read *lr = arg;
+
+	hist_merge(lr->p, e, lr->t);
+}
+
+int up_trace_add_trigger(struct up_trace *tr, const char *text, char *err, size_t errlen)
+{
+	struct up_hist *h = calloc(1, sizeof(*h));
+	struct up_spec_err se = { .pos = -1, .len = 1 };
+	struct tspec *ts;
+	int rc, i;
+
+	err[0] = '\0';
+	if (!h)
+		return -ENOMEM;
+	rc = up_hist_parse(text, true, h, &se);
+	if (rc) {
+		free(h);
+		if (rc == -EINVAL)
+			up_spec_err_format(text, &se, err, errlen);
+		return rc;
+	}
+	i = up_trace_find(tr, h->group[0] ? h->group : NULL, h->event);
+	if (i < 0 || tr->specs[i]->spec.kind != UP_SPEC_EVENT) {
+		snprintf(err, errlen, "'%s': no event %s%s%s: a trigger names an event given with "
+				      "-e (p:GRP/EVENT ...)\n", text, h->group, h->group[0] ? "/" : "",
+			 h->event);
+		up_hist_free(h);
+		free(h);
+		return -ENOENT;
+	}
+	ts = tr->specs[i];
+	if (ts->hist) {
+		snprintf(err, errlen, "'%s': %s has a hist trigger already (one an event)\n", text,
+			 ts->label);
+		rc = -EEXIST;
+		goto fail;
+	}
+	rc = up_hist_resolve(h, &ts->spec, &se);
+	if (rc) {
+		if (rc == -EINVAL)
+			up_spec_err_format(text, &se, err, errlen);
+		goto fail;
+	}
+	if (h->filter) {
+		struct up_filter flt;
+		const char *at = strstr(text, h->filter);
+		char msg[256];
+
+		rc = up_filter_parse(h->filter, &flt, &se);
+		if (!rc && ts->nconds + flt.n > sizeof(ts->conds) / sizeof(ts->conds[0]))
+			rc = -E2BIG;
+		if (!rc && up_filter_resolve(&flt, &ts->spec, ts->conds + ts->nconds, msg,
+					     sizeof(msg))) {
+			snprintf(err, errlen, "'%s': %s\n", text, msg);
+			rc = -EINVAL;
+			goto fail;
+		}
+		if (rc) {
+			if (rc == -EINVAL && at && se.pos >= 0)
+				se.pos += (int)(at - text);
+			if (rc == -EINVAL)
+				up_spec_err_format(text, &se, err, errlen);
+			else
+				snprintf(err, errlen, "'%s': too many conditions\n", text);
+			rc = -EINVAL;
+			goto fail;
+		}
+		ts->nconds += flt.n;
+	}
+	ts->hist_text = strdup(text);
+	if (!ts->hist_text) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	ts->hist = h;
+	return 0;
+fail:
+	up_hist_free(h);
+	free(h);
+	return rc;
+}
+
+int up_trace_print_hist(struct up_trace *tr, unsigned i, enum up_hist_style style, FILE *out)
+{
+	struct tspec *ts = i < tr->nspecs ? tr->specs[i] : NULL;
+	struct up_hist_table *t;
+	int rc;
+
+	if (!ts || !ts->hist)
+		return -ENOENT;
+	t = up_hist_table_clone(ts->hist->base);
+	if (!t)
+		return -ENOMEM;
+	/* what the agents hold now, on top of what came from the trap path and from the
+	   tables of probes gone */
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
+		for (struct tprobe *p = tp->probes; p; p = p->next) {
+			struct live_read lr = { p, t };
+
+			if (p->ts == ts && p->u.agg_handler)
+				uprobe_agg_read(tr->ctx, &p->u, live_one, &lr);
+		}
+	}
+	rc = up_hist_print(ts->hist, t, style, out);
+	up_hist_table_free(t);
+	return rc;
+}
+
+void up_trace_print_hists(struct up_trace *tr, enum up_hist_style style, FILE *out)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < tr->nspecs; i++) {
+		const struct tspec *ts = tr->specs[i];
+
+		if (!ts->hist || ts->removed)
+			continue;
+		if (n++ && style != UP_HIST_JSON)
+			fputc('\n', out);
+		if (style == UP_HIST_TEXT && up_trace_nhists(tr) > 1)
+			fprintf(out, "# %s\n", ts->label); /* which event's hist file this is */
+		up_trace_print_hist(tr, i, style, out);
+	}
+	fflush(out);
+}
+
+unsigned up_trace_nhists(const struct up_trace *tr)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < tr->nspecs; i++)
+		n += tr->specs[i]->hist && !tr->specs[i]->removed;
+	return n;
+}
+
 static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		       const struct hit *h)
 {
@@ -462,6 +862,10 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		return;
 	if (!h->rec)
 		ts->hits++; /* records are counted by the library, with what it dropped */
+	if (ts->hist) {
+		hist_hit(p, regs, is_return, h, &env);
+		return;
+	}
 	if (!tr->opts.out)
 		return;
 	if (h->rec) {
@@ -804,8 +1208,14 @@ static int build_capture(struct up_trace *tr, struct tprobe *p)
 	uint64_t regs = BIT(rsp);
 	unsigned n = 0;
 
-	if (tr->opts.no_fast || !tr->opts.out || p->tp->is32)
+	if (tr->opts.no_fast || (!tr->opts.out && !p->ts->hist) || p->tp->is32)
 		return -ENOTSUP;
+	if (p->ts->hist) {
+		int rc = build_agg(p);
+
+		if (rc)
+			return rc;
+	}
 	if (sp->kind == UP_SPEC_EVENT && sp->is_return)
 		regs |= BIT(rax) | BIT(rip); /* $retval, and where it returned to */
 	n = sp->kind == UP_SPEC_EVENT ? (unsigned)sp->nargs : 1;
@@ -844,6 +1254,13 @@ static int build_capture(struct up_trace *tr, struct tprobe *p)
 	p->cap.nfetch = n;
 	p->cap.cond = p->ts->conds;
 	p->cap.ncond = p->ts->nconds;
+	if (p->ts->hist) {
+		p->cap.agg = &p->agg;
+		p->u.agg_handler = on_agg;
+		for (unsigned i = 0; i < p->agg.nkeys; i++)
+			if (p->agg.key[i].src == UPROBE_AGG_STACK)
+				up_stack_syms_load(syms_of(p->tp)); /* while the maps are there */
+	}
 	p->u.capture = &p->cap;
 	p->u.record_handler = on_record;
 	p->recording = true;
@@ -894,15 +1311,18 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 	p->u.registration_callback = on_registered;
 	if (ts->spec.kind == UP_SPEC_EVENT && ts->spec.is_return)
 		p->u.ret_handler = on_ret;
-	else if (!tr->opts.out && ts->spec.kind == UP_SPEC_EVENT && !tr->opts.no_fast)
+	else if (!tr->opts.out && ts->spec.kind == UP_SPEC_EVENT && !tr->opts.no_fast &&
+		 !ts->hist)
 		/* only counted (-c): the library counts, on the fast path where it can */
 		p->u.flags = UPROBE_F_COUNT;
 	else
 		p->u.handler = on_hit;
 	if ((p->u.handler || p->u.ret_handler) && build_capture(tr, p) && tr->opts.verbose > 0 &&
-	    !tr->opts.no_fast && tr->opts.out)
+	    !tr->opts.no_fast && (tr->opts.out || ts->hist))
 		tlog(tr, "'%s': stays on the trap path in process %d: %s", ts->text, (int)tp->pid,
-		     tp->is32 ? "a 32-bit process" : "an argument the agent cannot fetch");
+		     tp->is32	? "a 32-bit process"
+		     : ts->hist ? "a key or value the agent cannot compute (common_pid, $comm)"
+				: "an argument the agent cannot fetch");
 	rc = register_uprobe(tr->ctx, &p->u);
 	if (rc && rc != -EINPROGRESS) {
 		tlog(tr, "'%s': cannot probe 0x%" PRIx64 " in process %d: %s", ts->text, vaddr,
@@ -994,6 +1414,7 @@ static int arm_proc(struct up_trace *tr, struct tproc *tp)
 	int first = 0;
 
 	disarm_unmapped(tr, tp);
+	up_stack_syms_stale(tp->syms);
 
 	for (unsigned i = 0; i < tr->nspecs; i++) {
 		int rc = arm_one(tr, tp, i);
@@ -1136,6 +1557,7 @@ void up_trace_free(struct up_trace *tr)
 
 		tr->procs = tp->next;
 		drop_probes(tp);
+		up_stack_syms_free(tp->syms);
 		free(tp->armed);
 		free(tp);
 	}
@@ -1146,6 +1568,9 @@ void up_trace_free(struct up_trace *tr)
 		tprobe_free(p);
 	}
 	for (unsigned i = 0; i < tr->nspecs; i++) {
+		up_hist_free(tr->specs[i]->hist);
+		free(tr->specs[i]->hist);
+		free(tr->specs[i]->hist_text);
 		up_spec_free(&tr->specs[i]->spec);
 		free(tr->specs[i]->text);
 		free(tr->specs[i]);

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "trace/hist.h"
+
 struct up_trace;
 
 struct up_trace_opts {
@@ -48,6 +50,20 @@ unsigned up_trace_nspecs(const struct up_trace *tr);
  * set before the specs are added.  -EINVAL with err (the text, a caret, why).
  */
 int up_trace_set_filter(struct up_trace *tr, const char *text, char *err, size_t errlen);
+
+/*
+ * A histogram trigger, "[GRP/]EVENT:hist:keys=...[:vals=...][:sort=...][:size=N]
+ * [if FILTER]" (trace/hist.h), on an event spec added before: its hits are aggregated
+ * (in-process on the fast path, by the tracer on the trap path) and not printed.
+ * -EINVAL with err (the text, a caret, why), -ENOENT (no such event), -EEXIST (it
+ * has one already).
+ */
+int up_trace_add_trigger(struct up_trace *tr, const char *text, char *err, size_t errlen);
+unsigned up_trace_nhists(const struct up_trace *tr);
+/* Every trigger's table as it stands (the agents' live tables merged in), printed in
+   style (enum up_hist_style: text as the kernel's hist file, JSON, bpftrace's bars). */
+void up_trace_print_hists(struct up_trace *tr, enum up_hist_style style, FILE *out);
+int up_trace_print_hist(struct up_trace *tr, unsigned i, enum up_hist_style style, FILE *out);
 
 /* Fast-path records dropped because a ring was full, so far. */
 uint64_t up_trace_lost(struct up_trace *tr);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,16 +22,44 @@
 #include "trace/spec.h"
 
 static volatile int stop_sig;
+static volatile int tick_due;
+#define STOP_TICK (-1) /* stop_sig: not a stop, an -i period ended */
 
 static void on_stop_signal(int sig)
 {
 	stop_sig = sig;
 }
 
+static void on_tick(int sig)
+{
+	(void)sig;
+	tick_due = 1;
+	if (!stop_sig)
+		stop_sig = STOP_TICK;
+}
+
+/* "2", "0.5", "2s", "500ms": an -i period in ms; 0 when malformed. */
+static unsigned long parse_period(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || v <= 0)
+		return 0;
+	if (!strcmp(end, "ms"))
+		v /= 1000;
+	else if (*end && strcmp(end, "s"))
+		return 0;
+	if (v < 0.01 || v > 86400)
+		return 0;
+	return (unsigned long)(v * 1000 + 0.5);
+}
+
 static void trace_usage(FILE *out)
 {
-	fputs("usage: uprobe trace [-e SPEC]... [-f FILE] [-o FILE] [--format text|json] [-c] [-v]\n"
-	      "                    [--no-follow] (-p PID... | -- COMMAND [ARGS...])\n"
+	fputs("usage: uprobe trace [-e SPEC]... [-t TRIGGER]... [-f FILE] [-o FILE] [-i PERIOD]\n"
+	      "                    [--format text|json|bars] [-c] [-v] [--no-follow]\n"
+	      "                    (-p PID... | -- COMMAND [ARGS...])\n"
 	      "\n"
 	      "Probes the instructions SPEC names in a running process (-p, every thread) or in\n"
 	      "COMMAND, launched and stopped before its first instruction so nothing is missed,\n"
@@ -51,14 +81,28 @@ static void trace_usage(FILE *out)
 	      "      FETCH  %REG  @ADDR  @+OFFSET  $stackN  $stack  $argN  $retval  $comm\n"
 	      "             +|-OFFS(FETCH)  (a dereference)\n"
 	      "      TYPE   u8..u64 s8..s64 x8..x64 string ustring b<WIDTH>@<OFFSET>/<SIZE>\n"
+	      "TRIGGER, the kernel's hist trigger on an event given with -e (aggregated in the\n"
+	      "process on the fast path, nothing lost; printed at the end as the kernel's\n"
+	      "hist file, and every -i PERIOD):\n"
+	      "  [GRP/]EVENT:hist:keys=KEY[,KEY...][:vals=VAL[,VAL...]][:sort=SORT[,SORT]]\n"
+	      "                 [:size=N] [if FILTER]\n"
+	      "  KEY    FIELD[.log2|.buckets=N|.hex|.sym|.sym-offset], stacktrace (the user\n"
+	      "         stack), common_pid, $duration (r: events: ns from entry to return)\n"
+	      "  VAL    hitcount, FIELD (a sum), FIELD.min, FIELD.max, FIELD.avg\n"
+	      "  SORT   hitcount or a field, .descending or .ascending (default hitcount)\n"
+	      "  FIELD  a fetch argument's NAME, or $duration\n"
 	      "\n"
 	      "options:\n"
 	      "  -e, --event SPEC    a probe (repeatable)\n"
+	      "  -t, --trigger TRIG  aggregate an event's hits (repeatable; one an event): its\n"
+	      "                      hits are counted into the table, not printed\n"
+	      "  -i, --interval T    print the tables every T too (2, 0.5s, 500ms)\n"
 	      "  -f, --file FILE     specs from FILE, one a line; '#' starts a comment\n"
 	      "  -p, --pid PID       trace a running process (repeatable)\n"
 	      "  -o, --output FILE   write the trace (-c: the counts) to FILE instead of stdout\n"
-	      "      --format F      text (default: as the kernel's trace file) or json (a line\n"
-	      "                      per hit; schema in uprobe(1))\n"
+	      "      --format F      text (default: as the kernel's trace file and hist file),\n"
+	      "                      json (a line per hit, an object per table; schema in\n"
+	      "                      uprobe(1)) or bars (tables drawn as bpftrace draws them)\n"
 	      "  -c, --count         print only the hits per probe at the end\n"
 	      "      --no-follow     do not trace children (by default fork/vfork children are\n"
 	      "                      traced with the same probes)\n"
@@ -82,7 +126,11 @@ static void trace_usage(FILE *out)
 	      "  uprobe trace -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' -- ls\n"
 	      "  uprobe trace -e 'r:libc/getenv /lib/x86_64-linux-gnu/libc.so.6:getenv val=+0($retval):string' -p 1234\n"
 	      "  uprobe trace -e 'up 0 0x401126 A 5' -- ./sample\n"
-	      "  uprobe trace --filter 'size > 4096' -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' -- ls\n",
+	      "  uprobe trace --filter 'size > 4096' -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' -- ls\n"
+	      "  uprobe trace -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' \\\n"
+	      "               -t 'libc/malloc:hist:keys=size.log2' -- ls -R /usr\n"
+	      "  uprobe trace -e 'r:libc/getaddrinfo /lib/x86_64-linux-gnu/libc.so.6:getaddrinfo' \\\n"
+	      "               -t 'getaddrinfo:hist:keys=$duration.log2' --format bars -p 1234\n",
 	      out);
 }
 
@@ -138,6 +186,24 @@ static int add_file(struct spec_list *l, const char *path)
 	if (f != stdin)
 		fclose(f);
 	return 0;
+}
+
+/* The tables: at the end, and at each -i period (a time line first, as bpftrace's). */
+static void print_tables(struct up_trace *tr, enum up_hist_style style, FILE *out, bool period)
+{
+	if (period && style != UP_HIST_JSON) {
+		time_t now = time(NULL);
+		struct tm tm;
+		char when[32];
+
+		localtime_r(&now, &tm);
+		strftime(when, sizeof(when), "%H:%M:%S", &tm);
+		fprintf(out, "%s\n", when);
+	}
+	up_trace_print_hists(tr, style, out);
+	if (period && style != UP_HIST_JSON)
+		fputc('\n', out);
+	fflush(out);
 }
 
 static void log_msg(void *arg, const char *msg)
@@ -241,13 +307,17 @@ static int run_trace(int argc, char **argv)
 		{ "verbose", no_argument, NULL, 'v' },	    { "no-follow", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },	    { "backend", required_argument, NULL, 'b' },
 		{ "no-fast", no_argument, NULL, 'X' },	    { "filter", required_argument, NULL, 'L' },
-		{ "ring-size", required_argument, NULL, 'R' }, { NULL, 0, NULL, 0 },
+		{ "ring-size", required_argument, NULL, 'R' }, { "trigger", required_argument, NULL, 't' },
+		{ "interval", required_argument, NULL, 'i' }, { NULL, 0, NULL, 0 },
 	};
 	FILE *outf = NULL, *out = stdout; /* -o FILE, or stdout: the trace, or -c's table */
 	struct up_trace_opts opts = { .out = stdout, .follow = true, .header = false,
 				      .log = log_msg };
 	/* static: reachable until exit, also on the early usage-error returns */
-	static struct spec_list specs;
+	static struct spec_list specs, triggers;
+	enum up_hist_style style = UP_HIST_TEXT;
+	unsigned long period = 0;
+	bool bars = false, started = false;
 	pid_t pids[64];
 	unsigned npids = 0;
 	const char *outpath = NULL;
@@ -259,7 +329,7 @@ static int run_trace(int argc, char **argv)
 	pid_t child = 0;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+e:f:p:o:b:cvh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+e:f:p:o:b:t:i:cvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'e':
 			if (add_text(&specs, optarg)) {
@@ -285,12 +355,28 @@ static int run_trace(int argc, char **argv)
 		case 'o':
 			outpath = optarg;
 			break;
+		case 't':
+			if (add_text(&triggers, optarg)) {
+				cli_err("trace", "%s", strerror(ENOMEM));
+				return CLI_FAIL;
+			}
+			break;
+		case 'i':
+			period = parse_period(optarg);
+			if (!period)
+				return cli_usage_error(&cli_cmd_trace,
+						       "--interval '%s': expected a period from 0.01 "
+						       "to 86400 seconds (2, 0.5s, 500ms)", optarg);
+			break;
 		case 'F':
 			if (!strcmp(optarg, "json"))
-				opts.json = true;
+				opts.json = true, style = UP_HIST_JSON;
+			else if (!strcmp(optarg, "bars"))
+				bars = true, style = UP_HIST_BARS;
 			else if (strcmp(optarg, "text"))
 				return cli_usage_error(&cli_cmd_trace,
-						       "--format '%s': expected text or json", optarg);
+						       "--format '%s': expected text, json or bars",
+						       optarg);
 			break;
 		case 'c':
 			count = true;
@@ -340,6 +426,15 @@ static int run_trace(int argc, char **argv)
 		return cli_usage_error(&cli_cmd_trace, "--backend kernel takes at most one -p");
 	if (npids && optind < argc)
 		return cli_usage_error(&cli_cmd_trace, "-p and a COMMAND exclude each other");
+	if (kernel && triggers.n)
+		return cli_usage_error(&cli_cmd_trace, "--trigger: the kernel backend has no hist "
+				       "triggers on this machine's kernel; use the ptrace backend");
+	if ((bars || period) && !triggers.n)
+		return cli_usage_error(&cli_cmd_trace, "%s is for --trigger tables",
+				       bars ? "--format bars" : "--interval");
+	if (count && triggers.n)
+		return cli_usage_error(&cli_cmd_trace, "-c and --trigger exclude each other "
+				       "(a table counts its hits)");
 
 	if (outpath) {
 		out = outf = fopen(outpath, "we");
@@ -399,6 +494,19 @@ static int run_trace(int argc, char **argv)
 			status = CLI_USAGE;
 		}
 	}
+	for (unsigned i = 0; i < triggers.n && !status; i++) {
+		char err[1024];
+
+		rc = up_trace_add_trigger(tr, triggers.v[i], err, sizeof(err));
+		if (rc == -ENOMEM) {
+			cli_err("trace", "'%s': %s", triggers.v[i], strerror(-rc));
+			status = CLI_FAIL;
+		} else if (rc) {
+			fprintf(stderr, "uprobe trace: bad trigger:\n%s%s", err,
+				err[0] && err[strlen(err) - 1] == '\n' ? "" : "\n");
+			status = CLI_USAGE;
+		}
+	}
 	if (status)
 		goto out;
 
@@ -430,7 +538,39 @@ static int run_trace(int argc, char **argv)
 			kill(child, SIGKILL);
 		goto out;
 	}
-	rc = up_trace_run(tr, &stop_sig);
+	started = true;
+	if (period) {
+		struct sigaction ta = { .sa_handler = on_tick };
+		struct itimerval it = { { (time_t)(period / 1000), (suseconds_t)(period % 1000) * 1000 },
+					{ (time_t)(period / 1000), (suseconds_t)(period % 1000) * 1000 } };
+
+		sigaction(SIGALRM, &ta, NULL);
+		setitimer(ITIMER_REAL, &it, NULL);
+	}
+	for (;;) {
+		sigset_t all, old;
+
+		rc = up_trace_run(tr, &stop_sig);
+		if (rc != -EINTR || !tick_due)
+			break;
+		/* a period ended, not a stop: a stop that comes meanwhile is kept */
+		sigfillset(&all);
+		sigprocmask(SIG_BLOCK, &all, &old);
+		if (stop_sig == STOP_TICK)
+			stop_sig = 0;
+		tick_due = 0;
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		if (stop_sig)
+			break;
+		print_tables(tr, style, out, true);
+	}
+	if (period) {
+		struct itimerval off = { { 0, 0 }, { 0, 0 } };
+
+		setitimer(ITIMER_REAL, &off, NULL);
+		if (stop_sig == STOP_TICK)
+			stop_sig = 0;
+	}
 	if (rc == -EPIPE) {
 		/* the reader went away (| head): stop tracing, leave the command running */
 		status = 128 + SIGPIPE;
@@ -442,6 +582,8 @@ static int run_trace(int argc, char **argv)
 out:
 	if (count && tr && !status)
 		up_trace_print_counts(tr, out);
+	if (tr && triggers.n && started)
+		print_tables(tr, style, out, false);
 	if (tr) {
 		uint64_t lost = up_trace_lost(tr);
 
@@ -476,6 +618,11 @@ out:
 	free(specs.v);
 	specs.v = NULL;
 	specs.n = 0;
+	for (unsigned i = 0; i < triggers.n; i++)
+		free(triggers.v[i]);
+	free(triggers.v);
+	triggers.v = NULL;
+	triggers.n = 0;
 	return status;
 }
 

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: MIT
+/*
+ * User stacks: the frame-pointer walk and the names of its addresses (stack.h).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sym/sym.h"
+#include "trace/stack.h"
+
+unsigned up_stack_walk(const struct user_regs_struct *regs, uint64_t ip, bool at_entry,
+		       int (*read)(void *ctx, uint64_t addr, void *buf, size_t len), void *ctx,
+		       uint64_t *out, unsigned max)
+{
+	uint64_t fp = regs->rbp, pair[2];
+	unsigned n = 0;
+
+	if (!max)
+		return 0;
+	out[n++] = ip;
+	if (at_entry && n < max && !read(ctx, regs->rsp, &pair[1], 8) && pair[1])
+		out[n++] = pair[1];
+	while (n < max && fp && !(fp & 7) && !read(ctx, fp, pair, 16) && pair[1]) {
+		out[n++] = pair[1];
+		if (pair[0] <= fp)
+			break;
+		fp = pair[0];
+	}
+	for (unsigned i = n; i < max; i++)
+		out[i] = 0;
+	return n;
+}
+
+struct smap {
+	uint64_t start, end, offset;
+	char *path;
+	struct up_sym_elf *elf; /* opened at the first lookup; NULL: not ELF, or not yet */
+	bool tried;
+};
+
+struct up_stack_syms {
+	pid_t pid;
+	bool loaded, stale;
+	struct smap *maps;
+	unsigned n;
+};
+
+struct up_stack_syms *up_stack_syms_new(pid_t pid)
+{
+	struct up_stack_syms *s = calloc(1, sizeof(*s));
+
+	if (s)
+		s->pid = pid;
+	return s;
+}
+
+static void drop_maps(struct up_stack_syms *s)
+{
+	for (unsigned i = 0; i < s->n; i++) {
+		up_sym_elf_close(s->maps[i].elf);
+		free(s->maps[i].path);
+	}
+	free(s->maps);
+	s->maps = NULL;
+	s->n = 0;
+}
+
+void up_stack_syms_free(struct up_stack_syms *s)
+{
+	if (!s)
+		return;
+	drop_maps(s);
+	free(s);
+}
+
+void up_stack_syms_stale(struct up_stack_syms *s)
+{
+	if (s)
+		s->stale = true;
+}
+
+/* The executable file mappings of the process, as they are now; the old ones stay
+   when none can be read (a process that is gone). */
+static void load_maps(struct up_stack_syms *s)
+{
+	char path[64], line[PATH_MAX + 128];
+	struct up_stack_syms fresh = { .pid = s->pid };
+	FILE *f;
+
+	s->loaded = true;
+	s->stale = false;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)s->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		uint64_t start, end, off;
+		char perms[8], *p;
+		int pos = 0;
+		struct smap *v;
+
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &start, &end,
+			   perms, &off, &pos) < 4 || !pos || perms[2] != 'x' || line[pos] != '/')
+			continue;
+		p = line + pos;
+		p[strcspn(p, "\n")] = '\0';
+		v = realloc(fresh.maps, (fresh.n + 1) * sizeof(*v));
+		if (!v)
+			break;
+		fresh.maps = v;
+		v[fresh.n] = (struct smap){ start, end, off, strdup(p), NULL, false };
+		if (v[fresh.n].path)
+			fresh.n++;
+	}
+	fclose(f);
+	if (!fresh.n) {
+		free(fresh.maps);
+		return;
+	}
+	drop_maps(s);
+	s->maps = fresh.maps;
+	s->n = fresh.n;
+}
+
+void up_stack_syms_load(struct up_stack_syms *s)
+{
+	if (s && (!s->loaded || s->stale))
+		load_maps(s);
+}
+
+static struct smap *map_of(struct up_stack_syms *s, uint64_t addr)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		if (!s->loaded || (pass && s->stale))
+			load_maps(s);
+		for (unsigned i = 0; i < s->n; i++)
+			if (addr >= s->maps[i].start && addr < s->maps[i].end)
+				return &s->maps[i];
+		if (!s->stale)
+			break;
+	}
+	return NULL;
+}
+
+/* A file offset back to the file's own vaddr, through the executable section at it. */
+struct sec_find {
+	uint64_t off, vaddr;
+};
+
+static int sec_find_fn(const struct up_sym_section *sec, void *ctx)
+{
+	struct sec_find *sf = ctx;
+
+	if (sf->off < sec->offset || sf->off - sec->offset >= sec->size)
+		return 0;
+	sf->vaddr = sec->vaddr + (sf->off - sec->offset);
+	return 1;
+}
+
+int up_stack_name(struct up_stack_syms *s, uint64_t addr, char *buf, size_t size)
+{
+	struct smap *m = map_of(s, addr);
+	struct sec_find sf;
+	const char *base;
+	struct up_sym sym;
+
+	if (!m)
+		return snprintf(buf, size, "0x%" PRIx64, addr);
+	base = strrchr(m->path, '/');
+	base = base ? base + 1 : m->path;
+	sf.off = addr - m->start + m->offset;
+	if (!m->tried) {
+		m->tried = true;
+		if (up_sym_elf_open(m->path, &m->elf))
+			m->elf = NULL;
+	}
+	if (m->elf && up_sym_elf_for_each_exec_section(m->elf, sec_find_fn, &sf) == 1 &&
+	    !up_sym_elf_enclosing_func(m->elf, sf.vaddr, &sym))
+		return snprintf(buf, size, "%s+0x%" PRIx64 " [%s]", sym.name, sf.vaddr - sym.value,
+				base);
+	return snprintf(buf, size, "[%s]+0x%" PRIx64, base, sf.off);
+}

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: MIT
+/*
+ * src/trace/stack.c: the frame-pointer walk over a fake stack (the same cases as the
+ * agent's walk in test_agent), and the names of addresses in this very process: one of
+ * its functions, a libc function, an address in no file.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "trace/stack.h"
+
+static int read_self(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx;
+	if (addr < 4096)
+		return -EFAULT; /* what process_vm_readv would say */
+	memcpy(buf, (const void *)(uintptr_t)addr, len);
+	return 0;
+}
+
+static void test_walk(void **state)
+{
+	uint64_t stack[16] = { 0 }, out[6];
+	struct user_regs_struct r = { 0 };
+
+	(void)state;
+	stack[0] = 0x4444;
+	stack[4] = (uint64_t)(uintptr_t)&stack[8], stack[5] = 0x1111;
+	stack[8] = (uint64_t)(uintptr_t)&stack[12], stack[9] = 0x2222;
+	stack[12] = 0, stack[13] = 0x3333;
+	r.rsp = (uint64_t)(uintptr_t)&stack[0];
+	r.rbp = (uint64_t)(uintptr_t)&stack[4];
+	assert_int_equal(up_stack_walk(&r, 0x401000, true, read_self, NULL, out, 6), 5);
+	assert_int_equal(out[0], 0x401000);
+	assert_int_equal(out[1], 0x4444);
+	assert_int_equal(out[2], 0x1111);
+	assert_int_equal(out[3], 0x2222);
+	assert_int_equal(out[4], 0x3333);
+	assert_int_equal(out[5], 0);
+	/* bounded */
+	assert_int_equal(up_stack_walk(&r, 0x401000, true, read_self, NULL, out, 2), 2);
+	/* a frame that points down: cut after it */
+	stack[8] = (uint64_t)(uintptr_t)&stack[2];
+	assert_int_equal(up_stack_walk(&r, 0x401000, false, read_self, NULL, out, 6), 3);
+	assert_int_equal(out[1], 0x1111);
+	assert_int_equal(out[2], 0x2222);
+	/* garbage in rbp: the read fails, the walk ends */
+	r.rbp = 0x10;
+	assert_int_equal(up_stack_walk(&r, 0x401000, false, read_self, NULL, out, 6), 1);
+	r.rbp = 0x1001; /* unaligned */
+	assert_int_equal(up_stack_walk(&r, 0x401000, false, read_self, NULL, out, 6), 1);
+}
+
+__attribute__((noinline)) int stack_test_target(int x)
+{
+	return x * 3;
+}
+
+static void test_names(void **state)
+{
+	struct up_stack_syms *s = up_stack_syms_new(getpid());
+	char buf[512];
+	void *anon = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	(void)state;
+	assert_non_null(s);
+	up_stack_name(s, (uint64_t)(uintptr_t)stack_test_target + 1, buf, sizeof(buf));
+	assert_string_equal(buf, "stack_test_target+0x1 [test_trace_stack]");
+	up_stack_name(s, (uint64_t)(uintptr_t)strlen, buf, sizeof(buf));
+	assert_non_null(strstr(buf, " [libc.so.6]"));
+	up_stack_name(s, (uint64_t)(uintptr_t)anon, buf, sizeof(buf));
+	assert_int_equal(strtoull(buf, NULL, 16), (uint64_t)(uintptr_t)anon);
+	assert_true(!strncmp(buf, "0x", 2));
+	/* stale: read again at a miss, and the names stay right */
+	up_stack_syms_stale(s);
+	up_stack_name(s, (uint64_t)(uintptr_t)stack_test_target, buf, sizeof(buf));
+	assert_string_equal(buf, "stack_test_target+0x0 [test_trace_stack]");
+	up_stack_syms_free(s);
+	munmap(anon, 4096);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_walk),
+		cmocka_unit_test(test_names),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
