@@ -457,7 +457,9 @@ static struct up_stack_syms *syms_of(struct tproc *tp)
 	return tp->syms;
 }
 
-/* A stack's addresses as the key's text: one named frame a line. */
+/* A stack's addresses as the key's text: one named frame a line.  It ends before the
+   first frame past the hit's own that is in no executable file mapping: the walk went
+   through code built without frame pointers and read garbage (JIT code ends it too). */
 static const char *stack_text(struct tproc *tp, const uint64_t *addr, unsigned n, char *buf,
 			      size_t size)
 {
@@ -466,6 +468,9 @@ static const char *stack_text(struct tproc *tp, const uint64_t *addr, unsigned n
 	buf[0] = '\0';
 	for (unsigned i = 0; i < n && addr[i]; i++) {
 		char name[512];
+
+		if (i && !up_stack_mapped(syms_of(tp), addr[i]))
+			break;
 
 		up_stack_name(syms_of(tp), addr[i], name, sizeof(name));
 		up_spec_buf_printf(&b, "%s%s", i ? "\n" : "", name);

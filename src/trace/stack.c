@@ -161,6 +161,11 @@ static int sec_find_fn(const struct up_sym_section *sec, void *ctx)
 	return 1;
 }
 
+bool up_stack_mapped(struct up_stack_syms *s, uint64_t addr)
+{
+	return map_of(s, addr) != NULL;
+}
+
 int up_stack_name(struct up_stack_syms *s, uint64_t addr, char *buf, size_t size)
 {
 	struct smap *m = map_of(s, addr);

@@ -42,6 +42,10 @@ void up_stack_syms_stale(struct up_stack_syms *s);
 /* The maps read now, if they were never read or are stale (while they can be). */
 void up_stack_syms_load(struct up_stack_syms *s);
 
+/* Is addr in an executable file mapping?  A frame-pointer walk through code built
+   without frame pointers reads garbage: its frames are in none. */
+bool up_stack_mapped(struct up_stack_syms *s, uint64_t addr);
+
 /* addr's name, as above.  snprintf semantics. */
 int up_stack_name(struct up_stack_syms *s, uint64_t addr, char *buf, size_t size);
 

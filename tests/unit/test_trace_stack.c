@@ -81,6 +81,9 @@ static void test_names(void **state)
 	up_stack_name(s, (uint64_t)(uintptr_t)anon, buf, sizeof(buf));
 	assert_int_equal(strtoull(buf, NULL, 16), (uint64_t)(uintptr_t)anon);
 	assert_true(!strncmp(buf, "0x", 2));
+	assert_false(up_stack_mapped(s, (uint64_t)(uintptr_t)anon));
+	assert_false(up_stack_mapped(s, 0x2d656c676f6f672full)); /* text read as a frame */
+	assert_true(up_stack_mapped(s, (uint64_t)(uintptr_t)strlen));
 	/* stale: read again at a miss, and the names stay right */
 	up_stack_syms_stale(s);
 	up_stack_name(s, (uint64_t)(uintptr_t)stack_test_target, buf, sizeof(buf));
