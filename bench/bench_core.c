@@ -512,9 +512,9 @@ static double run_bpf_agg(struct bench *b, struct bench_workload *w, long n, int
 	snprintf(filt, sizeof(filt), "%s", w->kind == BK_MALLOC ? "/pid == cpid/ " : "");
 	if (tool == T_BPF_LAT)
 		snprintf(script, sizeof(script),
-			 "uprobe:%s %s{ @s[tid] = nsecs; } uretprobe:%s %s/@s[tid]/ "
+			 "uprobe:%s %s{ @s[tid] = nsecs; } uretprobe:%s /%s@s[tid]/ "
 			 "{ @h = hist(nsecs - @s[tid]); delete(@s[tid]); } END { clear(@s); }",
-			 where, filt, where, filt);
+			 where, filt, where, w->kind == BK_MALLOC ? "pid == cpid && " : "");
 	else if (tool == T_BPF_KEY)
 		snprintf(script, sizeof(script), "uprobe:%s %s{ @h[arg0 & 255] = count(); }", where,
 			 filt);
