@@ -556,9 +556,12 @@ static int build_desc(struct uprobe *u, struct upa_probe *d, struct upa_fetch *f
 		o->bf_offset = (uint8_t)in->bf_offset;
 	}
 	for (unsigned i = 0; i < cap->ncond; i++) {
-		if (cap->cond[i].fetch >= cap->nfetch)
+		if (cap->cond[i].fetch == UPROBE_COND_DURATION && u->ret_handler)
+			c[i].fetch = UPA_COND_DURATION;
+		else if (cap->cond[i].fetch >= cap->nfetch)
 			return -EINVAL;
-		c[i].fetch = cap->cond[i].fetch;
+		else
+			c[i].fetch = cap->cond[i].fetch;
 		c[i].op = (uint32_t)cap->cond[i].op;
 		c[i].value = cap->cond[i].value;
 	}

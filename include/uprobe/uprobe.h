@@ -134,6 +134,8 @@ struct uprobe_fetch {
 enum uprobe_cmp { UPROBE_EQ, UPROBE_NE, UPROBE_LT, UPROBE_LE, UPROBE_GT, UPROBE_GE, UPROBE_AND };
 
 /* A record is made only when every condition holds: fetch[fetch] OP value. */
+#define UPROBE_COND_DURATION 0xffffffffu /* cond.fetch: a return probe's entry-to-return ns */
+
 struct uprobe_cond {
 	unsigned fetch;
 	enum uprobe_cmp op;

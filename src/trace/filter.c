@@ -37,6 +37,8 @@ int up_filter_parse(const char *text, struct up_filter *out, struct up_spec_err 
 			return -EINVAL;
 		}
 		start = s;
+		if (*s == '$') /* $duration */
+			s++;
 		while (isalnum((unsigned char)*s) || *s == '_')
 			s++;
 		n = (size_t)(s - start);
@@ -101,6 +103,17 @@ int up_filter_resolve(const struct up_filter *f, const struct up_spec *spec,
 	for (unsigned i = 0; i < f->n; i++) {
 		int k;
 
+		conds[i].op = f->term[i].op;
+		conds[i].value = f->term[i].value;
+		if (!strcmp(f->term[i].name, "$duration")) {
+			if (!spec->is_return) {
+				snprintf(msg, msglen, "the filter's $duration is a return probe's "
+						      "(an r: event)");
+				return -ENOENT;
+			}
+			conds[i].fetch = UPROBE_COND_DURATION;
+			continue;
+		}
 		for (k = 0; k < spec->nargs; k++)
 			if (!strcmp(spec->args[k].name, f->term[i].name))
 				break;
@@ -122,11 +135,14 @@ int up_filter_resolve(const struct up_filter *f, const struct up_spec *spec,
 }
 
 bool up_filter_holds(const struct uprobe_cond *conds, unsigned n,
-		     const struct up_fetch_value *vals)
+		     const struct up_fetch_value *vals, uint64_t duration)
 {
 	for (unsigned i = 0; i < n; i++) {
-		const struct up_fetch_value *v = &vals[conds[i].fetch];
-		uint64_t u = v->u, k = (uint64_t)conds[i].value;
+		static const struct up_fetch_value dur_type = { .type = { UP_TYPE_U, 8 } };
+		const struct up_fetch_value *v =
+			conds[i].fetch == UPROBE_COND_DURATION ? &dur_type : &vals[conds[i].fetch];
+		uint64_t u = conds[i].fetch == UPROBE_COND_DURATION ? duration : v->u;
+		uint64_t k = (uint64_t)conds[i].value;
 		bool sgn = v->type.kind == UP_TYPE_S;
 		unsigned size = v->type.size ? v->type.size : 8;
 		int64_t s;

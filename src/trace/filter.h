@@ -38,8 +38,9 @@ int up_filter_parse(const char *text, struct up_filter *out, struct up_spec_err 
 int up_filter_resolve(const struct up_filter *f, const struct up_spec *spec,
 		      struct uprobe_cond *conds, char *msg, size_t msglen);
 
-/* Does every condition hold on these values?  A fault or a string never holds. */
+/* Does every condition hold on these values (and, for a $duration term, the return's
+   duration in ns)?  A fault or a string never holds. */
 bool up_filter_holds(const struct uprobe_cond *conds, unsigned n,
-		     const struct up_fetch_value *vals);
+		     const struct up_fetch_value *vals, uint64_t duration);
 
 #endif

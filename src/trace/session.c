@@ -393,9 +393,10 @@ struct hit {
 	const struct uprobe_record *rec;
 };
 
-static bool filter_holds(const struct tspec *ts, const struct up_fetch_value *vals)
+/* dur: a return's duration (the trap path: the library's measure of it) */
+static bool filter_holds(const struct tspec *ts, const struct up_fetch_value *vals, uint64_t dur)
 {
-	return up_filter_holds(ts->conds, ts->nconds, vals);
+	return up_filter_holds(ts->conds, ts->nconds, vals, dur);
 }
 
 /* A fast-path record: its thread ran on long ago, so it is formatted at once. */
@@ -524,10 +525,10 @@ static void hist_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return, cons
 
 	env->comm = comm_cached(p->tr, h->pid, h->tid);
 	up_fetch_eval_all(&ts->spec, env, vals, arena, sizeof(arena));
-	if (ts->nconds && !filter_holds(ts, vals))
-		return;
 	if (is_return)
 		uprobe_current_duration(p->tr->ctx, &dur);
+	if (ts->nconds && !filter_holds(ts, vals, dur))
+		return;
 	for (unsigned i = 0; i < hi->nkeys; i++) {
 		const struct up_hist_field *f = &hi->key[i];
 		uint64_t addr[UP_HIST_STACK_DEPTH];
@@ -895,7 +896,11 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 	} else {
 		env.comm = comm_cached(tr, pid, tid);
 		up_fetch_eval_all(&ts->spec, &env, pd->vals, pd->arena, sizeof(pd->arena));
-		if (ts->nconds && !filter_holds(ts, pd->vals)) {
+		uint64_t dur = 0;
+
+		if (is_return)
+			uprobe_current_duration(tr->ctx, &dur);
+		if (ts->nconds && !filter_holds(ts, pd->vals, dur)) {
 			tr->npend--; /* the filter says no */
 			return;
 		}

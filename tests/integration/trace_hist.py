@@ -12,7 +12,7 @@ test knows in advance:
            here from the raw values of each event (where tracefs can be had)
   keys     a count keyed by a string argument, and a sum (vals=n) by a linear bucket
   latency  r: event, keys=$duration.log2 vals=$duration.min: every call counted, and no
-           call shorter than its sleep
+           call shorter than its sleep; "if $duration ..." filters
   stacks   keys=stacktrace at leaf(): two stacks, via_a and via_b, 1:3, named by symbol
   output   --format json parses and agrees; --format bars draws the log2 rows; -i prints
            a table a period; the program's output is the unprobed one
@@ -180,7 +180,13 @@ for opts in ([], ["--no-fast"]):
         mn = int(re.search(r"(\d+)\s*$", rest).group(1))
         if mn < 200000 or b < 18 or mn > 1 << b:
             fail("%s: a call of a 200 us sleep took %d ns (bucket 2^%d)" % (opts, mn, b))
-print("latency: 50 returns, every one >= its 200 us sleep, on both paths")
+    # $duration in a filter, in-process and on the trap path: a 200 us sleep never
+    # returns within 1 us
+    for cond, want in (("$duration > 1000", 20), ("$duration < 1000", 0)):
+        p = run(["sleep", 20, 200], [SLOW], ["slow:hist:keys=$duration.log2 if " + cond], opts)
+        if table(p.stdout)[1][0] != want:
+            fail("%s 'if %s': %s" % (opts, cond, p.stdout))
+print("latency: 50 returns, every one >= its 200 us sleep, $duration filters, on both paths")
 
 # stacks ---------------------------------------------------------------------------------
 LEAF = "p:h/leaf %s:leaf" % PROG
