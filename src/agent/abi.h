@@ -98,6 +98,8 @@ struct upa_cond {
 #define UPA_P_ENABLED 1u
 #define UPA_P_RETURN 2u /* a return probe: the entry hijacks the return, the return records */
 #define UPA_P_AGG 4u	/* aggregate into the tables of the struct upa_agg after the conds */
+#define UPA_P_AGG1 8u	/* ... and it is the common case: an entry probe, no condition, one
+			   key from a register (log2, buckets or raw), no val */
 
 /*
  * A hijacked return: the stack slot that held the return address (the key; 0 free,
@@ -125,9 +127,14 @@ struct upa_rt {
 #define UPA_CODE_SIZE 8192 /* the blob's mapping: it must fit */
 
 /*
- * Aggregation (UPA_P_AGG): a hit updates the entry of its key in one of ntables tables
- * (the CPU's, cpu & (ntables - 1): another thread may share it, so every update is an
- * atomic), instead of writing a record.  An entry is entry_words words:
+ * Aggregation (UPA_P_AGG): a hit updates the entry of its key in a table, instead of
+ * writing a record.  There are ntables tables: the first ntables - 1 are private, each
+ * owned by one thread (owner[i]: its %fs:0, claimed at its first hit; two live threads
+ * never share one, and a new thread that inherits a dead one's TLS block inherits its
+ * table too), updated with plain read-modify-write instructions, which a signal
+ * handler on the same thread cannot split; the last is shared by every other thread
+ * (no TLS, or every private table taken) and updated with atomics.  An entry is
+ * entry_words words:
  *
  *   [state][key: key_words][hits][val: nvals]
  *
@@ -137,6 +144,7 @@ struct upa_rt {
  * within UPA_AGG_PROBES is counted in dropped.
  */
 #define UPA_AGG_PROBES 32
+#define UPA_AGG_OWNERS 16 /* private tables at most */
 #define UPA_AGG_KEYS 3
 #define UPA_AGG_VALS 6
 #define UPA_AGG_KEY_WORDS 96 /* in all: three 256-byte strings, or a 32-frame stack */
@@ -164,13 +172,14 @@ struct upa_agg_val {
 
 struct upa_agg {
 	uint64_t tables;      /* their address in the target */
-	uint32_t ntables;     /* a power of two */
+	uint32_t ntables;     /* private ones and the shared one: 1 to UPA_AGG_OWNERS + 1 */
 	uint32_t order;	      /* 1 << order entries a table */
 	uint32_t nkeys, nvals;
 	uint32_t key_words, entry_words;
 	uint32_t at_entry;    /* stacks: a function's first instruction ([rsp] is the caller) */
 	uint32_t pad;
 	uint64_t dropped;     /* hits that found no room */
+	uint64_t owner[UPA_AGG_OWNERS]; /* of the private tables: %fs:0, 0 while free */
 	struct upa_agg_key key[UPA_AGG_KEYS];
 	struct upa_agg_val val[UPA_AGG_VALS];
 };

@@ -413,15 +413,13 @@ uint32_t up_agent_record_size(uint64_t regs, const struct upa_fetch *f, unsigned
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
-/* Tables for one CPU each, up to 16 of them (more CPUs share, atomically). */
-static unsigned agg_ntables(void)
+/* Private tables for up to UPA_AGG_OWNERS threads, as many as 1 MiB holds, and the
+   shared one. */
+static unsigned agg_ntables(size_t table_bytes)
 {
-	long n = sysconf(_SC_NPROCESSORS_CONF);
-	unsigned t = 1;
+	size_t n = table_bytes ? (1u << 20) / table_bytes : 0;
 
-	while (t < (unsigned)(n > 0 ? n : 1) && t < 16)
-		t <<= 1;
-	return t;
+	return (unsigned)(n > UPA_AGG_OWNERS ? UPA_AGG_OWNERS : n) + 1;
 }
 
 int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa_fetch *f,
@@ -442,9 +440,17 @@ int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa
 		    g.key_words > UPA_AGG_KEY_WORDS || g.order > 20)
 			return -EINVAL;
 		g.entry_words = 1 + g.key_words + 1 + g.nvals;
-		g.ntables = agg_ntables();
+		g.ntables = agg_ntables((size_t)g.entry_words * 8u << g.order);
 		g.dropped = 0;
+		memset(g.owner, 0, sizeof(g.owner));
 		d->flags |= UPA_P_AGG;
+		if (!(d->flags & UPA_P_RETURN) && !d->ncond && g.nkeys == 1 && !g.nvals &&
+		    g.key[0].src == UPA_AGG_FETCH && g.key[0].fetch < d->nfetch) {
+			const struct upa_fetch *k = &f[g.key[0].fetch];
+
+			if (k->base == UPA_BASE_REG && !k->nsteps && k->final == UPA_FINAL_NONE)
+				d->flags |= UPA_P_AGG1;
+		}
 		d->max_record = 0;
 		len += sizeof(g);
 		tables = (size_t)g.ntables * g.entry_words * 8u << g.order;

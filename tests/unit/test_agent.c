@@ -519,7 +519,7 @@ struct aprobe {
 
 #define AGG_ORDER 6
 
-static uint64_t agg_tables[8 << AGG_ORDER][1 + UPA_AGG_KEY_WORDS + 1 + UPA_AGG_VALS];
+static uint64_t agg_tables[(UPA_AGG_OWNERS + 1) << AGG_ORDER][1 + UPA_AGG_KEY_WORDS + 1 + UPA_AGG_VALS];
 
 /* nfetch is 2, always: the agg's place depends on it */
 static void aprobe_init(struct aprobe *p, unsigned nkeys, unsigned nvals, unsigned words)
@@ -615,6 +615,7 @@ static void test_agg_buckets_and_full(void **state)
 
 	(void)state;
 	aprobe_init(&p, 1, 0, 1);
+	p.g.ntables = 1; /* one table of 64 */
 	p.g.key[0] = (struct upa_agg_key){ .xform = UPA_AGG_BUCKETS, .buckets = 10, .words = 1 };
 	for (uint64_t v = 0; v < 1000; v++) {
 		frame[UPA_RDI] = v;
@@ -701,44 +702,56 @@ static void *agg_thread(void *arg)
 	return NULL;
 }
 
-static void test_agg_two_threads(void **state)
+/* nthreads threads on tables: every hit counted once, whichever table took it */
+static void agg_threads(unsigned nthreads, unsigned ntables)
 {
-	pthread_t th[2];
+	pthread_t th[4];
 	uint64_t total = 0;
 	cpu_set_t all;
 
-	(void)state;
 	CPU_ZERO(&all);
 	for (int c = 0; c < CPU_SETSIZE; c++)
 		CPU_SET(c, &all);
 	sched_setaffinity(0, sizeof(all), &all);
 	aprobe_init(&agg_mt, 1, 1, 1);
-	agg_mt.g.ntables = 1; /* one table for both: the atomics are what keeps it exact */
+	agg_mt.g.ntables = ntables;
 	agg_mt.g.val[0] = (struct upa_agg_val){ .fetch = 1, .op = UPA_AGG_SUM };
 	agg_go = 0;
-	for (uintptr_t t = 0; t < 2; t++)
+	for (uintptr_t t = 0; t < nthreads; t++)
 		assert_int_equal(pthread_create(&th[t], NULL, agg_thread, (void *)(t * 7)), 0);
 	agg_go = 1;
-	for (int t = 0; t < 2; t++)
+	for (unsigned t = 0; t < nthreads; t++)
 		pthread_join(th[t], NULL);
 	for (uint64_t k = 0; k < 16; k++) {
 		const uint64_t *t = (const uint64_t *)agg_tables;
 		uint64_t hits = 0, sum = 0, want = 0;
 
-		for (size_t i = 0; i < (1u << AGG_ORDER); i++, t += agg_mt.g.entry_words) {
+		for (size_t i = 0; i < ((size_t)ntables << AGG_ORDER); i++, t += agg_mt.g.entry_words) {
 			if (t[0] > 1 && t[1] == k) {
 				hits += t[2];
 				sum += t[3];
 			}
 		}
-		for (uint64_t i = k; i < AGG_N; i += 16)
-			want += 2 * i + 7;
-		assert_int_equal(hits, 2 * AGG_N / 16);
+		for (uintptr_t th_i = 0; th_i < nthreads; th_i++)
+			for (uint64_t i = k; i < AGG_N; i += 16)
+				want += th_i * 7 + i;
+		assert_int_equal(hits, nthreads * AGG_N / 16);
 		assert_int_equal(sum, want);
 		total += hits;
 	}
-	assert_int_equal(total, 2 * AGG_N);
+	assert_int_equal(total, nthreads * AGG_N);
 	assert_int_equal(agg_mt.g.dropped, 0);
+	/* a thread a private table, while there are any */
+	for (unsigned i = 0; i + 1 < ntables; i++)
+		assert_true(agg_mt.g.owner[i] != 0);
+}
+
+static void test_agg_two_threads(void **state)
+{
+	(void)state;
+	agg_threads(2, 1); /* the shared table only: the atomics keep it exact */
+	agg_threads(2, 3); /* each its own table */
+	agg_threads(3, 3); /* two private tables, the third thread shares */
 }
 
 static void test_agg_duration(void **state)

@@ -360,32 +360,152 @@ static void agg_stack(const struct upa_ctl *ctl, const struct upa_probe *d,
 		w[n++] = 0;
 }
 
-static void agg_min(uint64_t *p, uint64_t v, int is_signed)
+/* *p += v: one instruction, which a signal cannot split (a private table: only its
+   thread writes it), or a locked one (the shared table). */
+static inline void add(uint64_t *p, uint64_t v, int shared)
+{
+	if (shared)
+		__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+	else
+		__asm__ volatile("addq %1, %0" : "+m"(*p) : "r"(v) : "cc");
+}
+
+/* *p = v if *p is still o: cmpxchg, locked only for the shared table.  1 if it was. */
+static inline int cas(uint64_t *p, uint64_t *o, uint64_t v, int shared)
+{
+	uint8_t ok;
+
+	if (shared)
+		return __atomic_compare_exchange_n(p, o, v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	__asm__ volatile("cmpxchgq %3, %1\n\tsete %2"
+			 : "+a"(*o), "+m"(*p), "=q"(ok)
+			 : "r"(v)
+			 : "cc");
+	return ok;
+}
+
+static void agg_min(uint64_t *p, uint64_t v, int is_signed, int shared)
 {
 	uint64_t o = __atomic_load_n(p, __ATOMIC_RELAXED);
 
 	while (is_signed ? (int64_t)v < (int64_t)o : v < o)
-		if (__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		if (cas(p, &o, v, shared))
 			break;
 }
 
-static void agg_max(uint64_t *p, uint64_t v, int is_signed)
+static void agg_max(uint64_t *p, uint64_t v, int is_signed, int shared)
 {
 	uint64_t o = __atomic_load_n(p, __ATOMIC_RELAXED);
 
 	while (is_signed ? (int64_t)v > (int64_t)o : v > o)
-		if (__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		if (cas(p, &o, v, shared))
 			break;
 }
 
+/* The table this thread writes: its own (found by its %fs:0, or claimed now), else the
+   shared one, the last. */
+static unsigned own_table(const struct upa_ctl *ctl, struct upa_agg *a)
+{
+	unsigned nown = a->ntables - 1, j;
+	uint64_t me;
+
+	if (!nown || !(ctl->flags & UPA_F_FS0))
+		return nown;
+	__asm__ volatile("mov %%fs:0, %0" : "=r"(me));
+	/* where to start: the TLS address's hash scaled to [0, nown), no division */
+	j = (unsigned)(((me >> 6) * 0x9e3779b97f4a7c15ull >> 32) * nown >> 32);
+	for (unsigned i = 0; i < nown; i++) {
+		uint64_t *o = &a->owner[j], cur = __atomic_load_n(o, __ATOMIC_RELAXED);
+
+		if (cur == me || (!cur && __atomic_compare_exchange_n(o, &cur, me, 0, __ATOMIC_RELAXED,
+								      __ATOMIC_RELAXED)))
+			return j;
+		if (cur == me) /* (cannot be: only this thread writes me) */
+			return j;
+		if (++j == nown)
+			j = 0;
+	}
+	return nown;
+}
+
 /* A hit of an aggregating probe: the key, then its entry in this CPU's table. */
+/* The slot of key (n words, hashed h) in table t: found, or claimed for it; NULL when
+   none is free within UPA_AGG_PROBES. */
+static inline uint64_t *agg_slot(struct upa_agg *a, uint64_t *t, const uint64_t *key, unsigned n,
+				 uint64_t h)
+{
+	uint64_t m = (1ull << a->order) - 1;
+
+	for (unsigned i = 0; i < UPA_AGG_PROBES; i++) {
+		uint64_t *s = t + ((h + i) & m) * a->entry_words;
+		uint64_t st = __atomic_load_n(s, __ATOMIC_ACQUIRE);
+		unsigned j;
+
+		if (st == h) {
+			for (j = 0; j < n && s[1 + j] == key[j]; j++)
+				;
+			if (j == n)
+				return s;
+			continue;
+		}
+		if (st != 0)
+			continue;
+		if (!__atomic_compare_exchange_n(s, &st, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
+			continue; /* taken meanwhile: by this key perhaps, merged later */
+		for (j = 0; j < n; j++)
+			s[1 + j] = key[j];
+		s[1 + n] = 0;
+		for (j = 0; j < a->nvals; j++) {
+			const struct upa_agg_val *x = &a->val[j];
+
+			s[2 + n + j] = x->op == UPA_AGG_MIN   ? (x->is_signed ? ~0ull >> 1 : ~0ull)
+				       : x->op == UPA_AGG_MAX ? (x->is_signed ? 1ull << 63 : 0)
+							       : 0;
+		}
+		__atomic_store_n(s, h, __ATOMIC_RELEASE);
+		return s;
+	}
+	return 0;
+}
+
+/* UPA_P_AGG1: one register's value, transformed, counted.  No call, no loop over
+   fetches: the cost of a histogram is this and the trampoline. */
+static void aggregate1(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame)
+{
+	const struct upa_fetch *f = (const struct upa_fetch *)(d + 1);
+	struct upa_agg *a = (struct upa_agg *)(f + d->nfetch);
+	const struct upa_fetch *kf = &f[a->key[0].fetch];
+	uint64_t v = mask(frame[kf->reg] >> kf->reg_shift, kf->reg_size), *e;
+	unsigned ti;
+
+	v = mask(v, kf->size);
+	if (kf->bf_width) {
+		v >>= kf->bf_offset;
+		v = kf->bf_width >= 64 ? v : v & ((1ull << kf->bf_width) - 1);
+	}
+	if (kf->is_signed && kf->size < 8 && (v >> (kf->size * 8 - 1)) & 1)
+		v |= ~0ull << (kf->size * 8);
+	if (a->key[0].xform == UPA_AGG_LOG2)
+		v = upa_agg_log2(v);
+	else if (a->key[0].xform == UPA_AGG_BUCKETS)
+		v = upa_agg_bucket(v, a->key[0].buckets);
+	ti = own_table(ctl, a);
+	e = agg_slot(a, (uint64_t *)a->tables + ((uint64_t)ti * a->entry_words << a->order), &v, 1,
+		     upa_agg_hash(&v, 1));
+	if (!e)
+		__atomic_fetch_add(&a->dropped, 1, __ATOMIC_RELAXED);
+	else
+		add(&e[2], 1, ti == a->ntables - 1);
+}
+
 static void aggregate(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame,
 		      uint64_t dur)
 {
 	const struct upa_fetch *f = (const struct upa_fetch *)(d + 1);
 	struct upa_agg *a = (struct upa_agg *)((const struct upa_cond *)(f + d->nfetch) + d->ncond);
-	uint64_t key[UPA_AGG_KEY_WORDS], val[UPA_AGG_VALS], v, h, *t, *e = 0, mask;
-	unsigned n = 0;
+	uint64_t key[UPA_AGG_KEY_WORDS], val[UPA_AGG_VALS], v, h, *t, *e;
+	unsigned n = 0, ti;
+	int shared;
 
 	for (unsigned i = 0; i < a->nkeys; i++) {
 		const struct upa_agg_key *k = &a->key[i];
@@ -425,55 +545,24 @@ static void aggregate(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *
 			val[i] = 0;
 	}
 	h = upa_agg_hash(key, n);
-	mask = (1ull << a->order) - 1;
-	t = (uint64_t *)a->tables +
-	    (uint64_t)(cpu_number(ctl) & (a->ntables - 1)) * a->entry_words * (mask + 1);
-	for (unsigned i = 0; i < UPA_AGG_PROBES; i++) {
-		uint64_t *s = t + ((h + i) & mask) * a->entry_words;
-		uint64_t st = __atomic_load_n(s, __ATOMIC_ACQUIRE);
-		unsigned j;
-
-		if (st == 0) {
-			if (!__atomic_compare_exchange_n(s, &st, 1, 0, __ATOMIC_ACQUIRE,
-							 __ATOMIC_ACQUIRE))
-				continue; /* taken meanwhile: by this key perhaps, merged later */
-			for (j = 0; j < n; j++)
-				s[1 + j] = key[j];
-			s[1 + n] = 0;
-			for (j = 0; j < a->nvals; j++) {
-				const struct upa_agg_val *x = &a->val[j];
-
-				s[2 + n + j] = x->op == UPA_AGG_MIN   ? (x->is_signed ? ~0ull >> 1 : ~0ull)
-					       : x->op == UPA_AGG_MAX ? (x->is_signed ? 1ull << 63 : 0)
-								       : 0;
-			}
-			__atomic_store_n(s, h, __ATOMIC_RELEASE);
-			e = s;
-			break;
-		}
-		if (st != h)
-			continue;
-		for (j = 0; j < n && s[1 + j] == key[j]; j++)
-			;
-		if (j == n) {
-			e = s;
-			break;
-		}
-	}
+	ti = own_table(ctl, a);
+	t = (uint64_t *)a->tables + ((uint64_t)ti * a->entry_words << a->order);
+	shared = ti == a->ntables - 1;
+	e = agg_slot(a, t, key, n, h);
 	if (!e) {
 		__atomic_fetch_add(&a->dropped, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	__atomic_fetch_add(&e[1 + n], 1, __ATOMIC_RELAXED);
+	add(&e[1 + n], 1, shared);
 	for (unsigned j = 0; j < a->nvals; j++) {
 		uint64_t *p = &e[2 + n + j];
 
 		if (a->val[j].op == UPA_AGG_MIN)
-			agg_min(p, val[j], a->val[j].is_signed);
+			agg_min(p, val[j], a->val[j].is_signed, shared);
 		else if (a->val[j].op == UPA_AGG_MAX)
-			agg_max(p, val[j], a->val[j].is_signed);
+			agg_max(p, val[j], a->val[j].is_signed, shared);
 		else
-			__atomic_fetch_add(p, val[j], __ATOMIC_RELAXED);
+			add(p, val[j], shared);
 	}
 }
 
@@ -633,8 +722,13 @@ __attribute__((section(".text.entry1"), used, force_align_arg_pointer)) void
 upa_entry(uint64_t *frame, struct upa_probe *d)
 {
 	struct upa_ctl *ctl = (struct upa_ctl *)d->ctl;
+	uint32_t fl = __atomic_load_n(&d->flags, __ATOMIC_RELAXED);
 
-	if (d->flags & UPA_P_RETURN) {
+	if (fl == (UPA_P_ENABLED | UPA_P_AGG | UPA_P_AGG1)) {
+		aggregate1(ctl, d, frame);
+		return;
+	}
+	if (fl & UPA_P_RETURN) {
 		hijack(ctl, d, frame); /* also while disabled: the return decides */
 		return;
 	}
