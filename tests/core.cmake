@@ -155,3 +155,9 @@ add_test(NAME trace.hist
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_hist.py $<TARGET_FILE:uprobe-cli>
     $<TARGET_FILE:hist_prog>)
 set_tests_properties(trace.hist PROPERTIES TIMEOUT 300)
+
+# ---- flags across a return probe's in-process return trampoline --------------------------
+uprobe_core_target(ret_flags ret_flags.c)
+add_test(NAME trace.fast.ret_flags
+  COMMAND sh -c "want=$($1) && got=$($0 trace -v -e \"r:t/r $1:retflags f=%flags\" -e \"r:t/r2 $1:retflags2\" -t t/r2:hist:keys=\\$duration.log2 -o /dev/null -- $1 2>/tmp/ret_flags.$$) && grep -c 'on the fast path' /tmp/ret_flags.$$ | grep -qx 2 && rm -f /tmp/ret_flags.$$ && test \"$want\" = \"$got\" && echo \"flags $got, both returns on the fast path\""
+    $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:ret_flags>)

@@ -98,8 +98,8 @@ struct upa_cond {
 #define UPA_P_ENABLED 1u
 #define UPA_P_RETURN 2u /* a return probe: the entry hijacks the return, the return records */
 #define UPA_P_AGG 4u	/* aggregate into the tables of the struct upa_agg after the conds */
-#define UPA_P_AGG1 8u	/* ... and it is the common case: an entry probe, no condition, one
-			   key from a register (log2, buckets or raw), no val */
+#define UPA_P_AGG1 8u	/* ... and it is the common case: no condition, one key from a
+			   register or the duration (log2, buckets or raw), no val */
 
 /*
  * A hijacked return: the stack slot that held the return address (the key; 0 free,
@@ -121,6 +121,7 @@ struct upa_rt {
    UPA_RET_OFF, the page toucher at UPA_TOUCH_OFF (its int3 UPA_TOUCH_LEN - 1 bytes
    on), the entry at UPA_ENTRY_OFF. */
 #define UPA_RET_OFF 16
+#define UPA_RET_LAHF_AT 8 /* a word: the offset of the return trampoline without popfq */
 #define UPA_TOUCH_OFF 224
 #define UPA_TOUCH_LEN 16
 #define UPA_ENTRY_OFF 256

@@ -175,7 +175,7 @@ static const uint8_t count_pushf[] = {
 #define PUSHF_DISP 10
 #define PUSHF_END 14
 
-static bool have_lahf64(void)
+bool up_patch_have_lahf(void)
 {
 	unsigned a, b, c = 0, d;
 
@@ -234,7 +234,7 @@ static int tail(const struct up_patch_site *site, uint64_t tramp, uint8_t *code,
 int up_patch_tramp_abs(const struct up_patch_site *site, uint64_t tramp, uint64_t counter,
 		       uint8_t *code, size_t size, size_t *len, unsigned home_of[UP_PATCH_MAX_INSN])
 {
-	bool lahf = have_lahf64();
+	bool lahf = up_patch_have_lahf();
 	uint8_t c[64];
 	size_t n = 0;
 
@@ -268,7 +268,7 @@ int up_patch_tramp_abs(const struct up_patch_site *site, uint64_t tramp, uint64_
 int up_patch_tramp(const struct up_patch_site *site, uint64_t tramp, uint64_t counter,
 		   uint8_t *code, size_t size, size_t *len, unsigned home_of[UP_PATCH_MAX_INSN])
 {
-	bool lahf = have_lahf64();
+	bool lahf = up_patch_have_lahf();
 	const uint8_t *pro = lahf ? count_lahf : count_pushf;
 	size_t n = lahf ? sizeof(count_lahf) : sizeof(count_pushf);
 	unsigned disp = lahf ? LAHF_DISP : PUSHF_DISP, end = lahf ? LAHF_END : PUSHF_END;
@@ -288,6 +288,7 @@ int up_patch_tramp_rec(const struct up_patch_site *site, uint64_t tramp, uint64_
 		       unsigned home_of[UP_PATCH_MAX_INSN])
 {
 	uint8_t c[UP_PATCH_TRAMP_REC];
+	bool lahf = up_patch_have_lahf();
 	size_t n = 0;
 
 	n += lea_rsp(c + n, 4, -128); /* the red zone */
@@ -312,10 +313,37 @@ int up_patch_tramp_rec(const struct up_patch_site *site, uint64_t tramp, uint64_
 	memcpy(c + n, &entry, 8), n += 8;
 	c[n++] = 0xff, c[n++] = 0xd0; /* call *%rax */
 	for (int w = 0; w < UPA_NREGS; w++)
-		if (hw_of[w] >= 0 && caller_saved(w))
+		if (hw_of[w] >= 0 && caller_saved(w) && !(lahf && w == UPA_RAX))
 			n += mov_rsp(c + n, false, hw_of[w], 8 * w);
-	n += lea_rsp(c + n, 4, FRAME);
-	c[n++] = 0x9d; /* popfq */
+	if (lahf) {
+		/*
+		 * popfq costs ~5 ns, most of a histogram's hit: the flags the agent can
+		 * change are put back by hand from pushfq's word, DF with std, OF with the
+		 * add $0x7f trick, the others with sahf.  Nothing else in the word can have
+		 * changed (the agent never touches AC or TF).
+		 */
+		int32_t fl = FRAME, fl1 = FRAME + 1;
+
+		c[n++] = 0x66, c[n++] = 0xf7, c[n++] = 0x84, c[n++] = 0x24; /* testw $0x400,fl(%rsp) */
+		memcpy(c + n, &fl, 4), n += 4;
+		c[n++] = 0x00, c[n++] = 0x04;
+		c[n++] = 0x74, c[n++] = 0x01; /* jz 1f */
+		c[n++] = 0xfd;		      /* std; 1: */
+		c[n++] = 0x0f, c[n++] = 0xb6, c[n++] = 0x84, c[n++] = 0x24; /* movzbl fl(%rsp),%eax */
+		memcpy(c + n, &fl, 4), n += 4;
+		c[n++] = 0xc1, c[n++] = 0xe0, c[n++] = 0x08; /* shl $8,%eax: ah, the flags */
+		c[n++] = 0xf6, c[n++] = 0x84, c[n++] = 0x24; /* testb $0x8,fl+1(%rsp): OF */
+		memcpy(c + n, &fl1, 4), n += 4;
+		c[n++] = 0x08;
+		c[n++] = 0x0f, c[n++] = 0x95, c[n++] = 0xc0; /* setnz %al */
+		c[n++] = 0x04, c[n++] = 0x7f;		      /* add $0x7f,%al: OF */
+		c[n++] = 0x9e;				      /* sahf: SF ZF AF PF CF */
+		n += mov_rsp(c + n, false, 0, 8 * UPA_RAX);   /* rax, last */
+		n += lea_rsp(c + n, 4, FRAME + 8);	      /* the frame and the word */
+	} else {
+		n += lea_rsp(c + n, 4, FRAME);
+		c[n++] = 0x9d; /* popfq */
+	}
 	n += lea_rsp(c + n, 4, 128);
 	if (n > size)
 		return -ERANGE;

@@ -19,7 +19,7 @@
 #define UP_PATCH_JMP 5	    /* jmp rel32 */
 #define UP_PATCH_MAX_INSN 5 /* instructions a patch may cover */
 #define UP_PATCH_TRAMP 128  /* bytes of a counting trampoline, at most */
-#define UP_PATCH_TRAMP_REC 320 /* bytes of a recording trampoline, at most */
+#define UP_PATCH_TRAMP_REC 384 /* bytes of a recording trampoline, at most */
 
 struct up_ubp_files;
 
@@ -68,6 +68,10 @@ int up_patch_tramp_rec(const struct up_patch_site *site, uint64_t tramp, uint64_
 		       unsigned home_of[UP_PATCH_MAX_INSN]);
 
 /* The jmp written over the site. */
+/* lahf/sahf work in 64-bit mode here (all but the first x86-64s): flags are kept
+   without pushfq/popfq. */
+bool up_patch_have_lahf(void);
+
 int up_patch_jmp(const struct up_patch_site *site, uint64_t tramp, uint8_t *code);
 
 #endif

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/patch.h"
 #include "agent/ring.h"
 #include "xol.h"
 
@@ -68,6 +69,7 @@ struct up_agent {
 	struct key *keys; /* open addressing, capkeys a power of two */
 	unsigned nkeys, capkeys;
 	uint64_t tsc0, mono0;
+	uint64_t ret_off; /* the return trampoline's offset in the blob */
 	bool rseq_bad; /* a thread was found without glibc's rseq area: lsl for good */
 };
 
@@ -204,7 +206,11 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	a->ctl->ring = a->data_addr + a->ring_off;
 	a->ctl->rtab = a->data_addr + a->rtab_off;
 	a->ctl->rtab_order = RTAB_ORDER;
-	a->ctl->ret_tramp = a->code_addr + UPA_RET_OFF;
+	if (up_patch_have_lahf()) /* the return trampoline without popfq */
+		memcpy(&a->ret_off, up_agent_blob + UPA_RET_LAHF_AT, sizeof(a->ret_off));
+	if (!a->ret_off || a->ret_off >= up_agent_blob_size)
+		a->ret_off = UPA_RET_OFF;
+	a->ctl->ret_tramp = a->code_addr + a->ret_off;
 	a->ctl->ns_mult = (uint64_t)(ns_per_tick() * 4294967296.0);
 	memcpy(a->map + a->code_off, up_agent_blob, up_agent_blob_size);
 	memcpy(a->map + a->code_off, &a->data_addr, 8); /* the blob's first word: the ctl */
@@ -253,7 +259,7 @@ uint64_t up_agent_entry(const struct up_agent *a)
 
 uint64_t up_agent_ret_tramp(const struct up_agent *a)
 {
-	return a->code_addr + UPA_RET_OFF;
+	return a->code_addr + a->ret_off;
 }
 
 void up_agent_for_each_return(struct up_agent *a, bool take,
@@ -444,8 +450,11 @@ int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa
 		g.dropped = 0;
 		memset(g.owner, 0, sizeof(g.owner));
 		d->flags |= UPA_P_AGG;
-		if (!(d->flags & UPA_P_RETURN) && !d->ncond && g.nkeys == 1 && !g.nvals &&
-		    g.key[0].src == UPA_AGG_FETCH && g.key[0].fetch < d->nfetch) {
+		if (!d->ncond && g.nkeys == 1 && !g.nvals && g.key[0].src == UPA_AGG_DURATION &&
+		    (d->flags & UPA_P_RETURN))
+			d->flags |= UPA_P_AGG1;
+		if (!d->ncond && g.nkeys == 1 && !g.nvals && g.key[0].src == UPA_AGG_FETCH &&
+		    g.key[0].fetch < d->nfetch) {
 			const struct upa_fetch *k = &f[g.key[0].fetch];
 
 			if (k->base == UPA_BASE_REG && !k->nsteps && k->final == UPA_FINAL_NONE)

@@ -468,23 +468,27 @@ static inline uint64_t *agg_slot(struct upa_agg *a, uint64_t *t, const uint64_t 
 	return 0;
 }
 
-/* UPA_P_AGG1: one register's value, transformed, counted.  No call, no loop over
+/* UPA_P_AGG1: one register's value (or the return's duration), transformed, counted.  No call, no loop over
    fetches: the cost of a histogram is this and the trampoline. */
-static void aggregate1(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame)
+static void aggregate1(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame,
+		       uint64_t dur)
 {
 	const struct upa_fetch *f = (const struct upa_fetch *)(d + 1);
 	struct upa_agg *a = (struct upa_agg *)(f + d->nfetch);
-	const struct upa_fetch *kf = &f[a->key[0].fetch];
-	uint64_t v = mask(frame[kf->reg] >> kf->reg_shift, kf->reg_size), *e;
+	uint64_t v = dur, *e;
 	unsigned ti;
 
-	v = mask(v, kf->size);
-	if (kf->bf_width) {
-		v >>= kf->bf_offset;
-		v = kf->bf_width >= 64 ? v : v & ((1ull << kf->bf_width) - 1);
+	if (a->key[0].src == UPA_AGG_FETCH) {
+		const struct upa_fetch *kf = &f[a->key[0].fetch];
+
+		v = mask(mask(frame[kf->reg] >> kf->reg_shift, kf->reg_size), kf->size);
+		if (kf->bf_width) {
+			v >>= kf->bf_offset;
+			v = kf->bf_width >= 64 ? v : v & ((1ull << kf->bf_width) - 1);
+		}
+		if (kf->is_signed && kf->size < 8 && (v >> (kf->size * 8 - 1)) & 1)
+			v |= ~0ull << (kf->size * 8);
 	}
-	if (kf->is_signed && kf->size < 8 && (v >> (kf->size * 8 - 1)) & 1)
-		v |= ~0ull << (kf->size * 8);
 	if (a->key[0].xform == UPA_AGG_LOG2)
 		v = upa_agg_log2(v);
 	else if (a->key[0].xform == UPA_AGG_BUCKETS)
@@ -661,7 +665,11 @@ __attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl)
 
 			__atomic_store_n(&e->key, UPA_RT_TOMB, __ATOMIC_RELEASE);
 			frame[UPA_RIP] = orig;
-			hit(ctl, d, frame, 1, dur);
+			if (__atomic_load_n(&d->flags, __ATOMIC_RELAXED) ==
+			    (UPA_P_ENABLED | UPA_P_RETURN | UPA_P_AGG | UPA_P_AGG1))
+				aggregate1(ctl, d, frame, dur);
+			else
+				hit(ctl, d, frame, 1, dur);
 			return orig;
 		}
 		if (k == UPA_RT_FREE)
@@ -679,6 +687,7 @@ __attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl)
 __asm__(".section .text.entry0,\"ax\",@progbits\n"
 	"upa_ctl_word:\n"
 	"	.quad 0\n"
+	"	.quad upa_ret_tramp_lahf\n" /* UPA_RET_LAHF_AT: the faster one's offset */
 	"	.balign 16\n"
 	".globl upa_ret_tramp\n"
 	"upa_ret_tramp:\n"
@@ -718,6 +727,45 @@ __asm__(".section .text.entry0,\"ax\",@progbits\n"
 	"	int3\n"
 	".previous\n");
 
+/*
+ * The same trampoline without popfq (~5 ns of a return): the flags a function's return
+ * hands its caller are put back by hand, SF ZF AF PF CF with sahf, OF with the add
+ * $0x7f trick; DF is 0 at any return (the ABI), so cld changes nothing.  For CPUs with
+ * lahf in 64-bit mode; the tracer picks it (UPA_RET_LAHF_AT).
+ */
+__asm__(".text\n"
+	".globl upa_ret_tramp_lahf\n"
+	"	.balign 16\n"
+	"upa_ret_tramp_lahf:\n"
+	"	lea -16(%rsp),%rsp\n"		/* the slot, and the flags' word */
+	"	lea -216(%rsp),%rsp\n"
+	"	mov %r15,0(%rsp)\n	mov %r14,8(%rsp)\n	mov %r13,16(%rsp)\n"
+	"	mov %r12,24(%rsp)\n	mov %rbp,32(%rsp)\n	mov %rbx,40(%rsp)\n"
+	"	mov %r11,48(%rsp)\n	mov %r10,56(%rsp)\n	mov %r9,64(%rsp)\n"
+	"	mov %r8,72(%rsp)\n	mov %rax,80(%rsp)\n	mov %rcx,88(%rsp)\n"
+	"	mov %rdx,96(%rsp)\n	mov %rsi,104(%rsp)\n	mov %rdi,112(%rsp)\n"
+	"	seto %al\n"
+	"	lahf\n"
+	"	mov %rax,216(%rsp)\n"		/* al: OF; ah: SF ZF AF PF CF */
+	"	cld\n"
+	"	movzbl %ah,%ecx\n	movzbl %al,%eax\n	shl $11,%eax\n"
+	"	or %ecx,%eax\n	or $0x202,%eax\n"
+	"	mov %rax,144(%rsp)\n"		/* eflags, for the frame's readers */
+	"	lea 232(%rsp),%rax\n	mov %rax,152(%rsp)\n"	/* rsp after the return */
+	"	mov %rsp,%rdi\n"
+	"	mov upa_ctl_word(%rip),%rsi\n"
+	"	call upa_return\n"
+	"	mov %rax,224(%rsp)\n"
+	"	mov 48(%rsp),%r11\n	mov 56(%rsp),%r10\n	mov 64(%rsp),%r9\n"
+	"	mov 72(%rsp),%r8\n	mov 88(%rsp),%rcx\n"
+	"	mov 96(%rsp),%rdx\n	mov 104(%rsp),%rsi\n	mov 112(%rsp),%rdi\n"
+	"	mov 216(%rsp),%rax\n"
+	"	add $0x7f,%al\n"			/* OF */
+	"	sahf\n"
+	"	mov 80(%rsp),%rax\n"
+	"	lea 224(%rsp),%rsp\n"
+	"	ret\n");
+
 __attribute__((section(".text.entry1"), used, force_align_arg_pointer)) void
 upa_entry(uint64_t *frame, struct upa_probe *d)
 {
@@ -725,7 +773,7 @@ upa_entry(uint64_t *frame, struct upa_probe *d)
 	uint32_t fl = __atomic_load_n(&d->flags, __ATOMIC_RELAXED);
 
 	if (fl == (UPA_P_ENABLED | UPA_P_AGG | UPA_P_AGG1)) {
-		aggregate1(ctl, d, frame);
+		aggregate1(ctl, d, frame, 0);
 		return;
 	}
 	if (fl & UPA_P_RETURN) {
