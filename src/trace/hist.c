@@ -242,9 +242,9 @@ int up_hist_parse(const char *text, bool with_event, struct up_hist *h, struct u
 		const char *f = iff + 4;
 		int flen = (int)(text + len - f);
 
-		while (flen && isspace((unsigned char)*f))
+		while (flen > 0 && isspace((unsigned char)*f))
 			f++, flen--;
-		if (!flen)
+		if (flen <= 0)
 			return fail(err, (int)(iff - text) + 1, 2, "Missing filter after 'if'");
 		h->filter = strndup(f, (size_t)flen);
 		if (!h->filter)
