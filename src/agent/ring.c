@@ -419,11 +419,11 @@ uint32_t up_agent_record_size(uint64_t regs, const struct upa_fetch *f, unsigned
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
-/* Private tables for up to UPA_AGG_OWNERS threads, as many as 1 MiB holds, and the
-   shared one. */
+/* Private tables for up to UPA_AGG_OWNERS threads, as many as 512 KiB holds (so that
+   a few dozen histograms fit the heap), and the shared one. */
 static unsigned agg_ntables(size_t table_bytes)
 {
-	size_t n = table_bytes ? (1u << 20) / table_bytes : 0;
+	size_t n = table_bytes ? (512u << 10) / table_bytes : 0;
 
 	return (unsigned)(n > UPA_AGG_OWNERS ? UPA_AGG_OWNERS : n) + 1;
 }

@@ -192,7 +192,7 @@ print("latency: 50 returns, every one >= its 200 us sleep, $duration filters, on
 LEAF = "p:h/leaf %s:leaf" % PROG
 for opts in ([], ["--no-fast"]):
     p = run(["stacks", 300], [LEAF], ["leaf:hist:keys=stacktrace"], opts)
-    ents = re.findall(r"^\{ stacktrace:\n((?:         .*\n)+)\} hitcount:\s+(\d+)", p.stdout, re.M)
+    ents = re.findall(r"^\{ common_stacktrace:\n((?:         .*\n)+)\} hitcount:\s+(\d+)", p.stdout, re.M)
     got = sorted((int(h), f.split("\n")[1].strip()) for f, h in ents)
     if len(got) != 2 or got[0][0] != 300 or got[1][0] != 900 or \
             not got[0][1].startswith("via_a+") or not got[1][1].startswith("via_b+"):
