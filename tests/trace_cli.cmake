@@ -185,7 +185,7 @@ if(UPROBE_SANITIZE)
   # ASan keeps freed memory in quarantine (up to 256 MiB): the tracer's RSS would grow
   # with the rounds however well it frees.  Even without, its allocator and shadow
   # pages leave the peak ~600 KB apart between runs now and then (the plain build
-  # keeps the 256 KB bound; LeakSanitizer checks for leaks here)
+  # keeps the 512 KB bound; LeakSanitizer checks for leaks here)
   set_tests_properties(trace.dlopen.loop PROPERTIES ENVIRONMENT
     "ASAN_OPTIONS=quarantine_size_mb=0:detect_leaks=1;RSS_SLACK_KB=2048")
 endif()
