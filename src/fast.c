@@ -1063,14 +1063,39 @@ void agent_unhijack(struct uproc *mm, struct up_proc *p, bool take)
 	up_agent_for_each_return(mm->agent, take, put_back_one, &pb);
 }
 
+/* A raw record's probe: the uprobe's raw_id, counted as delivered. */
+static uint32_t raw_probe_of(void *arg, uint32_t id)
+{
+	struct uproc *mm = ((struct deliver_arg *)arg)->mm;
+	struct fastp *f = id < mm->nrecp ? mm->recp[id] : NULL;
+
+	if (!f || !f->u)
+		return UPROBE_RAW_SKIP;
+	f->nrec++;
+	mm->ctx->stats.records++;
+	return f->u->raw_id;
+}
+
+static void raw_span(void *arg, const void *recs, size_t len)
+{
+	struct uproc *mm = ((struct deliver_arg *)arg)->mm;
+
+	mm->ctx->opts.raw_handler(mm->ctx->opts.arg, recs, len);
+}
+
 void agent_drain(struct uproc *mm)
 {
 	struct deliver_arg a = { mm };
+	unsigned n;
 
 	if (!mm->agent || mm->draining)
 		return;
 	mm->draining = true;
-	if (up_agent_drain(mm->agent, deliver, &a) && mm->ctx->opts.on_records)
+	if (mm->ctx->opts.raw_handler)
+		n = up_agent_drain_raw(mm->agent, mm->pid, raw_probe_of, raw_span, &a);
+	else
+		n = up_agent_drain(mm->agent, deliver, &a);
+	if (n && mm->ctx->opts.on_records)
 		mm->ctx->opts.on_records(mm->ctx->opts.arg);
 	mm->draining = false;
 }

@@ -80,6 +80,8 @@ struct uprobe {
 	 * get them, as for a recording probe.
 	 */
 	void (*agg_handler)(struct uprobe *u, const struct uprobe_agg_entry *e);
+	/* raw records (uprobe_ctx_opts.raw_handler): what their header's probe field says */
+	uint32_t raw_id;
 
 	/* private to the library */
 	struct uprobe_kimg *kimg; /* non-NULL while registered */
@@ -218,6 +220,38 @@ struct uprobe_record {
 	const void *priv;
 };
 
+/*
+ * Raw records (uprobe_ctx_opts.raw_handler): the fast path's records as the ring holds
+ * them, a span of whole records at a time, with no call per record -- the way to keep
+ * every record of a hot probe (uprobe trace --format raw, uprobe report).  A record is
+ * a struct uprobe_raw_rec; then the frame words of the probe's capture (capture->regs,
+ * rip always included: a return's return address, an entry probe's word is not
+ * meaningful), in struct user_regs_struct's order; then, to len, one struct
+ * uprobe_raw_mem per read its fetches made, each followed by its bytes (unless it
+ * faulted) padded to 8.  Records of probes gone, and the ring's end, have probe
+ * UPROBE_RAW_SKIP.  record_handler is not called for such records.
+ */
+#define UPROBE_RAW_SKIP 0xffffffffu
+#define UPROBE_RAW_RET 0x40000000u /* flags: a return probe's record */
+#define UPROBE_RAW_CPU 0x0fffffffu /* flags: the cpu */
+#define UPROBE_RAW_FAULT 1u	   /* uprobe_raw_mem.flags: the read faulted, no bytes */
+#define UPROBE_RAW_STRING 2u	   /* a string, read up to its NUL (included) */
+
+struct uprobe_raw_rec {
+	uint32_t size;	/* bytes from this record to the next, a multiple of 8 */
+	uint32_t probe; /* the uprobe's raw_id, or UPROBE_RAW_SKIP */
+	uint32_t len;	/* bytes of it written, this header included */
+	uint32_t flags; /* the cpu | UPROBE_RAW_RET */
+	int32_t pid, tid; /* tid 0: the thread could not be named */
+	uint64_t time_ns; /* CLOCK_MONOTONIC */
+};
+
+struct uprobe_raw_mem {
+	uint64_t addr;
+	uint32_t len;
+	uint32_t flags; /* UPROBE_RAW_FAULT, UPROBE_RAW_STRING */
+};
+
 /* Memory as the agent read it for this record: 0, or -EFAULT (a fault, or not read). */
 UPROBE_API int uprobe_record_read(const struct uprobe_record *rec, uint64_t addr, void *buf,
 				  size_t len);
@@ -247,6 +281,9 @@ struct uprobe_ctx_opts {
 	void (*on_fork)(void *arg, pid_t parent, pid_t child);
 	/* called after a batch of fast-path records went to record_handler (flush here) */
 	void (*on_records)(void *arg);
+	/* set: the fast path's records go here raw, spans of struct uprobe_raw_rec
+	   (valid during the call only), instead of to record_handler */
+	void (*raw_handler)(void *arg, const void *recs, size_t len);
 	void *arg;
 };
 

@@ -14,12 +14,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <uprobe/uprobe.h>
 
 #include "agent/patch.h"
 #include "agent/ring.h"
@@ -633,6 +636,73 @@ unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct u
 	}
 	if (tail != told)
 		__atomic_store_n(&a->ctl->tail, tail, __ATOMIC_RELEASE);
+	return n;
+}
+
+/* The raw form is the ring's, headers rewritten in place (uprobe.h). */
+_Static_assert(sizeof(struct uprobe_raw_rec) == sizeof(struct upa_rec), "raw header");
+_Static_assert(offsetof(struct uprobe_raw_rec, time_ns) == offsetof(struct upa_rec, tsc),
+	       "raw time");
+_Static_assert(sizeof(struct uprobe_raw_mem) == sizeof(struct upa_mem), "raw memory entry");
+_Static_assert(UPROBE_RAW_FAULT == UPA_MEM_FAULT && UPROBE_RAW_STRING == UPA_MEM_STRING &&
+		       UPROBE_RAW_RET == UPA_REC_RET && UPROBE_RAW_CPU == UPA_REC_CPU,
+	       "raw flags");
+
+unsigned up_agent_drain_raw(struct up_agent *a, pid_t pid,
+			    uint32_t (*probe_of)(void *arg, uint32_t id),
+			    void (*fn)(void *arg, const void *recs, size_t len), void *arg)
+{
+	uint8_t *ring = a->map + a->ring_off;
+	uint64_t cap = a->ring_size, tail = a->ctl->tail;
+	uint64_t end = __atomic_load_n(&a->ctl->head, __ATOMIC_ACQUIRE);
+	double tick = ns_per_tick();
+	uint64_t last_key = 0;
+	bool last_sp = false;
+	pid_t last_tid = 0;
+	unsigned n = 0;
+
+	while (tail < end) {
+		uint64_t off = tail & (cap - 1), span = off;
+
+		/* whole records up to the ring's end or the first one still being written */
+		while (tail + (span - off) < end && span < cap) {
+			struct upa_rec *rec = (struct upa_rec *)(ring + span);
+			uint32_t slot = __atomic_load_n(&rec->slot, __ATOMIC_ACQUIRE);
+			struct uprobe_raw_rec *r = (struct uprobe_raw_rec *)rec;
+			uint64_t key = rec->thread, tsc = rec->tsc;
+			bool sp = rec->cpu & UPA_REC_SP;
+
+			if (!slot)
+				break;
+			if (slot % REC_ALIGN || slot > cap - span || rec->len > slot) {
+				end = tail + (span - off); /* not ours: stop reading the ring */
+				break;
+			}
+			if (rec->id == UPA_REC_PAD || rec->id >= a->nids) {
+				r->probe = UPROBE_RAW_SKIP;
+			} else {
+				if (key != last_key || sp != last_sp || !last_tid) {
+					last_tid = tid_of(a, key, sp);
+					last_key = key;
+					last_sp = sp;
+				}
+				r->probe = probe_of(arg, rec->id);
+				r->flags = rec->cpu & (UPA_REC_CPU | UPA_REC_RET);
+				r->pid = pid;
+				r->tid = last_tid;
+				r->time_ns = a->mono0 +
+					     (uint64_t)((double)(int64_t)(tsc - a->tsc0) * tick);
+				n += r->probe != UPROBE_RAW_SKIP;
+			}
+			span += slot;
+		}
+		if (span == off)
+			break;
+		fn(arg, ring + off, span - off);
+		memset(ring + off, 0, span - off);
+		tail += span - off;
+		__atomic_store_n(&a->ctl->tail, tail, __ATOMIC_RELEASE);
+	}
 	return n;
 }
 

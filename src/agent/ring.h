@@ -110,6 +110,15 @@ void up_agent_probe_counts(const struct up_agent *a, uint64_t addr, uint64_t *fi
 /* Every complete record, oldest first, to fn; returns how many. */
 unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct up_agent_rec *r),
 			void *arg);
+/*
+ * The same records raw: each header rewritten in place as a struct uprobe_raw_rec
+ * (probe_of turns the record's probe id into the caller's; pid is the process), handed
+ * to fn in contiguous spans of whole records, then cleared.  Returns how many records
+ * (not counting skipped ones).
+ */
+unsigned up_agent_drain_raw(struct up_agent *a, pid_t pid,
+			    uint32_t (*probe_of)(void *arg, uint32_t id),
+			    void (*fn)(void *arg, const void *recs, size_t len), void *arg);
 /* CLOCK_MONOTONIC in ns: the clock records are stamped with. */
 uint64_t up_mono_ns(void);
 /* How full the ring is, in 256ths. */

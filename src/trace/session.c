@@ -23,6 +23,7 @@
 #include "trace/filter.h"
 #include "trace/format.h"
 #include "trace/hist.h"
+#include "trace/raw.h"
 #include "trace/session.h"
 #include "trace/spec.h"
 #include "trace/stack.h"
@@ -130,6 +131,14 @@ struct up_trace {
 	bool pend_break; /* the engine's loop was broken to format tr->pend */
 	unsigned npend;	 /* hits in pend, in order: several specs on one address */
 	struct pending pend[PEND_MAX];
+	/* --format raw: probes numbered for the file, threads whose name it has */
+	uint32_t raw_next;
+	uint64_t raw_records;
+	uint64_t *raw_seen; /* pid << 32 | tid, open addressing; 0 free */
+	unsigned raw_seen_cap, raw_seen_n;
+	uint64_t raw_last; /* the thread of the last record */
+	uint64_t *raw_buf;  /* a trap-path record being made */
+	size_t raw_len, raw_cap;
 };
 
 static void tprobe_free(struct tprobe *p)
@@ -843,6 +852,9 @@ unsigned up_trace_nhists(const struct up_trace *tr)
 	return n;
 }
 
+static void raw_trap(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const struct hit *h,
+		     struct up_fetch_env *env);
+
 static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		       const struct hit *h)
 {
@@ -876,6 +888,10 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		return;
 	if (h->rec) {
 		report_record(p, regs, is_return, h, &env);
+		return;
+	}
+	if (tr->opts.raw) {
+		raw_trap(p, regs, is_return, h, &env);
 		return;
 	}
 	/* the trap path: the values now, the formatting once the thread runs again */
@@ -1277,6 +1293,183 @@ static int build_capture(struct up_trace *tr, struct tprobe *p)
 	return 0;
 }
 
+/* ---- --format raw ------------------------------------------------------------------------ */
+
+/* A failed write of the file stops the trace, as a failed write of lines does. */
+static void raw_check(struct up_trace *tr, int rc)
+{
+	if (rc && !tr->out_failed) {
+		tr->out_failed = -rc;
+		if (tr->ctx)
+			uprobe_ctx_break(tr->ctx);
+	}
+}
+
+/* The thread's name goes into the file before its first record. */
+static void raw_thread(struct up_trace *tr, pid_t pid, pid_t tid)
+{
+	uint64_t k = (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid;
+	struct comm_entry *c;
+	unsigned h, mask;
+	int cpu;
+
+	if (!tid || k == tr->raw_last)
+		return;
+	tr->raw_last = k;
+	if ((tr->raw_seen_n + 1) * 2 > tr->raw_seen_cap) {
+		unsigned cap = tr->raw_seen_cap ? tr->raw_seen_cap * 2 : 256;
+		uint64_t *v = calloc(cap, sizeof(*v));
+
+		if (!v)
+			return; /* named again later: a thread without a name prints <...> */
+		for (unsigned i = 0; i < tr->raw_seen_cap; i++) {
+			if (!tr->raw_seen[i])
+				continue;
+			for (h = (unsigned)(tr->raw_seen[i] * 0x9e3779b97f4a7c15ull >> 40) & (cap - 1);
+			     v[h]; h = (h + 1) & (cap - 1))
+				;
+			v[h] = tr->raw_seen[i];
+		}
+		free(tr->raw_seen);
+		tr->raw_seen = v;
+		tr->raw_seen_cap = cap;
+	}
+	mask = tr->raw_seen_cap - 1;
+	for (h = (unsigned)(k * 0x9e3779b97f4a7c15ull >> 40) & mask; tr->raw_seen[h];
+	     h = (h + 1) & mask)
+		if (tr->raw_seen[h] == k)
+			return;
+	tr->raw_seen[h] = k;
+	tr->raw_seen_n++;
+	c = thread_info(tr, pid, tid, &cpu);
+	raw_check(tr, up_raw_write_thread(tr->opts.out, pid, tid, c->comm));
+}
+
+/* The fast path's records, as the ring held them: named threads, then the bytes. */
+static void cb_raw(void *arg, const void *recs, size_t len)
+{
+	struct up_trace *tr = arg;
+	const uint8_t *b = recs;
+
+	if (tr->out_failed)
+		return;
+	for (size_t at = 0; at + sizeof(struct uprobe_raw_rec) <= len;) {
+		const struct uprobe_raw_rec *r = (const void *)(b + at);
+
+		if (r->probe != UPROBE_RAW_SKIP) {
+			raw_thread(tr, r->pid, r->tid);
+			tr->raw_records++;
+		}
+		if (!r->size)
+			break;
+		at += r->size;
+	}
+	raw_check(tr, up_raw_write_records(tr->opts.out, recs, len));
+}
+
+/* The frame words p's records hold: its capture's, or all of them. */
+static uint64_t raw_regs(const struct tprobe *p)
+{
+	return p->recording ? p->cap.regs | BIT(rip)
+			    : (1ull << (sizeof(struct user_regs_struct) / 8)) - 1;
+}
+
+static void raw_site(struct up_trace *tr, const struct tprobe *p)
+{
+	struct up_raw_site s = {
+		.probe = p->u.raw_id,
+		.event = p->ts->index,
+		.pid = p->tp->pid,
+		.is32 = p->tp->is32,
+		.vaddr = p->u.vaddr,
+		.bias = p->file_bias,
+		.regs = raw_regs(p),
+	};
+
+	raw_check(tr, up_raw_write_site(tr->opts.out, &s));
+}
+
+static int raw_grow(struct up_trace *tr, size_t more)
+{
+	size_t words = (tr->raw_len + more + 7) / 8;
+
+	if (words * 8 <= tr->raw_cap)
+		return 0;
+	words = words * 2 + 64;
+	uint64_t *nb = realloc(tr->raw_buf, words * 8);
+
+	if (!nb)
+		return -ENOMEM;
+	tr->raw_buf = nb;
+	tr->raw_cap = words * 8;
+	return 0;
+}
+
+/* A trap-path hit's reads: done on the process, kept in the record as the agent would. */
+static int raw_read(void *arg, uint64_t addr, void *buf, size_t len)
+{
+	struct read_ctx *rc = arg;
+	struct up_trace *tr = rc->tr;
+	int ret = read_mem(rc, addr, buf, len);
+	struct uprobe_raw_mem m = { addr, (uint32_t)len, ret ? UPROBE_RAW_FAULT : 0 };
+	size_t need = sizeof(m) + (ret ? 0 : (len + 7) / 8 * 8);
+
+	if (len > UINT32_MAX || raw_grow(tr, need))
+		return ret;
+	memcpy((uint8_t *)tr->raw_buf + tr->raw_len, &m, sizeof(m));
+	tr->raw_len += sizeof(m);
+	if (!ret) {
+		memset((uint8_t *)tr->raw_buf + tr->raw_len, 0, need - sizeof(m));
+		memcpy((uint8_t *)tr->raw_buf + tr->raw_len, buf, len);
+		tr->raw_len += need - sizeof(m);
+	}
+	return ret;
+}
+
+/* A trap-path hit, written as the agent writes a record (its filter applied first). */
+static void raw_trap(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const struct hit *h,
+		     struct up_fetch_env *env)
+{
+	struct up_trace *tr = p->tr;
+	struct tspec *ts = p->ts;
+	const uint64_t *w = (const uint64_t *)regs;
+	uint64_t mask = raw_regs(p), dur = 0;
+	struct read_ctx rc = { .tr = tr, .pid = h->pid };
+	struct up_fetch_value vals[ts->spec.nargs ? ts->spec.nargs : 1];
+	static char arena[64 * 1024];
+	struct uprobe_raw_rec r = {
+		.probe = p->u.raw_id,
+		.flags = is_return ? UPROBE_RAW_RET : 0,
+		.pid = h->pid,
+		.tid = h->tid,
+		.time_ns = h->time_ns,
+	};
+
+	tr->raw_len = 0;
+	if (raw_grow(tr, sizeof(r) + 8u * (unsigned)__builtin_popcountll(mask)))
+		return;
+	tr->raw_len = sizeof(r);
+	for (uint64_t m = mask; m; m &= m - 1) {
+		tr->raw_buf[tr->raw_len / 8] = w[__builtin_ctzll(m)];
+		tr->raw_len += 8;
+	}
+	env->read = raw_read;
+	env->ctx = &rc;
+	env->comm = comm_cached(tr, h->pid, h->tid);
+	up_fetch_eval_all(&ts->spec, env, vals, arena, sizeof(arena));
+	if (is_return)
+		uprobe_current_duration(tr->ctx, &dur);
+	if (ts->nconds && !filter_holds(ts, vals, dur))
+		return;
+	r.len = r.size = (uint32_t)tr->raw_len;
+	memcpy(tr->raw_buf, &r, sizeof(r));
+	raw_thread(tr, h->pid, h->tid);
+	tr->raw_records++;
+	raw_check(tr, up_raw_write_records(tr->opts.out, tr->raw_buf, tr->raw_len));
+	if (tr->opts.flush && fflush(tr->opts.out))
+		raw_check(tr, errno ? -errno : -EIO);
+}
+
 static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 {
 	struct tspec *ts = tr->specs[i];
@@ -1317,6 +1510,7 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 	p->file_bias = bias;
 	p->u.pid = tp->pid;
 	p->u.vaddr = vaddr;
+	p->u.raw_id = tr->raw_next++;
 	p->u.data = p;
 	p->u.registration_callback = on_registered;
 	if (ts->spec.kind == UP_SPEC_EVENT && ts->spec.is_return)
@@ -1344,6 +1538,8 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 	p->next = tp->probes;
 	tp->probes = p;
 	tp->armed[i] = true;
+	if (tr->opts.raw)
+		raw_site(tr, p); /* before any of its records: they are drained later */
 	if (p->recording && !probe_on(tr, p))
 		uprobe_set_enabled(tr->ctx, &p->u, false);
 	if (tr->opts.verbose > 0)
@@ -1546,11 +1742,25 @@ int up_trace_new(const struct up_trace_opts *opts, struct up_trace **out)
 	co.on_exec = cb_exec;
 	co.on_fork = cb_fork;
 	co.on_records = cb_records;
+	if (opts->raw)
+		co.raw_handler = cb_raw;
 	co.arg = tr;
+	if (opts->raw && (!opts->out || opts->json)) {
+		free(tr);
+		return -EINVAL;
+	}
 	rc = uprobe_ctx_new(&co, &tr->ctx);
 	if (rc) {
 		free(tr);
 		return rc;
+	}
+	if (opts->raw) {
+		rc = up_raw_write_magic(opts->out);
+		if (rc) {
+			uprobe_ctx_free(tr->ctx);
+			free(tr);
+			return rc;
+		}
 	}
 	*out = tr;
 	return 0;
@@ -1558,10 +1768,19 @@ int up_trace_new(const struct up_trace_opts *opts, struct up_trace **out)
 
 void up_trace_free(struct up_trace *tr)
 {
+	uint64_t lost;
+
 	if (!tr)
 		return;
-	/* detaches from everything: the processes run on unprobed */
+	lost = tr->opts.raw ? up_trace_lost(tr) : 0;
+	/* detaches from everything: the processes run on unprobed (what their rings still
+	   hold is delivered first) */
 	uprobe_ctx_free(tr->ctx);
+	tr->ctx = NULL;
+	if (tr->opts.raw && !tr->out_failed)
+		up_raw_write_end(tr->opts.out, tr->raw_records, lost);
+	free(tr->raw_seen);
+	free(tr->raw_buf);
 	while (tr->procs) {
 		struct tproc *tp = tr->procs;
 
@@ -1684,6 +1903,13 @@ int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen
 		}
 		ts.nconds = tr->filter.n;
 	}
+	if (tr->opts.raw && ts.spec.kind == UP_SPEC_SEED) {
+		snprintf(err, errlen, "'%s': --format raw records p:/r: events; the seed's "
+				      "specs print as text or JSON only", text);
+		up_spec_free(&ts.spec);
+		free(ts.text);
+		return -EINVAL;
+	}
 	if (ts.spec.kind == UP_SPEC_SEED)
 		up_spec_format(&ts.spec, ts.label, sizeof(ts.label));
 	else
@@ -1716,6 +1942,8 @@ int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen
 		*heap = ts;
 		tr->specs[tr->nspecs++] = heap;
 	}
+	if (tr->opts.raw)
+		raw_check(tr, up_raw_write_event(tr->opts.out, ts.index, text));
 	return 0;
 }
 

@@ -26,6 +26,7 @@ struct up_trace_opts {
 	bool json;	/* one JSON object a line instead of text */
 	bool follow;	/* trace children (fork, vfork, clone) too */
 	bool header;	/* the trace file's comment header before the first line (text) */
+	bool raw;	/* out is a raw trace file (trace/raw.h): records unformatted */
 	bool flush;	/* out reaches a reader at once: flushed after each trap-path hit and
 			   each batch of fast-path records */
 	int verbose;	/* > 0: log where each spec was armed */

@@ -29,6 +29,7 @@ struct cli_cmd {
 extern const struct cli_cmd cli_cmd_decode;
 extern const struct cli_cmd cli_cmd_list;
 extern const struct cli_cmd cli_cmd_mount;
+extern const struct cli_cmd cli_cmd_report;
 extern const struct cli_cmd cli_cmd_trace;
 
 /* "uprobe CMD: message\n" on stderr. */

@@ -58,7 +58,7 @@ static unsigned long parse_period(const char *s)
 static void trace_usage(FILE *out)
 {
 	fputs("usage: uprobe trace [-e SPEC]... [-t TRIGGER]... [-f FILE] [-o FILE] [-i PERIOD]\n"
-	      "                    [--format text|json|bars] [-c] [-v] [--no-follow]\n"
+	      "                    [--format text|json|bars|raw] [-c] [-v] [--no-follow]\n"
 	      "                    (-p PID... | -- COMMAND [ARGS...])\n"
 	      "\n"
 	      "Probes the instructions SPEC names in a running process (-p, every thread) or in\n"
@@ -102,7 +102,10 @@ static void trace_usage(FILE *out)
 	      "  -o, --output FILE   write the trace (-c: the counts) to FILE instead of stdout\n"
 	      "      --format F      text (default: as the kernel's trace file and hist file),\n"
 	      "                      json (a line per hit, an object per table; schema in\n"
-	      "                      uprobe(1)) or bars (tables drawn as bpftrace draws them)\n"
+	      "                      uprobe(1)), bars (tables drawn as bpftrace draws them)\n"
+	      "                      or raw (every record as the process wrote it, binary,\n"
+	      "                      nothing lost to formatting: 'uprobe report FILE' prints\n"
+	      "                      it later; the ring defaults to 64 MiB)\n"
 	      "  -c, --count         print only the hits per probe at the end\n"
 	      "      --no-follow     do not trace children (by default fork/vfork children are\n"
 	      "                      traced with the same probes)\n"
@@ -116,8 +119,9 @@ static void trace_usage(FILE *out)
 	      "                      where safe, a jmp to an in-process trampoline that counts\n"
 	      "                      or records the hit without stopping the thread (-v says\n"
 	      "                      which probes stayed on the trap path and why)\n"
-	      "      --ring-size KB  the in-process record ring per process (default 4096);\n"
-	      "                      when it is full records are dropped and counted\n"
+	      "      --ring-size KB  the in-process record ring per process (default 4096,\n"
+	      "                      65536 with --format raw); when it is full records are\n"
+	      "                      dropped and counted\n"
 	      "  -b, --backend B     ptrace (default: this process traces, no privilege beyond\n"
 	      "                      ptrace rights) or kernel (the kernel's uprobe tracer through\n"
 	      "                      tracefs, root only; p:/r: PATH specs; without -p or a\n"
@@ -130,6 +134,9 @@ static void trace_usage(FILE *out)
 	      "  uprobe trace --filter 'size > 4096' -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' -- ls\n"
 	      "  uprobe trace -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' \\\n"
 	      "               -t 'libc/malloc:hist:keys=size.log2' -- ls -R /usr\n"
+	      "  uprobe trace --format raw -o malloc.raw \\\n"
+	      "               -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' -- ls\n"
+	      "  uprobe report malloc.raw\n"
 	      "  uprobe trace -e 'r:libc/getaddrinfo /lib/x86_64-linux-gnu/libc.so.6:getaddrinfo' \\\n"
 	      "               -t 'getaddrinfo:hist:keys=$duration.log2' --format bars -p 1234\n",
 	      out);
@@ -374,9 +381,11 @@ static int run_trace(int argc, char **argv)
 				opts.json = true, style = UP_HIST_JSON;
 			else if (!strcmp(optarg, "bars"))
 				bars = true, style = UP_HIST_BARS;
+			else if (!strcmp(optarg, "raw"))
+				opts.raw = true;
 			else if (strcmp(optarg, "text"))
 				return cli_usage_error(&cli_cmd_trace,
-						       "--format '%s': expected text, json or bars",
+						       "--format '%s': expected text, json, bars or raw",
 						       optarg);
 			break;
 		case 'c':
@@ -436,6 +445,17 @@ static int run_trace(int argc, char **argv)
 	if (count && triggers.n)
 		return cli_usage_error(&cli_cmd_trace, "-c and --trigger exclude each other "
 				       "(a table counts its hits)");
+	if (opts.raw && (count || triggers.n || kernel))
+		return cli_usage_error(&cli_cmd_trace, "--format raw records every event of the "
+				       "ptrace backend: not with %s",
+				       count ? "-c" : kernel ? "--backend kernel" : "--trigger");
+	if (opts.raw && !outpath && isatty(STDOUT_FILENO))
+		return cli_usage_error(&cli_cmd_trace, "--format raw writes binary records: give "
+				       "-o FILE (then 'uprobe report FILE'), or pipe it");
+	/* raw: a hot thread writes a record in ~16-30 ns; a ring of 64 MiB holds a burst of
+	   ~800,000 while the tracer copies them out */
+	if (opts.raw && !opts.ring_bytes)
+		opts.ring_bytes = 64u << 20;
 
 	if (outpath) {
 		out = outf = fopen(outpath, "we");
@@ -458,7 +478,9 @@ static int run_trace(int argc, char **argv)
 	}
 	/* a reader at the other end of a pipe (| grep) or a terminal sees each hit at once;
 	   a regular file is written in blocks */
-	if (opts.out) {
+	if (opts.raw)
+		setvbuf(opts.out, NULL, _IOFBF, 1 << 20); /* spans of records: big writes */
+	else if (opts.out) {
 		struct stat st;
 
 		if (fstat(fileno(opts.out), &st) == 0 && !S_ISREG(st.st_mode))

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Raw trace files: `uprobe trace --format raw -o FILE` writes every event as the
+ * fast path recorded it (the ring's bytes, struct uprobe_raw_rec, no formatting), so
+ * that the tracer keeps up with a hot thread; `uprobe report FILE` formats them later,
+ * line for line as `uprobe trace` would have printed them live.
+ *
+ * A file is a magic ("UPRAWv1\n"), then blocks, each a struct up_raw_block and len
+ * bytes (padded to 8):
+ *
+ *   EVENT    an event spec: its index, the frame words its records hold, its text
+ *   SITE     a probe of an event in a process: probe id, pid, address, file bias
+ *   THREAD   a thread's name, before its first record
+ *   RECORDS  records, struct uprobe_raw_rec each (the trap path's too, one a block)
+ *   END      how many records and how many were lost (the ring was full)
+ *
+ * The writer never formats and never reads a process; the reader never touches one.
+ * Prefix: up_raw_.
+ */
+#ifndef UPROBE_TRACE_RAW_H
+#define UPROBE_TRACE_RAW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define UP_RAW_MAGIC "UPRAWv1\n"
+
+enum up_raw_type {
+	UP_RAW_EVENT = 1,
+	UP_RAW_SITE = 2,
+	UP_RAW_THREAD = 3,
+	UP_RAW_RECORDS = 4,
+	UP_RAW_END = 5,
+};
+
+struct up_raw_block {
+	uint32_t type; /* enum up_raw_type */
+	uint32_t len;  /* bytes that follow, before the padding to 8 */
+};
+
+struct up_raw_event {
+	uint32_t index; /* the spec's, as given (-e order) */
+	uint32_t pad;
+	/* char text[]: the spec, NUL-terminated */
+};
+
+struct up_raw_site {
+	uint32_t probe; /* the records' probe field */
+	uint32_t event;
+	int32_t pid;
+	uint32_t is32;
+	uint64_t vaddr; /* the probed address (a return probe: the function's) */
+	uint64_t bias;	/* @+OFFSET reads at bias + OFFSET */
+	uint64_t regs;	/* bit i: word i of struct user_regs_struct is in its records */
+};
+
+struct up_raw_thread {
+	int32_t pid, tid;
+	char comm[16];
+};
+
+struct up_raw_end {
+	uint64_t records, lost;
+};
+
+/* Writers: 0, or a negative errno of the write. */
+int up_raw_write_magic(FILE *out);
+int up_raw_write_event(FILE *out, uint32_t index, const char *text);
+int up_raw_write_site(FILE *out, const struct up_raw_site *s);
+int up_raw_write_thread(FILE *out, pid_t pid, pid_t tid, const char *comm);
+int up_raw_write_records(FILE *out, const void *recs, size_t len);
+int up_raw_write_end(FILE *out, uint64_t records, uint64_t lost);
+
+struct up_raw_report_opts {
+	bool json;   /* a JSON object a line, as uprobe trace --format json */
+	bool header; /* the trace file's comment header first (text) */
+};
+
+struct up_raw_stats {
+	uint64_t records; /* formatted */
+	uint64_t lost;	  /* as the END block says */
+	bool ended;	  /* an END block was read (else the file was cut short) */
+};
+
+/*
+ * Formats every record of in to out.  0, or -EINVAL with err saying what is wrong
+ * with the file (and at which byte), or the errno of a failed write.
+ */
+int up_raw_report(FILE *in, FILE *out, const struct up_raw_report_opts *o,
+		  struct up_raw_stats *st, char *err, size_t errlen);
+
+#endif /* UPROBE_TRACE_RAW_H */
