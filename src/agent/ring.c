@@ -25,6 +25,7 @@
 #include <uprobe/uprobe.h>
 
 #include "agent/patch.h"
+#include "agent/rec.h"
 #include "agent/ring.h"
 #include "xol.h"
 
@@ -715,29 +716,5 @@ unsigned up_agent_fill(const struct up_agent *a)
 
 int up_agent_rec_read(const struct up_agent_rec *r, uint64_t addr, void *buf, size_t len)
 {
-	size_t at = 0;
-
-	while (at + sizeof(struct upa_mem) <= r->memlen) {
-		const struct upa_mem *m = (const struct upa_mem *)(r->mem + at);
-		const uint8_t *data = (const uint8_t *)(m + 1);
-
-		at += sizeof(*m);
-		if (m->flags & UPA_MEM_FAULT)
-			continue;
-		at += UPA_ALIGN8(m->len);
-		if (at > r->memlen)
-			break;
-		if (addr >= m->addr && addr + len <= m->addr + m->len) {
-			memcpy(buf, data + (addr - m->addr), len);
-			return 0;
-		}
-		if ((m->flags & UPA_MEM_STRING) && addr >= m->addr && addr < m->addr + m->len) {
-			size_t have = (size_t)(m->addr + m->len - addr);
-
-			memcpy(buf, data + (addr - m->addr), have);
-			memset((uint8_t *)buf + have, 0, len - have);
-			return 0;
-		}
-	}
-	return -EFAULT;
+	return up_rec_mem_read(r->mem, r->memlen, addr, buf, len);
 }

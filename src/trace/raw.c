@@ -14,7 +14,7 @@
 
 #include <uprobe/uprobe.h>
 
-#include "agent/ring.h"
+#include "agent/rec.h"
 #include "trace/fetch.h"
 #include "trace/format.h"
 #include "trace/spec.h"
@@ -178,11 +178,12 @@ static int on_event(struct reader *r, const uint8_t *p, uint32_t len)
 {
 	struct up_raw_event e;
 	struct up_spec_err se;
-	const char *text = (const char *)p + sizeof(e);
+	const char *text;
 
 	if (len < sizeof(e) + 1 || p[len - 1])
 		return bad(r, "an EVENT block of %u bytes is not an index and a spec", len);
 	memcpy(&e, p, sizeof(e));
+	text = (const char *)p + sizeof(e);
 	if (e.index > 1u << 20)
 		return bad(r, "event index %u", e.index);
 	if (e.index >= r->nev) {
@@ -253,9 +254,16 @@ static int on_thread(struct reader *r, const uint8_t *p, uint32_t len)
 	return 0;
 }
 
+struct rec_mem {
+	const uint8_t *mem;
+	size_t len;
+};
+
 static int read_mem(void *arg, uint64_t addr, void *buf, size_t len)
 {
-	return up_agent_rec_read(arg, addr, buf, len);
+	const struct rec_mem *m = arg;
+
+	return up_rec_mem_read(m->mem, m->len, addr, buf, len);
 }
 
 static int emit(struct reader *r, const struct up_spec *spec, const struct up_fmt_ctx *fc,
@@ -328,7 +336,7 @@ static int one_record(struct reader *r, const uint8_t *p, uint32_t size)
 		u.ur.rip = s->vaddr;
 	t = thr_find(r, h.pid, h.tid, false);
 	{
-		struct up_agent_rec mem = { .mem = p + at, .memlen = h.len - at };
+		struct rec_mem mem = { p + at, h.len - at };
 		struct up_fetch_env env = {
 			.regs = &u.ur,
 			.is32 = s->is32,
@@ -408,6 +416,12 @@ int up_raw_report(FILE *in, FILE *out, const struct up_raw_report_opts *o,
 		goto out;
 	}
 	r->at = 8;
+	bufcap = 4096;
+	buf = malloc(bufcap);
+	if (!buf) {
+		rc = -ENOMEM;
+		goto out;
+	}
 	for (;;) {
 		struct up_raw_block b;
 		size_t n = fread(&b, 1, sizeof(b), in), padded;
