@@ -250,6 +250,19 @@ static void agent_all_tls(struct uproc *mm)
 			       "threads by %%fs:0", (int)mm->pid);
 }
 
+/* Is key (a TLS block's first word) another live thread's of mm's than tid's? */
+static bool shares_tls(struct uproc *mm, uint64_t key, pid_t tid)
+{
+	pid_t prev = up_agent_thread_tid(mm->agent, key);
+
+	if (!prev || prev == tid)
+		return false;
+	for (struct uproc *up = mm->ctx->procs; up; up = up->next)
+		if (mm_of(up) == mm && up_proc_find_task(up->p, prev))
+			return true;
+	return false;
+}
+
 /*
  * The agent's name for thread t: the word at its TLS block (%fs:0), or, while any
  * thread has none (a process caught at its exec, before its dynamic linker ran), its
@@ -275,6 +288,13 @@ void agent_name_thread(struct uproc *mm, struct up_task *t)
 		up_agent_stack(mm->agent, lo, m.end, up_task_tid(t));
 	}
 	tls = r.fs_base && !up_task_read(t, r.fs_base, &key, sizeof(key)) && key;
+	if (tls && shares_tls(mm, key, up_task_tid(t))) {
+		/* two live threads on one TLS block (a clone without CLONE_SETTLS): %fs:0
+		   and the fs base name neither, and a return table of its own would be
+		   written by both; for good */
+		set_notls(mm, NULL, true);
+		tls = false;
+	}
 	set_notls(mm, utask_of(t), !tls);
 	if (!tls) {
 		up_agent_no_fs0(mm->agent);

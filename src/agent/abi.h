@@ -18,11 +18,12 @@
 #include <stdint.h>
 
 #define UPA_MAGIC 0x746e656761707575ull /* "uupagent" */
-#define UPA_VERSION 3
+#define UPA_VERSION 4
 
 /* ctl.flags */
 #define UPA_F_FS0 1u /* %fs:0 names the thread (every thread has a TLS block); else its rsp */
 #define UPA_F_RSEQ 2u /* glibc's rseq area holds each thread's cpu (rseq_offset_at); else lsl */
+#define UPA_F_RDFSBASE 4u /* rdfsbase works here: a thread finds its own return table */
 
 struct upa_ctl {
 	uint64_t magic;
@@ -45,6 +46,9 @@ struct upa_ctl {
 	uint64_t rseq_offset_at, rseq_size_at;
 	/* TSC ticks to ns: ns = ticks * ns_mult >> 32 ($duration) */
 	uint64_t ns_mult;
+	/* UPA_F_RDFSBASE: a table of hijacked returns per thread, written without a lock:
+	   rt_owner holds UPA_RT_OWNERS fs bases (0: free), rt_own their tables */
+	uint64_t rt_owner, rt_own;
 };
 
 /* A register frame: struct user_regs_struct's layout, word by word. */
@@ -104,11 +108,16 @@ struct upa_cond {
 /*
  * A hijacked return: the stack slot that held the return address (the key; 0 free,
  * 1 a tombstone), the address, and the probe's descriptor.  Only the thread that owns
- * the slot inserts or takes its key, so the compare-and-swap on key is all the locking.
+ * the slot inserts or takes its key, so in the shared table the compare-and-swap on
+ * key is all the locking; in a thread's own table (claimed once by its fs base, while
+ * every thread has a TLS block of its own) plain stores do: nothing else writes it,
+ * and a signal handler's hits on that thread are over before it resumes.
  */
 #define UPA_RT_FREE 0
 #define UPA_RT_TOMB 1
 #define UPA_RT_PROBES 64 /* entries tried before the table counts as full */
+#define UPA_RT_OWNERS 16 /* threads with a table of their own */
+#define UPA_RT_OWN_ORDER 10 /* 1024 entries each: deeper, the shared table */
 
 struct upa_rt {
 	uint64_t key;

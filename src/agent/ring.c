@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +39,8 @@ extern const size_t up_agent_blob_size;
 #define HEAP_SIZE (8u << 20)
 #define RTAB_ORDER 14 /* 16384 hijacked returns at a time */
 #define RTAB_SIZE ((size_t)sizeof(struct upa_rt) << RTAB_ORDER)
+/* the threads' own return tables: the owners' page, then the tables */
+#define RT_OWN_SIZE (PAGE + ((size_t)sizeof(struct upa_rt) * UPA_RT_OWNERS << UPA_RT_OWN_ORDER))
 #define DEFAULT_RING (4u << 20)
 /* Far from the program's heap, mmap area and stacks, so that the program's own
    mappings land where they would without us (32 TiB: nothing is there on x86-64). */
@@ -46,6 +49,7 @@ extern const size_t up_agent_blob_size;
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 #define REC_ALIGN 32u
+#define HWCAP2_FSGSBASE_ 2u /* <asm/hwcap2.h>'s HWCAP2_FSGSBASE */
 
 #define NR_CLOSE 3
 #define NR_MMAP 9
@@ -141,7 +145,7 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	if (!a)
 		return -ENOMEM;
 	a->rtab_off = CTL_SIZE;
-	a->heap_off = CTL_SIZE + RTAB_SIZE;
+	a->heap_off = CTL_SIZE + RTAB_SIZE + RT_OWN_SIZE;
 	a->ring_off = a->heap_off + HEAP_SIZE;
 	a->ring_size = ring;
 	a->code_off = a->ring_off + ring;
@@ -210,6 +214,10 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	a->ctl->ring = a->data_addr + a->ring_off;
 	a->ctl->rtab = a->data_addr + a->rtab_off;
 	a->ctl->rtab_order = RTAB_ORDER;
+	a->ctl->rt_owner = a->ctl->rtab + RTAB_SIZE;
+	a->ctl->rt_own = a->ctl->rt_owner + PAGE;
+	if (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE_) /* the kernel lets user mode rdfsbase */
+		a->ctl->flags |= UPA_F_RDFSBASE;
 	if (up_patch_have_lahf()) /* the return trampoline without popfq */
 		memcpy(&a->ret_off, up_agent_blob + UPA_RET_LAHF_AT, sizeof(a->ret_off));
 	if (!a->ret_off || a->ret_off >= up_agent_blob_size)
@@ -270,7 +278,18 @@ void up_agent_for_each_return(struct up_agent *a, bool take,
 			      void (*fn)(void *arg, uint64_t slot, uint64_t orig), void *arg)
 {
 	struct upa_rt *t = (struct upa_rt *)(a->map + a->rtab_off);
+	struct upa_rt *own = (struct upa_rt *)(a->map + a->rtab_off + RTAB_SIZE + PAGE);
 
+	/* the threads' own tables, then the shared one */
+	for (size_t i = 0; i < ((size_t)UPA_RT_OWNERS << UPA_RT_OWN_ORDER); i++) {
+		uint64_t k = __atomic_load_n(&own[i].key, __ATOMIC_ACQUIRE);
+
+		if (k == UPA_RT_FREE || k == UPA_RT_TOMB)
+			continue;
+		fn(arg, k, own[i].orig);
+		if (take)
+			__atomic_store_n(&own[i].key, UPA_RT_TOMB, __ATOMIC_RELEASE);
+	}
 	for (size_t i = 0; i < (1u << RTAB_ORDER); i++) {
 		uint64_t k = __atomic_load_n(&t[i].key, __ATOMIC_ACQUIRE);
 
@@ -404,6 +423,11 @@ static pid_t tid_of(struct up_agent *a, uint64_t key, bool sp)
 		return 0;
 	k = key_slot(a, key);
 	return k->tid;
+}
+
+pid_t up_agent_thread_tid(struct up_agent *a, uint64_t key)
+{
+	return key ? tid_of(a, key, false) : 0;
 }
 
 /* ---- probes ---------------------------------------------------------------------------- */

@@ -63,6 +63,8 @@ void up_agent_for_each_return(struct up_agent *a, bool take,
  */
 void up_agent_thread(struct up_agent *a, uint64_t key, pid_t tid);
 void up_agent_stack(struct up_agent *a, uint64_t lo, uint64_t hi, pid_t tid);
+/* The thread last named by key, 0 if none. */
+pid_t up_agent_thread_tid(struct up_agent *a, uint64_t key);
 /* Is addr in the agent's code (its entry, its return trampoline)? */
 bool up_agent_has_code(const struct up_agent *a, uint64_t addr);
 void up_agent_no_fs0(struct up_agent *a); /* some thread has no TLS: record rsp */

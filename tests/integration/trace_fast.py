@@ -242,6 +242,11 @@ if "on the fast path" not in err_f:
     fail("return: not on the fast path\n" + err_f)
 if out_f != plain(["args", 5000, 2]) or len(tr_f) != 10000 or sorted(tr_f) != sorted(tr_t):
     fail("return: fast %d records, trap %d, or different values\n%s\n%s" % (len(tr_f), len(tr_t), err_f, out_f))
+# more threads than have return tables of their own (16): the rest share one, none lost
+spec = "r:a/args %s:rec_args rv=$retval:s64" % PROG
+out_f, tr_f, err_f = run(["args", 2000, 24], [spec])
+if out_f != plain(["args", 2000, 24]) or len(tr_f) != 48000 or "lost" in err_f:
+    fail("return: 24 threads: %d records of 48000\n%s" % (len(tr_f), err_f))
 for fl in ([], ["--no-follow"]):
     spec = "r:f/forker %s:rec_forker rv=$retval:s64" % PROG
     out, tr, err = run(["forkin"], [spec], fl)
@@ -258,7 +263,7 @@ tr.send_signal(signal.SIGINT)
 out, err = tr.communicate(timeout=30)
 if tr.returncode != 0 or "slept 56" not in out:
     fail("return: SIGINT with a hijacked return: exit %d\n%s\n%s" % (tr.returncode, out, err))
-print("ok: return: 10000 records equal to the trap path's; fork inside; SIGINT while hijacked")
+print("ok: return: 10000 records equal to the trap path's; 24 threads; fork inside; SIGINT while hijacked")
 
 # the tracer stopped by a signal under full load: bytes back, untraced, output unchanged -----
 def mem(pid, addr, n):

@@ -152,7 +152,7 @@ int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "regs";
 	int nt = argc > 3 ? atoi(argv[3]) : 1;
-	pthread_t th[16];
+	pthread_t th[32];
 
 	n = argc > 2 ? atol(argv[2]) : 10;
 	alarm(60);
@@ -190,9 +190,9 @@ int main(int argc, char **argv)
 		long total = 0;
 		void *r;
 
-		for (int i = 0; i < nt && i < 16; i++)
+		for (int i = 0; i < nt && i < 32; i++)
 			pthread_create(&th[i], NULL, work, NULL);
-		for (int i = 0; i < nt && i < 16; i++) {
+		for (int i = 0; i < nt && i < 32; i++) {
 			pthread_join(th[i], &r);
 			total += (long)r;
 		}

@@ -604,13 +604,6 @@ static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 	__atomic_store_n(&r->slot, d->max_record, __ATOMIC_RELEASE);
 }
 
-static inline struct upa_rt *rt_at(const struct upa_ctl *ctl, uint64_t key, unsigned i)
-{
-	uint64_t mask = (1ull << ctl->rtab_order) - 1;
-
-	return (struct upa_rt *)ctl->rtab + ((((key >> 3) * 0x9e3779b97f4a7c15ull >> 20) + i) & mask);
-}
-
 /* A hit that is to count: aggregated or recorded. */
 static void hit(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame, int ret,
 		uint64_t dur)
@@ -623,24 +616,81 @@ static void hit(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame,
 		record(ctl, d, frame, ret);
 }
 
+static inline struct upa_rt *rt_at(struct upa_rt *tab, unsigned order, uint64_t key, unsigned i)
+{
+	uint64_t mask = (1ull << order) - 1;
+
+	return tab + ((((key >> 3) * 0x9e3779b97f4a7c15ull >> 20) + i) & mask);
+}
+
+/*
+ * The calling thread's own table of hijacked returns, by its fs base (rdfsbase: no
+ * memory read, so also safe in a thread without TLS, whose base is 0); claim: take a
+ * free one when it has none (only while every thread has a TLS block of its own).
+ * Owners are never given back, and each thread takes the first free one in its probe
+ * order, so a free one met ends the search.  NULL: the shared table only.
+ */
+static struct upa_rt *rt_own(const struct upa_ctl *ctl, int claim)
+{
+	uint64_t *owner = (uint64_t *)ctl->rt_owner, me;
+	unsigned j;
+
+	if (!(ctl->flags & UPA_F_RDFSBASE))
+		return 0;
+	__asm__ volatile("rdfsbase %0" : "=r"(me));
+	if (!me)
+		return 0;
+	j = (unsigned)((me >> 6) * 0x9e3779b97f4a7c15ull >> 60) & (UPA_RT_OWNERS - 1);
+	for (unsigned i = 0; i < UPA_RT_OWNERS; i++, j = (j + 1) & (UPA_RT_OWNERS - 1)) {
+		uint64_t cur = __atomic_load_n(&owner[j], __ATOMIC_RELAXED);
+
+		if (cur != me && cur)
+			continue;
+		if (!cur && (!claim || !__atomic_compare_exchange_n(&owner[j], &cur, me, 0,
+								    __ATOMIC_RELAXED,
+								    __ATOMIC_RELAXED)))
+			return 0;
+		return (struct upa_rt *)ctl->rt_own + ((uint64_t)j << UPA_RT_OWN_ORDER);
+	}
+	return 0;
+}
+
+static void rt_fill(struct upa_ctl *ctl, struct upa_rt *e, struct upa_probe *d, uint64_t *ra)
+{
+	e->orig = *ra;
+	e->desc = (uint64_t)d;
+	e->tsc = tsc();
+	*ra = ctl->ret_tramp;
+}
+
 /* A return probe's entry: the return address at [rsp] is remembered and replaced. */
 static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame)
 {
 	uint64_t slot = frame[UPA_RSP], *ra = (uint64_t *)slot;
+	struct upa_rt *own;
 
 	if (*ra == ctl->ret_tramp)
 		return; /* (a tail call into a probed function: the first hijack stands) */
+	own = rt_own(ctl, ctl->flags & UPA_F_FS0);
+	for (unsigned i = 0; own && i < UPA_RT_PROBES; i++) {
+		struct upa_rt *e = rt_at(own, UPA_RT_OWN_ORDER, slot, i);
+		uint64_t k = __atomic_load_n(&e->key, __ATOMIC_RELAXED);
+
+		if (k == slot || k == UPA_RT_FREE || k == UPA_RT_TOMB) {
+			__atomic_store_n(&e->key, slot, __ATOMIC_RELAXED);
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			rt_fill(ctl, e, d, ra);
+			return;
+		}
+	}
 	for (unsigned i = 0; i < UPA_RT_PROBES; i++) {
-		struct upa_rt *e = rt_at(ctl, slot, i);
+		struct upa_rt *e = rt_at((struct upa_rt *)ctl->rtab, ctl->rtab_order, slot, i);
 		uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
 
 		if (k == slot || ((k == UPA_RT_FREE || k == UPA_RT_TOMB) &&
 				  __atomic_compare_exchange_n(&e->key, &k, slot, 0, __ATOMIC_ACQ_REL,
 							      __ATOMIC_RELAXED))) {
-			e->orig = *ra;
-			e->desc = (uint64_t)d;
-			e->tsc = tsc();
-			*ra = ctl->ret_tramp;
+			rt_fill(ctl, e, d, ra);
 			return;
 		}
 	}
@@ -649,33 +699,48 @@ static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 	__atomic_fetch_add(&d->lost, 1, __ATOMIC_RELAXED);
 }
 
+/* slot's entry in tab, or NULL */
+static struct upa_rt *rt_find(struct upa_rt *tab, unsigned order, uint64_t slot)
+{
+	for (unsigned i = 0; i < UPA_RT_PROBES; i++) {
+		struct upa_rt *e = rt_at(tab, order, slot, i);
+		uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+
+		if (k == slot)
+			return e;
+		if (k == UPA_RT_FREE)
+			break;
+	}
+	return 0;
+}
+
+/* Called by the return trampoline: records the return, gives back where it goes. */
 /* Called by the return trampoline: records the return, gives back where it goes. */
 __attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl)
 {
 	uint64_t slot = frame[UPA_RSP] - 8;
+	struct upa_rt *own = rt_own(ctl, 0), *e = 0;
+	struct upa_probe *d;
+	uint64_t orig, t, dur;
 
-	for (unsigned i = 0; i < UPA_RT_PROBES; i++) {
-		struct upa_rt *e = rt_at(ctl, slot, i);
-		uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
-
-		if (k == slot) {
-			uint64_t orig = e->orig, t = tsc() - e->tsc;
-			struct upa_probe *d = (struct upa_probe *)e->desc;
-			uint64_t dur = (uint64_t)((unsigned __int128)t * ctl->ns_mult >> 32);
-
-			__atomic_store_n(&e->key, UPA_RT_TOMB, __ATOMIC_RELEASE);
-			frame[UPA_RIP] = orig;
-			if (__atomic_load_n(&d->flags, __ATOMIC_RELAXED) ==
-			    (UPA_P_ENABLED | UPA_P_RETURN | UPA_P_AGG | UPA_P_AGG1))
-				aggregate1(ctl, d, frame, dur);
-			else
-				hit(ctl, d, frame, 1, dur);
-			return orig;
-		}
-		if (k == UPA_RT_FREE)
-			break;
-	}
-	return 0; /* not ours: cannot happen while the table is intact */
+	if (own)
+		e = rt_find(own, UPA_RT_OWN_ORDER, slot);
+	if (!e)
+		e = rt_find((struct upa_rt *)ctl->rtab, ctl->rtab_order, slot);
+	if (!e)
+		return 0; /* not ours: cannot happen while the tables are intact */
+	orig = e->orig;
+	t = tsc() - e->tsc;
+	d = (struct upa_probe *)e->desc;
+	dur = (uint64_t)((unsigned __int128)t * ctl->ns_mult >> 32);
+	__atomic_store_n(&e->key, UPA_RT_TOMB, __ATOMIC_RELEASE);
+	frame[UPA_RIP] = orig;
+	if (__atomic_load_n(&d->flags, __ATOMIC_RELAXED) ==
+	    (UPA_P_ENABLED | UPA_P_RETURN | UPA_P_AGG | UPA_P_AGG1))
+		aggregate1(ctl, d, frame, dur);
+	else
+		hit(ctl, d, frame, 1, dur);
+	return orig;
 }
 
 /*
