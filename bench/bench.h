@@ -37,6 +37,7 @@ enum bench_tool {
 	T_FAST_REC,   /* the library, a recording probe on the fast path: the agent, the ring
 			 (as many hits as the ring holds: none may be lost) */
 	T_FAST_BURST, /* the same for the calibrated run: the tracer's reading falls behind */
+	T_CLI_RAW,    /* uprobe trace --format raw -o FILE: every record kept, to a file */
 	T_KERNEL,
 	T_BPFTRACE,
 	T_AGG_LOG2,   /* uprobe trace -t: a log2 histogram of the first argument, in-process */

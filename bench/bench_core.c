@@ -36,7 +36,8 @@
 
 const char *const bench_tool_names[T_NTOOLS] = {
 	"unprobed loop",    "uprobe (library)", "uprobe, pinned",   "uprobe trace -c",
-	"uprobe fast path", "fast path, records", "records, burst", "kernel (tracefs)", "bpftrace",
+	"uprobe fast path", "fast path, records", "records, burst", "trace --format raw",
+	"kernel (tracefs)", "bpftrace",
 	"uprobe log2 hist", "uprobe keyed count", "uprobe latency", "bpftrace hist()",
 	"bpftrace @[k]=count", "bpftrace latency",
 	"gdb dprintf",
@@ -44,7 +45,7 @@ const char *const bench_tool_names[T_NTOOLS] = {
 };
 const char *const bench_tool_keys[T_NTOOLS] = {
 	"baseline", "uprobe",	     "uprobe_pinned",   "uprobe_cli",	 "uprobe_fast", "uprobe_fast_rec",
-	"uprobe_fast_burst",
+	"uprobe_fast_burst", "uprobe_cli_raw",
 	"kernel",   "bpftrace",	     "uprobe_hist_log2", "uprobe_hist_keyed", "uprobe_hist_latency",
 	"bpftrace_hist_log2", "bpftrace_hist_keyed", "bpftrace_hist_latency", "gdb",		"floor",	 "floor_following",
 	"floor_samecpu", "floor_diffcpu",
@@ -449,6 +450,43 @@ static double run_cli(struct bench *b, struct bench_workload *w, long n)
 	return bench_read_loop_ns(b);
 }
 
+/*
+ * `uprobe trace --format raw -o FILE` at its defaults on the six-argument workload (e):
+ * every record to a file.  The file's END block (its last 24 bytes: a block header, the
+ * records written, the records lost) must account for every call; the lost ones are
+ * reported.
+ */
+static double run_cli_raw(struct bench *b, struct bench_workload *w, long n)
+{
+	char spec[PATH_MAX + 256], nbuf[32], path[64];
+	char *argv[] = { (char *)b->cli, "trace", "--format", "raw", "-o", path, "-e", spec, "--",
+			 (char *)b->target, (char *)w->mode, nbuf, NULL };
+	uint64_t end[3] = { 0, 0, 0 };
+	char *out;
+	int status, fd;
+
+	snprintf(nbuf, sizeof(nbuf), "%ld", n);
+	snprintf(path, sizeof(path), "/tmp/uprobe-bench-raw.%d", (int)getpid());
+	snprintf(spec, sizeof(spec), "p:ubench/%s %s:%s di=%%di si=%%si dx=%%dx cx=%%cx r8=%%r8 "
+		 "r9=%%r9", w->key, b->target, w->sym);
+	out = run_capture(argv, &status);
+	free(out);
+	check_exit("uprobe trace --format raw", status);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || lseek(fd, -(off_t)sizeof(end), SEEK_END) < 0 ||
+	    read(fd, end, sizeof(end)) != (ssize_t)sizeof(end))
+		bench_die("uprobe trace --format raw: %s has no END block", path);
+	close(fd);
+	unlink(path);
+	/* end[0]: type 5 (END), len 16 */
+	if (end[0] != (5ull | 16ull << 32) || end[1] + end[2] != (uint64_t)n)
+		bench_die("uprobe trace --format raw on (%s) %s: %llu records + %llu lost, "
+			  "expected %ld", w->key, w->label, (unsigned long long)end[1],
+			  (unsigned long long)end[2], n);
+	bench_rec_lost = end[2];
+	return bench_read_loop_ns(b);
+}
+
 /* ---- aggregation: uprobe trace -t, and the same questions of bpftrace ---- */
 
 /* The probed function's location as a spec target, and its first argument. */
@@ -776,6 +814,8 @@ static double run_one(struct bench *b, int wi, int tool, long n)
 	case T_FAST_REC:
 	case T_FAST_BURST:
 		return run_fast_rec(b, w, n, tool == T_FAST_REC);
+	case T_CLI_RAW:
+		return run_cli_raw(b, w, n);
 	case T_KERNEL:
 		return bench_kernel_run(b, wi, n);
 	case T_BPFTRACE:
@@ -987,6 +1027,7 @@ static void setup(struct bench *b, const char *build)
 				       w->kind == BK_MALLOC;
 		c[T_FAST].used = w->kind == BK_ENTRY || w->kind == BK_MT || w->kind == BK_ARGS;
 		c[T_FAST_REC].used = c[T_FAST_BURST].used = w->kind != BK_MALLOC;
+		c[T_CLI_RAW].used = w->kind == BK_ARGS;
 		c[T_KERNEL].used = true;
 		c[T_KERNEL].skip = b->kernel_skip;
 		c[T_BPFTRACE].used = true;
@@ -1047,7 +1088,7 @@ static void measure(struct bench *b)
 				if (!c->used || c->skip)
 					continue;
 				c->ns[r] = run_one(b, i, t, c->n);
-				if (t == T_FAST_REC || t == T_FAST_BURST) {
+				if (t == T_FAST_REC || t == T_FAST_BURST || t == T_CLI_RAW) {
 					c->lost += bench_rec_lost;
 					c->hits += (uint64_t)c->n;
 				}

@@ -127,7 +127,8 @@ static void print_table(const struct bench *b)
 	       "as many hits as it holds: none may\nbe lost (checked).  records, burst: the "
 	       "same probe for the calibrated run, far longer: what\nthe tracer has not read "
 	       "when the ring is full is dropped (lost), and costs less than a written\n"
-	       "record; records + lost checked.\n"
+	       "record; records + lost checked.  trace --format raw: the CLI at its defaults "
+	       "writing every\nrecord to a file (e), the file's count + lost checked.\n"
 	       "uprobe log2 hist / keyed count / latency: `uprobe trace -t` with keys=a.log2 "
 	       "(the first argument),\nkeys=a (its low byte: 256 keys) and, on a return probe, "
 	       "keys=$duration.log2 (per call: entry\nand return), aggregated in-process; the "
@@ -159,7 +160,7 @@ static void print_table(const struct bench *b)
 			printf("%9ld %10s  [%s - %s]%s", c->n, fmt_ns(m, sizeof(m), c->med),
 			       fmt_ns(lo, sizeof(lo), c->lo), fmt_ns(hi, sizeof(hi), c->hi),
 			       t == T_BASE ? " ns per iteration, unprobed" : "");
-			if ((t == T_FAST_REC || t == T_FAST_BURST) && c->hits)
+			if ((t == T_FAST_REC || t == T_FAST_BURST || t == T_CLI_RAW) && c->hits)
 				printf(" lost %.2f%%", 100.0 * (double)c->lost / (double)c->hits);
 			printf("\n");
 		}
@@ -299,7 +300,7 @@ static void write_json(const struct bench *b, const char *path)
 			json_samples(f, c->per_hit, b->rounds, 1);
 			fprintf(f, ", \"loop_ns\": ");
 			json_samples(f, c->ns, b->rounds, 1);
-			if (t == T_FAST_REC || t == T_FAST_BURST)
+			if (t == T_FAST_REC || t == T_FAST_BURST || t == T_CLI_RAW)
 				fprintf(f, ", \"records_lost\": %llu, \"records_hits\": %llu",
 					(unsigned long long)c->lost, (unsigned long long)c->hits);
 			fputc('}', f);
