@@ -49,4 +49,14 @@ fi
 grep -vE ": (work|workret|getppid): " "$tmp/p.out" | sed -E 's/ 0x[0-9a-f]+$//' >"$tmp/p.prog"
 grep -vE ": (work|workret|getppid): " "$tmp/k.out" | sed -E 's/ 0x[0-9a-f]+$//' >"$tmp/k.prog"
 diff -u "$tmp/k.prog" "$tmp/p.prog" >/dev/null || { echo "FAIL: the program's output differs"; exit 1; }
+# only the command's calls: nothing uprobe's own runs traced before the exec (execvp's
+# getenv("PATH") in the kernel backend's child once was)
+for b in ptrace kernel; do
+	"$uprobe" trace -b $b -c -e "p:$grp/getenv $libc:getenv" -- ls -l / >"$tmp/$b.cnt" 2>&1 ||
+		{ echo "FAIL: -c -b $b exited $?"; cat "$tmp/$b.cnt"; exit 1; }
+	eval "n_$b=\$(grep \" $grp/getenv \" \"\$tmp/\$b.cnt\" | awk '{print \$NF}')"
+done
+echo "getenv calls of ls -l: ptrace backend $n_ptrace, kernel backend $n_kernel"
+[ -n "$n_ptrace" ] && [ "$n_ptrace" -gt 0 ] && [ "$n_ptrace" = "$n_kernel" ] ||
+	{ echo "FAIL: the backends count getenv differently"; exit 1; }
 echo PASS

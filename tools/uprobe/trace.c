@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -220,6 +222,50 @@ static void log_msg(void *arg, const char *msg)
 	fprintf(stderr, "uprobe trace: %s\n", msg);
 }
 
+/*
+ * The file execvp would run for name: searched in PATH by the parent, so that the
+ * child, once its pid is traced, calls nothing in libc before its exec (a probe on
+ * getenv or read would see uprobe's own calls).  0, or ENOENT / EACCES.
+ */
+static int find_command(const char *name, char *buf, size_t len)
+{
+	const char *path = getenv("PATH"), *p;
+	int err = ENOENT;
+
+	if (strchr(name, '/')) {
+		snprintf(buf, len, "%s", name);
+		return 0;
+	}
+	if (!path)
+		path = "/bin:/usr/bin"; /* glibc's confstr(_CS_PATH), as execvp */
+	for (p = path;; p++) {
+		const char *end = strchrnul(p, ':');
+		struct stat st;
+
+		if ((size_t)snprintf(buf, len, "%.*s%s%s", (int)(end - p), p, end == p ? "" : "/",
+				     name) < len &&
+		    !stat(buf, &st) && S_ISREG(st.st_mode)) {
+			if (!access(buf, X_OK))
+				return 0;
+			err = EACCES;
+		}
+		if (!*end)
+			break;
+		p = end;
+	}
+	return err;
+}
+
+/* A system call with no libc function on the way: what the child runs once traced. */
+static long bare_syscall3(long nr, long a, long b, long c)
+{
+	long ret;
+
+	__asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
 /* --backend kernel: the same specs through tracefs, the same output. */
 static int run_kernel(struct spec_list *specs, pid_t pid, char **cmd, bool json, bool count,
 		      FILE *out)
@@ -242,7 +288,15 @@ static int run_kernel(struct spec_list *specs, pid_t pid, char **cmd, bool json,
 		up_spec_free(&spec);
 	}
 	if (cmd) {
-		/* the command waits for the filter on its pid before it execs */
+		char path[PATH_MAX];
+		int err = find_command(cmd[0], path, sizeof(path));
+
+		if (err) {
+			cli_err("trace", "cannot run %s: %s", cmd[0], strerror(err));
+			return err == ENOENT ? 127 : 126;
+		}
+		/* the command waits for the filter on its pid before it execs, and from
+		   then on makes no call into libc of uprobe's: the events are its own */
 		if (pipe2(go, O_CLOEXEC) < 0)
 			return CLI_FAIL;
 		child = fork();
@@ -250,13 +304,14 @@ static int run_kernel(struct spec_list *specs, pid_t pid, char **cmd, bool json,
 			return CLI_FAIL;
 		if (child == 0) {
 			char c;
+			long r;
 
 			close(go[1]);
-			if (read(go[0], &c, 1) != 1)
+			if (bare_syscall3(SYS_read, go[0], (long)&c, 1) != 1)
 				_exit(126);
-			execvp(cmd[0], cmd);
-			fprintf(stderr, "uprobe trace: cannot run %s: %s\n", cmd[0], strerror(errno));
-			_exit(errno == ENOENT ? 127 : 126);
+			r = bare_syscall3(SYS_execve, (long)path, (long)cmd, (long)environ);
+			fprintf(stderr, "uprobe trace: cannot run %s: %s\n", cmd[0], strerror((int)-r));
+			_exit(r == -ENOENT ? 127 : 126);
 		}
 		close(go[0]);
 		pid = child;
