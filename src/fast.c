@@ -1064,7 +1064,9 @@ static void put_back_one(void *arg, uint64_t slot, uint64_t orig)
 	struct put_back *pb = arg;
 	uint64_t cur = 0;
 
-	if (!up_proc_read(pb->p, slot, &cur, sizeof(cur)) && cur == pb->tramp)
+	/* the trampoline's stubs: the shared table's, then one per thread's table */
+	if (!up_proc_read(pb->p, slot, &cur, sizeof(cur)) &&
+	    cur - pb->tramp < UPA_RT_STUB * (UPA_RT_OWNERS + 1))
 		up_proc_write(pb->p, slot, &orig, sizeof(orig));
 }
 

@@ -151,10 +151,7 @@ set_tests_properties(trace.fast.records PROPERTIES TIMEOUT 180)
 add_test(NAME trace.raw
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_raw.py $<TARGET_FILE:uprobe-cli>
     $<TARGET_FILE:fast_rec> $<TARGET_FILE:bench_target>)
-# RUN_SERIAL: "none lost" needs the tracer to have a CPU while the hot thread has the
-# other (a 64 MiB ring absorbs ~700,000 records; under ctest -j2 another test's
-# processes took the tracer's CPU and 230,000 of 1,000,000 were lost)
-set_tests_properties(trace.raw PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
+set_tests_properties(trace.raw PROPERTIES TIMEOUT 300)
 
 # ---- histograms: in-process aggregation against the trap path and the kernel -----------
 uprobe_core_target(hist_prog hist_prog.c THREADS)

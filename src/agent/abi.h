@@ -23,7 +23,8 @@
 /* ctl.flags */
 #define UPA_F_FS0 1u /* %fs:0 names the thread (every thread has a TLS block); else its rsp */
 #define UPA_F_RSEQ 2u /* glibc's rseq area holds each thread's cpu (rseq_offset_at); else lsl */
-#define UPA_F_RDFSBASE 4u /* rdfsbase works here: a thread finds its own return table */
+#define UPA_F_RTOWN 4u /* threads hijack returns into tables of their own (the lahf
+			  trampoline's stubs say which at the return) */
 
 struct upa_ctl {
 	uint64_t magic;
@@ -46,8 +47,9 @@ struct upa_ctl {
 	uint64_t rseq_offset_at, rseq_size_at;
 	/* TSC ticks to ns: ns = ticks * ns_mult >> 32 ($duration) */
 	uint64_t ns_mult;
-	/* UPA_F_RDFSBASE: a table of hijacked returns per thread, written without a lock:
-	   rt_owner holds UPA_RT_OWNERS fs bases (0: free), rt_own their tables */
+	/* UPA_F_RTOWN: a table of hijacked returns per thread, written without a lock:
+	   rt_owner holds UPA_RT_OWNERS %fs:0 words (0: free), rt_own their tables; a
+	   return into table j goes to ret_tramp + UPA_RT_STUB * (j + 1) */
 	uint64_t rt_owner, rt_own;
 };
 
@@ -118,6 +120,7 @@ struct upa_cond {
 #define UPA_RT_PROBES 64 /* entries tried before the table counts as full */
 #define UPA_RT_OWNERS 16 /* threads with a table of their own */
 #define UPA_RT_OWN_ORDER 10 /* 1024 entries each: deeper, the shared table */
+#define UPA_RT_STUB 8	    /* bytes of each return stub: the shared one, then one a table */
 
 struct upa_rt {
 	uint64_t key;

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,7 +48,6 @@ extern const size_t up_agent_blob_size;
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 #define REC_ALIGN 32u
-#define HWCAP2_FSGSBASE_ 2u /* <asm/hwcap2.h>'s HWCAP2_FSGSBASE */
 
 #define NR_CLOSE 3
 #define NR_MMAP 9
@@ -216,11 +214,11 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	a->ctl->rtab_order = RTAB_ORDER;
 	a->ctl->rt_owner = a->ctl->rtab + RTAB_SIZE;
 	a->ctl->rt_own = a->ctl->rt_owner + PAGE;
-	if (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE_) /* the kernel lets user mode rdfsbase */
-		a->ctl->flags |= UPA_F_RDFSBASE;
 	if (up_patch_have_lahf()) /* the return trampoline without popfq */
 		memcpy(&a->ret_off, up_agent_blob + UPA_RET_LAHF_AT, sizeof(a->ret_off));
-	if (!a->ret_off || a->ret_off >= up_agent_blob_size)
+	if (a->ret_off && a->ret_off < up_agent_blob_size)
+		a->ctl->flags |= UPA_F_RTOWN; /* its stubs name the threads' own tables */
+	else
 		a->ret_off = UPA_RET_OFF;
 	a->ctl->ret_tramp = a->code_addr + a->ret_off;
 	a->ctl->ns_mult = (uint64_t)(ns_per_tick() * 4294967296.0);

@@ -36,6 +36,7 @@ struct kb_event {
 	struct up_spec spec; /* our copy, target turned into UP_TARGET_OFFSET */
 	bool added;	     /* defined in uprobe_events */
 	bool enabled;	     /* enabled in our instance */
+	uint64_t seen;	     /* its lines read from our instance's trace_pipe */
 };
 
 struct up_kb {
@@ -890,6 +891,14 @@ static int handle_line(struct up_kb *kb, char *line)
 		if (kb->o.json)
 			return 0;
 	}
+	if (kb->o.pid_filter > 0) {
+		/* one process's lines are counted for up_kb_counts: uprobe_profile counts
+		   every process's hits of the probe */
+		if (parse_line(line, &h) && (e = find_event(kb, h.event, h.event_len)))
+			e->seen++;
+		if (!kb->o.out)
+			return 0;
+	}
 	if (!kb->o.json) {
 		size_t len = strlen(line);
 
@@ -1147,6 +1156,22 @@ int up_kb_counts(struct up_kb *kb, FILE *out)
 
 	if (!kb || !out)
 		return -EINVAL;
+	if (kb->o.pid_filter > 0) {
+		/* the process's own hits, from the trace (uprobe_profile would add every
+		   other process's hits of the same probes) */
+		for (n = 0; n < kb->nev; n++) {
+			char label[192], line[512];
+
+			snprintf(label, sizeof(label), "%s/%s", kb->ev[n].spec.group,
+				 kb->ev[n].spec.event);
+			up_fmt_count_row(line, sizeof(line), kb->ev[n].spec.path, label,
+					 kb->ev[n].seen);
+			if (fputs(line, out) < 0)
+				return -EIO;
+		}
+		fflush(out);
+		return n;
+	}
 	n = for_each_profile(kb, print_count, out);
 	fflush(out);
 	return n;

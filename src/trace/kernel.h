@@ -15,8 +15,9 @@
  *     of format.h byte for byte), record-tgid on in JSON mode (for "pid"), trace_clock
  *     mono (CLOCK_MONOTONIC, as the ptrace tracer stamps), a larger buffer_size_kb,
  *     the optional set_event_pid, and its own events/GRP/EVENT/enable;
- *   - hits are read from the instance's trace_pipe; counts from the global
- *     uprobe_profile (which counts every hit of the probe, whatever the pid filter).
+ *   - hits are read from the instance's trace_pipe; counts (-c) of one process are its
+ *     lines counted there, of every process the global uprobe_profile's (which counts
+ *     every hit of the probe, whatever the pid filter).
  *   Instances left by a crashed process (its pid gone) are removed by up_kb_open().
  *
  * Events are named as the spec names them (default group "uprobes"); a name already
@@ -91,9 +92,10 @@ int up_kb_drain(struct up_kb *kb);
 int up_kb_run(struct up_kb *kb, volatile int *stop, pid_t wait_pid);
 
 /*
- * Writes one line per event of ours, the kernel's uprobe_profile line as it is
- * ("  FILE EVENT HITS", event without its group).  Returns the lines written or a
- * negative errno.
+ * Writes one line per event of ours, as -c prints them for the ptrace backend: with a
+ * pid filter the lines of that process read from trace_pipe (opts.out NULL: they are
+ * counted, not printed), else the kernel's uprobe_profile counts.  Returns the lines
+ * written or a negative errno.
  */
 int up_kb_counts(struct up_kb *kb, FILE *out);
 

@@ -390,6 +390,20 @@ static int on_records(struct reader *r, const uint8_t *p, uint32_t len)
 	return 0;
 }
 
+/* The whole records at the start of a block the file cut short. */
+static int on_records_cut(struct reader *r, const uint8_t *p, uint32_t len)
+{
+	uint32_t at = 0, size;
+
+	while (len - at >= sizeof(struct uprobe_raw_rec)) {
+		memcpy(&size, p + at, sizeof(size));
+		if (size < sizeof(struct uprobe_raw_rec) || size % 8 || size > len - at)
+			break;
+		at += size;
+	}
+	return at ? on_records(r, p, at) : 0;
+}
+
 int up_raw_report(FILE *in, FILE *out, const struct up_raw_report_opts *o,
 		  struct up_raw_stats *st, char *err, size_t errlen)
 {
@@ -428,10 +442,8 @@ int up_raw_report(FILE *in, FILE *out, const struct up_raw_report_opts *o,
 
 		if (n == 0)
 			break;
-		if (n != sizeof(b)) {
-			rc = bad(r, "the file ends inside a block header");
-			break;
-		}
+		if (n != sizeof(b))
+			break; /* cut short: st->ended says so */
 		if (b.len > RAW_BLOCK_MAX) {
 			rc = bad(r, "a block of %u bytes", b.len);
 			break;
@@ -447,8 +459,12 @@ int up_raw_report(FILE *in, FILE *out, const struct up_raw_report_opts *o,
 			buf = nb;
 			bufcap = padded;
 		}
-		if (fread(buf, 1, padded, in) != padded) {
-			rc = bad(r, "the file ends inside a block of %u bytes", b.len);
+		n = fread(buf, 1, padded, in);
+		if (n != padded) {
+			/* cut short (a trace killed, a disk full): the whole records there are
+			   still printed */
+			if (b.type == UP_RAW_RECORDS)
+				rc = on_records_cut(r, buf, n < b.len ? (uint32_t)n : b.len);
 			break;
 		}
 		switch (b.type) {

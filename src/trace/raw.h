@@ -87,7 +87,9 @@ struct up_raw_stats {
 
 /*
  * Formats every record of in to out.  0, or -EINVAL with err saying what is wrong
- * with the file (and at which byte), or the errno of a failed write.
+ * with the file (and at which byte), or the errno of a failed write.  A file cut short
+ * (in a block, or before its END) gives 0 with st->ended false, its whole records
+ * printed.
  */
 int up_raw_report(FILE *in, FILE *out, const struct up_raw_report_opts *o,
 		  struct up_raw_stats *st, char *err, size_t errlen);

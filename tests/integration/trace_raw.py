@@ -142,11 +142,12 @@ with open(raw, "rb") as f:
     head = f.read(size // 3)
 with open(TMP + ".cut", "wb") as f:
     f.write(head)
-p = sh([UPROBE, "report", TMP + ".cut"], expect_rc=None)
-if p.returncode not in (1, 2) or (b"cut short" not in p.stderr and b"ends inside" not in p.stderr):
-    fail("a cut file: exit %d: %s" % (p.returncode, p.stderr.decode()))
-if p.stdout.count(b"\n") < N // 4:
-    fail("a cut file: only %d lines before the cut" % p.stdout.count(b"\n"))
+p = sh([UPROBE, "report", TMP + ".cut"], expect_rc=1)
+if b"cut short" not in p.stderr:
+    fail("a cut file: " + p.stderr.decode())
+# every whole record before the cut (a third of the file: a third of the records)
+if abs(p.stdout.count(b"\n") - N // 3) > N // 100:
+    fail("a cut file: %d lines before the cut, not ~%d" % (p.stdout.count(b"\n"), N // 3))
 p = sh([UPROBE, "trace", "--format", "raw", "-o", TMP + ".x", "-e", "up 0 0x401126 A 2",
         "--", PROG, "args", "1", "1"], expect_rc=2)
 if b"--format raw records p:/r: events" not in p.stderr:

@@ -757,8 +757,10 @@ static void test_agg_two_threads(void **state)
 static void test_agg_duration(void **state)
 {
 	uint64_t stack[4] = { 0x5555, 0, 0, 0 }, frame[UPA_NREGS] = { 0 }, key = 0, val = 0;
-	uint64_t (*ret)(uint64_t *, struct upa_ctl *);
+	uint64_t (*ret)(uint64_t *, struct upa_ctl *, int64_t);
 	struct upa_rt rt[1u << 4];
+	static struct upa_rt own[UPA_RT_OWNERS << UPA_RT_OWN_ORDER];
+	uint64_t owner[UPA_RT_OWNERS] = { 0 }, me;
 	struct aprobe p;
 
 	(void)state;
@@ -776,22 +778,51 @@ static void test_agg_duration(void **state)
 	entry(frame, &p.d);
 	assert_int_equal(stack[0], ctl->ret_tramp); /* hijacked */
 	/* upa_return is not exported: the trampoline calls it, after "mov %rsp,%rdi;
-	   mov upa_ctl_word(%rip),%rsi" (48 89 e7 48 8b 35 disp32), with a call rel32 */
+	   mov upa_ctl_word(%rip),%rsi; mov $-1,%rdx" (48 89 e7 48 8b 35 disp32
+	   48 c7 c2 ff ff ff ff), with a call rel32 */
 	ret = NULL;
-	for (unsigned i = UPA_RET_OFF; i + 16 < UPA_TOUCH_OFF; i++) {
+	for (unsigned i = UPA_RET_OFF; i + 24 < UPA_TOUCH_OFF; i++) {
 		static const uint8_t pat[] = { 0x48, 0x89, 0xe7, 0x48, 0x8b, 0x35 };
+		static const uint8_t rdx[] = { 0x48, 0xc7, 0xc2, 0xff, 0xff, 0xff, 0xff, 0xe8 };
 		int32_t rel;
 
-		if (memcmp(code + i, pat, sizeof(pat)) || code[i + 10] != 0xe8)
+		if (memcmp(code + i, pat, sizeof(pat)) || memcmp(code + i + 10, rdx, sizeof(rdx)))
 			continue;
-		memcpy(&rel, code + i + 11, 4);
-		ret = (uint64_t (*)(uint64_t *, struct upa_ctl *))(void *)(code + i + 15 + rel);
+		memcpy(&rel, code + i + 18, 4);
+		ret = (uint64_t (*)(uint64_t *, struct upa_ctl *, int64_t))(void *)(code + i + 22 + rel);
 		break;
 	}
 	assert_non_null(ret);
 	frame[UPA_RSP] += 8; /* as after the ret */
-	assert_int_equal(ret(frame, ctl), 0x5555);
+	assert_int_equal(ret(frame, ctl, -1), 0x5555);
 	assert_int_equal(agg_total(&p), 1);
+
+	/* a thread's own table (UPA_F_RTOWN, every thread with TLS): claimed by its %fs:0,
+	   the return address replaced by its table's stub, found there at the return */
+	ctl->flags |= UPA_F_RTOWN | UPA_F_FS0;
+	ctl->rt_owner = (uint64_t)(uintptr_t)owner;
+	ctl->rt_own = (uint64_t)(uintptr_t)own;
+	__asm__ volatile("mov %%fs:0, %0" : "=r"(me));
+	stack[0] = 0x6666;
+	frame[UPA_RSP] = (uint64_t)(uintptr_t)&stack[0];
+	entry(frame, &p.d);
+	{
+		unsigned j = UPA_RT_OWNERS;
+
+		for (unsigned k = 0; k < UPA_RT_OWNERS; k++)
+			if (owner[k] == me)
+				j = k;
+		assert_true(j < UPA_RT_OWNERS);		   /* claimed, once */
+		assert_int_equal(stack[0], ctl->ret_tramp + UPA_RT_STUB * (j + 1));
+		entry(frame, &p.d); /* a tail call: the first hijack stands */
+		assert_int_equal(stack[0], ctl->ret_tramp + UPA_RT_STUB * (j + 1));
+		frame[UPA_RSP] += 8;
+		assert_int_equal(ret(frame, ctl, j), 0x6666);
+		assert_int_equal(agg_total(&p), 2);
+		/* taken: a second return of it is not found */
+		assert_int_equal(ret(frame, ctl, j), 0);
+	}
+	ctl->flags &= ~(UPA_F_RTOWN | UPA_F_FS0);
 	{
 		const uint64_t *t = (const uint64_t *)agg_tables;
 

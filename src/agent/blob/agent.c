@@ -624,43 +624,41 @@ static inline struct upa_rt *rt_at(struct upa_rt *tab, unsigned order, uint64_t 
 }
 
 /*
- * The calling thread's own table of hijacked returns, by its fs base (rdfsbase: no
- * memory read, so also safe in a thread without TLS, whose base is 0); claim: take a
- * free one when it has none (only while every thread has a TLS block of its own).
- * Owners are never given back, and each thread takes the first free one in its probe
- * order, so a free one met ends the search.  NULL: the shared table only.
+ * The calling thread's own table of hijacked returns, by the word at its TLS block
+ * (only while every thread has one of its own, UPA_F_FS0), claimed at its first
+ * hijack; *j its index.  Owners are never given back.  NULL: the shared table.
  */
-static struct upa_rt *rt_own(const struct upa_ctl *ctl, int claim)
+static struct upa_rt *rt_own(const struct upa_ctl *ctl, unsigned *j)
 {
 	uint64_t *owner = (uint64_t *)ctl->rt_owner, me;
-	unsigned j;
+	unsigned k;
 
-	if (!(ctl->flags & UPA_F_RDFSBASE))
+	if ((ctl->flags & (UPA_F_RTOWN | UPA_F_FS0)) != (UPA_F_RTOWN | UPA_F_FS0))
 		return 0;
-	__asm__ volatile("rdfsbase %0" : "=r"(me));
+	__asm__ volatile("mov %%fs:0, %0" : "=r"(me));
 	if (!me)
 		return 0;
-	j = (unsigned)((me >> 6) * 0x9e3779b97f4a7c15ull >> 60) & (UPA_RT_OWNERS - 1);
-	for (unsigned i = 0; i < UPA_RT_OWNERS; i++, j = (j + 1) & (UPA_RT_OWNERS - 1)) {
-		uint64_t cur = __atomic_load_n(&owner[j], __ATOMIC_RELAXED);
+	k = (unsigned)((me >> 6) * 0x9e3779b97f4a7c15ull >> 60) & (UPA_RT_OWNERS - 1);
+	for (unsigned i = 0; i < UPA_RT_OWNERS; i++, k = (k + 1) & (UPA_RT_OWNERS - 1)) {
+		uint64_t cur = __atomic_load_n(&owner[k], __ATOMIC_RELAXED);
 
 		if (cur != me && cur)
 			continue;
-		if (!cur && (!claim || !__atomic_compare_exchange_n(&owner[j], &cur, me, 0,
-								    __ATOMIC_RELAXED,
-								    __ATOMIC_RELAXED)))
-			return 0;
-		return (struct upa_rt *)ctl->rt_own + ((uint64_t)j << UPA_RT_OWN_ORDER);
+		if (!cur && !__atomic_compare_exchange_n(&owner[k], &cur, me, 0, __ATOMIC_RELAXED,
+							 __ATOMIC_RELAXED) && cur != me)
+			continue; /* another thread took it meanwhile */
+		*j = k;
+		return (struct upa_rt *)ctl->rt_own + ((uint64_t)k << UPA_RT_OWN_ORDER);
 	}
 	return 0;
 }
 
-static void rt_fill(struct upa_ctl *ctl, struct upa_rt *e, struct upa_probe *d, uint64_t *ra)
+static void rt_fill(struct upa_rt *e, struct upa_probe *d, uint64_t *ra, uint64_t tramp)
 {
 	e->orig = *ra;
 	e->desc = (uint64_t)d;
 	e->tsc = tsc();
-	*ra = ctl->ret_tramp;
+	*ra = tramp;
 }
 
 /* A return probe's entry: the return address at [rsp] is remembered and replaced. */
@@ -668,10 +666,11 @@ static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 {
 	uint64_t slot = frame[UPA_RSP], *ra = (uint64_t *)slot;
 	struct upa_rt *own;
+	unsigned j = 0;
 
-	if (*ra == ctl->ret_tramp)
+	if (*ra - ctl->ret_tramp < UPA_RT_STUB * (UPA_RT_OWNERS + 1))
 		return; /* (a tail call into a probed function: the first hijack stands) */
-	own = rt_own(ctl, ctl->flags & UPA_F_FS0);
+	own = rt_own(ctl, &j);
 	for (unsigned i = 0; own && i < UPA_RT_PROBES; i++) {
 		struct upa_rt *e = rt_at(own, UPA_RT_OWN_ORDER, slot, i);
 		uint64_t k = __atomic_load_n(&e->key, __ATOMIC_RELAXED);
@@ -679,7 +678,7 @@ static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 		if (k == slot || k == UPA_RT_FREE || k == UPA_RT_TOMB) {
 			__atomic_store_n(&e->key, slot, __ATOMIC_RELAXED);
 			__atomic_signal_fence(__ATOMIC_SEQ_CST);
-			rt_fill(ctl, e, d, ra);
+			rt_fill(e, d, ra, ctl->ret_tramp + UPA_RT_STUB * (j + 1));
 			return;
 		}
 	}
@@ -690,7 +689,7 @@ static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 		if (k == slot || ((k == UPA_RT_FREE || k == UPA_RT_TOMB) &&
 				  __atomic_compare_exchange_n(&e->key, &k, slot, 0, __ATOMIC_ACQ_REL,
 							      __ATOMIC_RELAXED))) {
-			rt_fill(ctl, e, d, ra);
+			rt_fill(e, d, ra, ctl->ret_tramp);
 			return;
 		}
 	}
@@ -714,18 +713,22 @@ static struct upa_rt *rt_find(struct upa_rt *tab, unsigned order, uint64_t slot)
 	return 0;
 }
 
-/* Called by the return trampoline: records the return, gives back where it goes. */
-/* Called by the return trampoline: records the return, gives back where it goes. */
-__attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl)
+/*
+ * Called by the return trampolines: records the return, gives back where it goes.
+ * table: the thread's own table the entry went into (its stub's number), or -1: the
+ * shared one.
+ */
+__attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl, int64_t table)
 {
 	uint64_t slot = frame[UPA_RSP] - 8;
-	struct upa_rt *own = rt_own(ctl, 0), *e = 0;
+	struct upa_rt *e;
 	struct upa_probe *d;
 	uint64_t orig, t, dur;
 
-	if (own)
-		e = rt_find(own, UPA_RT_OWN_ORDER, slot);
-	if (!e)
+	if (table >= 0 && table < UPA_RT_OWNERS)
+		e = rt_find((struct upa_rt *)ctl->rt_own + ((uint64_t)table << UPA_RT_OWN_ORDER),
+			    UPA_RT_OWN_ORDER, slot);
+	else
 		e = rt_find((struct upa_rt *)ctl->rtab, ctl->rtab_order, slot);
 	if (!e)
 		return 0; /* not ours: cannot happen while the tables are intact */
@@ -769,6 +772,7 @@ __asm__(".section .text.entry0,\"ax\",@progbits\n"
 	"	lea 232(%rsp),%rax\n	mov %rax,152(%rsp)\n"	/* rsp after the return */
 	"	mov %rsp,%rdi\n"
 	"	mov upa_ctl_word(%rip),%rsi\n"		/* the ctl */
+	"	mov $-1,%rdx\n"			/* the shared table */
 	"	call upa_return\n"
 	"	mov %rax,224(%rsp)\n"
 	"	mov 48(%rsp),%r11\n	mov 56(%rsp),%r10\n	mov 64(%rsp),%r9\n"
@@ -796,13 +800,21 @@ __asm__(".section .text.entry0,\"ax\",@progbits\n"
  * The same trampoline without popfq (~5 ns of a return): the flags a function's return
  * hands its caller are put back by hand, SF ZF AF PF CF with sahf, OF with the add
  * $0x7f trick; DF is 0 at any return (the ABI), so cld changes nothing.  For CPUs with
- * lahf in 64-bit mode; the tracer picks it (UPA_RET_LAHF_AT).
+ * lahf in 64-bit mode; the tracer picks it (UPA_RET_LAHF_AT).  Its entry is a row of
+ * stubs, UPA_RT_STUB bytes each: the first for a return hijacked into the shared table,
+ * then one per thread's own table (UPA_F_RTOWN); each pushes its table's number into
+ * the slot the real return address takes later, so the return need not look for it.
  */
 __asm__(".text\n"
 	".globl upa_ret_tramp_lahf\n"
 	"	.balign 16\n"
 	"upa_ret_tramp_lahf:\n"
-	"	lea -16(%rsp),%rsp\n"		/* the slot, and the flags' word */
+	"	.byte 0x6a, 0xff\n	.byte 0xe9\n	.long upa_ret_common - . - 4\n	.byte 0x90\n"
+	"	.irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
+	"	.byte 0x6a, \\n\n	.byte 0xe9\n	.long upa_ret_common - . - 4\n	.byte 0x90\n"
+	"	.endr\n"
+	"upa_ret_common:\n"
+	"	lea -8(%rsp),%rsp\n"		/* the flags' word; the table's number in the slot */
 	"	lea -216(%rsp),%rsp\n"
 	"	mov %r15,0(%rsp)\n	mov %r14,8(%rsp)\n	mov %r13,16(%rsp)\n"
 	"	mov %r12,24(%rsp)\n	mov %rbp,32(%rsp)\n	mov %rbx,40(%rsp)\n"
@@ -819,6 +831,7 @@ __asm__(".text\n"
 	"	lea 232(%rsp),%rax\n	mov %rax,152(%rsp)\n"	/* rsp after the return */
 	"	mov %rsp,%rdi\n"
 	"	mov upa_ctl_word(%rip),%rsi\n"
+	"	mov 224(%rsp),%rdx\n"		/* the table's number */
 	"	call upa_return\n"
 	"	mov %rax,224(%rsp)\n"
 	"	mov 48(%rsp),%r11\n	mov 56(%rsp),%r10\n	mov 64(%rsp),%r9\n"
