@@ -15,6 +15,8 @@
  *    008's walkthrough shows;
  *  - `filter` takes "0" (none) only: anything else fails with EINVAL and says why in
  *    error_log rather than being stored and silently not applied;
+ *  - `trigger` takes one hist trigger an event ("hist:keys=...", "!hist:..." removes it)
+ *    and `hist` shows its table; other trigger commands are refused;
  *  - `set_event_pid` also brings the processes it names under tracing (a ptrace tracer
  *    sees no process it was not given); the session filters on one process, so with
  *    several PIDs listed every traced process's hits are kept.
@@ -66,6 +68,8 @@ enum node {
 	N_EVENT_DIR, /* events/GRP/EVENT */
 	N_ENABLE,
 	N_FILTER,
+	N_TRIGGER,
+	N_HIST,
 };
 
 static const struct root_file {
@@ -85,14 +89,26 @@ static const struct root_file {
 };
 #define NROOT (sizeof(root_files) / sizeof(root_files[0]))
 
+/* An event directory's files, in inode order after the directory's own. */
+static const struct {
+	const char *name;
+	enum node node;
+} event_files[] = {
+	{ "enable", N_ENABLE },
+	{ "filter", N_FILTER },
+	{ "trigger", N_TRIGGER },
+	{ "hist", N_HIST },
+};
+
 /*
  * Inode numbers are computed, never allocated: 1 the root, 2.. the root's entries in
- * table order, GROUP_INO + g a group directory, EVENT_INO + 4 * spec + {0 dir,
- * 1 enable, 2 filter}.  Nothing to forget.
+ * table order, GROUP_INO + g a group directory, EVENT_INO + EVENT_FILES * spec + {0 dir,
+ * 1 enable, 2 filter, 3 trigger, 4 hist}.  Nothing to forget.
  */
 #define ROOT_INO 1
 #define GROUP_INO 0x10000u
 #define EVENT_INO 0x1000000u
+#define EVENT_FILES 8u
 
 struct waiter {
 	fuse_req_t req;
@@ -257,12 +273,14 @@ static enum node node_of(struct fsd *d, fuse_ino_t ino, unsigned *idx)
 	if (ino >= 2 && ino < 2 + NROOT)
 		return root_files[ino - 2].node;
 	if (ino >= EVENT_INO) {
-		unsigned i = (unsigned)((ino - EVENT_INO) / 4), k = (unsigned)((ino - EVENT_INO) % 4);
+		static const enum node kind[] = { N_EVENT_DIR, N_ENABLE, N_FILTER, N_TRIGGER, N_HIST };
+		unsigned i = (unsigned)((ino - EVENT_INO) / EVENT_FILES);
+		unsigned k = (unsigned)((ino - EVENT_INO) % EVENT_FILES);
 
-		if (!event_spec(d, i) || k > 2)
+		if (!event_spec(d, i) || k >= sizeof(kind) / sizeof(kind[0]))
 			return N_NONE;
 		*idx = i;
-		return k == 0 ? N_EVENT_DIR : k == 1 ? N_ENABLE : N_FILTER;
+		return kind[k];
 	}
 	if (ino >= GROUP_INO && group_live(d, (unsigned)(ino - GROUP_INO))) {
 		*idx = (unsigned)(ino - GROUP_INO);
@@ -281,7 +299,10 @@ static mode_t mode_of(enum node n)
 		return S_IFDIR | 0755;
 	case N_ENABLE:
 	case N_FILTER:
+	case N_TRIGGER:
 		return S_IFREG | 0644;
+	case N_HIST:
+		return S_IFREG | 0444;
 	default:
 		for (size_t i = 0; i < NROOT; i++)
 			if (root_files[i].node == n)
@@ -325,13 +346,15 @@ static void errlog_clear(struct fsd *d)
  *     Command: LINE
  *              ^~~~          (when the error is at a place in LINE)
  */
-static void errlog_add(struct fsd *d, const char *line, const char *msg, const char *caret)
+/* who: what the kernel names as the error's source ("trace_uprobe", "hist:GRP:EVENT") */
+static void errlog_add_by(struct fsd *d, const char *who, const char *line, const char *msg,
+			  const char *caret)
 {
 	uint64_t t = now_ns();
 	struct text e = { 0 };
 
-	text_printf(&e, "[%5" PRIu64 ".%06" PRIu64 "] trace_uprobe: error: %s\n  Command: %s\n",
-		    t / 1000000000u, t % 1000000000u / 1000u, msg, line);
+	text_printf(&e, "[%5" PRIu64 ".%06" PRIu64 "] %s: error: %s\n  Command: %s\n",
+		    t / 1000000000u, t % 1000000000u / 1000u, who, msg, line);
 	if (caret)
 		text_printf(&e, "           %s\n", caret);
 	if (e.oom || !e.p) {
@@ -345,6 +368,11 @@ static void errlog_add(struct fsd *d, const char *line, const char *msg, const c
 	}
 	d->errlog[d->nerr++] = e.p;
 	fslog(d, "%s: %s", line, msg);
+}
+
+static void errlog_add(struct fsd *d, const char *line, const char *msg, const char *caret)
+{
+	errlog_add_by(d, "trace_uprobe", line, msg, caret);
 }
 
 /* A parse error: the message and the caret line of up_spec_err_format(). */
@@ -598,6 +626,47 @@ static int event_pid_write(struct fsd *d, char *text)
 	return 0;
 }
 
+/*
+ * events/GRP/EVENT/trigger: "hist:keys=..." adds the event's hist trigger,
+ * "!hist:keys=..." removes it; an error goes to error_log as the kernel's
+ * "hist:GRP:EVENT: error:" with the command and a caret.
+ */
+static int trigger_write(struct fsd *d, unsigned idx, char *text)
+{
+	const struct up_spec *s = up_trace_spec(d->tr, idx);
+	char err[1024], who[2 * UP_SPEC_NAME_MAX + 8], *e, *caret = NULL, *msg = err;
+	int rc;
+
+	while (*text == ' ' || *text == '\t' || *text == '\n')
+		text++;
+	e = text + strlen(text);
+	while (e > text && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n'))
+		*--e = '\0';
+	if (!*text)
+		return 0;
+	rc = up_trace_set_trigger(d->tr, idx, text, err, sizeof(err));
+	if (!rc)
+		return 0;
+	/* err: the command, a caret line, the message; or one line saying why */
+	if (err[0]) {
+		char *l2 = strchr(err, '\n'), *l3 = l2 ? strchr(l2 + 1, '\n') : NULL;
+
+		if (l2 && l3 && strchr(l2 + 1, '^') && strchr(l2 + 1, '^') < l3) {
+			*l3 = '\0';
+			caret = l2 + 1;
+			msg = l3 + 1;
+		}
+		e = msg + strlen(msg);
+		while (e > msg && e[-1] == '\n')
+			*--e = '\0';
+	} else {
+		snprintf(err, sizeof(err), "%s", strerror(-rc));
+	}
+	snprintf(who, sizeof(who), "hist:%s:%s", s ? s->group : "", s ? s->event : "");
+	errlog_add_by(d, who, text, msg, caret);
+	return rc == -ENOMEM ? rc : rc == -EEXIST ? -EEXIST : rc == -ENOENT ? -ENOENT : -EINVAL;
+}
+
 static int node_write(struct fsd *d, enum node n, unsigned idx, char *text)
 {
 	bool b;
@@ -638,6 +707,8 @@ static int node_write(struct fsd *d, enum node n, unsigned idx, char *text)
 	}
 	case N_SET_EVENT_PID:
 		return event_pid_write(d, text);
+	case N_TRIGGER:
+		return trigger_write(d, idx, text);
 	default:
 		return -EACCES;
 	}
@@ -719,6 +790,28 @@ static int node_text(struct fsd *d, enum node n, unsigned idx, struct text *t)
 	case N_FILTER:
 		text_put(t, "none\n", 5);
 		break;
+	case N_TRIGGER: {
+		char info[1024];
+
+		if (up_trace_trigger_text(d->tr, idx, info, sizeof(info)) >= 0)
+			text_printf(t, "%s\n", info);
+		else /* the kernel lists the commands it knows; this one knows hist */
+			text_put(t, "# Available triggers:\n# hist\n", 29);
+		break;
+	}
+	case N_HIST: {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+
+		if (!f)
+			return -ENOMEM;
+		up_trace_print_hist(d->tr, idx, UP_HIST_TEXT, f); /* none: an empty file */
+		fclose(f);
+		text_put(t, buf, len);
+		free(buf);
+		break;
+	}
 	default:
 		return -EISDIR;
 	}
@@ -782,19 +875,18 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			const struct up_spec *s = event_spec(d, i);
 
 			if (s && !strcmp(s->group, d->groups[idx]) && !strcmp(s->event, name)) {
-				reply_entry(req, EVENT_INO + 4 * i, N_EVENT_DIR);
+				reply_entry(req, EVENT_INO + EVENT_FILES * i, N_EVENT_DIR);
 				return;
 			}
 		}
 		break;
 	case N_EVENT_DIR:
-		if (!strcmp(name, "enable")) {
-			reply_entry(req, EVENT_INO + 4 * idx + 1, N_ENABLE);
-			return;
-		}
-		if (!strcmp(name, "filter")) {
-			reply_entry(req, EVENT_INO + 4 * idx + 2, N_FILTER);
-			return;
+		for (unsigned k = 0; k < sizeof(event_files) / sizeof(event_files[0]); k++) {
+			if (!strcmp(name, event_files[k].name)) {
+				reply_entry(req, EVENT_INO + EVENT_FILES * idx + k + 1,
+					    event_files[k].node);
+				return;
+			}
 		}
 		break;
 	case N_NONE:
@@ -905,12 +997,13 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			const struct up_spec *s = event_spec(d, i);
 
 			if (s && !strcmp(s->group, d->groups[idx]))
-				dirbuf_add(req, &b, s->event, EVENT_INO + 4 * i, N_EVENT_DIR);
+				dirbuf_add(req, &b, s->event, EVENT_INO + EVENT_FILES * i, N_EVENT_DIR);
 		}
 		break;
 	case N_EVENT_DIR:
-		dirbuf_add(req, &b, "enable", EVENT_INO + 4 * idx + 1, N_ENABLE);
-		dirbuf_add(req, &b, "filter", EVENT_INO + 4 * idx + 2, N_FILTER);
+		for (unsigned k = 0; k < sizeof(event_files) / sizeof(event_files[0]); k++)
+			dirbuf_add(req, &b, event_files[k].name, EVENT_INO + EVENT_FILES * idx + k + 1,
+				   event_files[k].node);
 		break;
 	default:
 		break;

@@ -48,6 +48,7 @@ struct tspec {
 	/* --trigger: the event's hits are aggregated into hist's table, not printed */
 	struct up_hist *hist;
 	char *hist_text;
+	unsigned hist_conds; /* of conds, the trigger's (the last ones) */
 };
 
 struct tproc;
@@ -59,6 +60,7 @@ struct tprobe {
 	struct uprobe_cond *cond;
 	bool recording, counted;
 	struct uprobe_agg agg; /* a hist's probe: what the agent aggregates */
+	const struct up_hist *hist; /* the trigger agg was made for */
 	int aval[UP_HIST_VALS_MAX]; /* hist val i is the agent's val aval[i] (-1: hitcount) */
 	struct up_trace *tr;
 	struct tspec *ts;
@@ -632,6 +634,9 @@ static void on_agg(struct uprobe *u, const struct uprobe_agg_entry *e)
 {
 	struct tprobe *p = u->data;
 
+	/* a probe whose trigger was taken away (or replaced) while it went */
+	if (!p->ts->hist || p->hist != p->ts->hist)
+		return;
 	hist_merge(p, e, p->ts->hist->base);
 }
 
@@ -721,11 +726,79 @@ static void live_one(void *arg, const struct uprobe_agg_entry *e)
 	hist_merge(lr->p, e, lr->t);
 }
 
+/*
+ * h (parsed from text) becomes ts's trigger: its fields bound to the event's arguments,
+ * its filter added to the event's conditions.  0, or a negative errno with err; h is
+ * the caller's to free on failure.
+ */
+static int attach_hist(struct tspec *ts, struct up_hist *h, const char *text, char *err,
+		       size_t errlen)
+{
+	struct up_spec_err se = { .pos = -1, .len = 1 };
+	unsigned base = ts->nconds;
+	int rc;
+
+	rc = up_hist_resolve(h, &ts->spec, &se);
+	if (rc) {
+		if (rc == -EINVAL)
+			up_spec_err_format(text, &se, err, errlen);
+		return rc;
+	}
+	if (ts->hist) {
+		snprintf(err, errlen, "'%s': %s has a hist trigger already (one an event)\n", text,
+			 ts->label);
+		return -EEXIST;
+	}
+	if (h->filter) {
+		struct up_filter flt;
+		const char *at = strstr(text, h->filter);
+		char msg[256];
+
+		rc = up_filter_parse(h->filter, &flt, &se);
+		if (!rc && ts->nconds + flt.n > sizeof(ts->conds) / sizeof(ts->conds[0]))
+			rc = -E2BIG;
+		if (!rc && up_filter_resolve(&flt, &ts->spec, ts->conds + ts->nconds, msg,
+					     sizeof(msg))) {
+			snprintf(err, errlen, "'%s': %s\n", text, msg);
+			return -EINVAL;
+		}
+		if (rc) {
+			if (rc == -EINVAL && at && se.pos >= 0)
+				se.pos += (int)(at - text);
+			if (rc == -EINVAL)
+				up_spec_err_format(text, &se, err, errlen);
+			else
+				snprintf(err, errlen, "'%s': too many conditions\n", text);
+			return -EINVAL;
+		}
+		ts->nconds += flt.n;
+	}
+	ts->hist_text = strdup(text);
+	if (!ts->hist_text) {
+		ts->nconds = base;
+		return -ENOMEM;
+	}
+	ts->hist_conds = ts->nconds - base;
+	ts->hist = h;
+	return 0;
+}
+
+/* ts's trigger goes: its table and its conditions. */
+static void detach_hist(struct tspec *ts)
+{
+	ts->nconds -= ts->hist_conds;
+	ts->hist_conds = 0;
+	up_hist_free(ts->hist);
+	free(ts->hist);
+	ts->hist = NULL;
+	free(ts->hist_text);
+	ts->hist_text = NULL;
+}
+
 int up_trace_add_trigger(struct up_trace *tr, const char *text, char *err, size_t errlen)
 {
 	struct up_hist *h = calloc(1, sizeof(*h));
 	struct up_spec_err se = { .pos = -1, .len = 1 };
-	struct tspec *ts;
 	int rc, i;
 
 	err[0] = '\0';
@@ -743,59 +816,14 @@ int up_trace_add_trigger(struct up_trace *tr, const char *text, char *err, size_
 		snprintf(err, errlen, "'%s': no event %s%s%s: a trigger names an event given with "
 				      "-e (p:GRP/EVENT ...)\n", text, h->group, h->group[0] ? "/" : "",
 			 h->event);
+		rc = -ENOENT;
+	} else {
+		rc = attach_hist(tr->specs[i], h, text, err, errlen);
+	}
+	if (rc) {
 		up_hist_free(h);
 		free(h);
-		return -ENOENT;
 	}
-	ts = tr->specs[i];
-	if (ts->hist) {
-		snprintf(err, errlen, "'%s': %s has a hist trigger already (one an event)\n", text,
-			 ts->label);
-		rc = -EEXIST;
-		goto fail;
-	}
-	rc = up_hist_resolve(h, &ts->spec, &se);
-	if (rc) {
-		if (rc == -EINVAL)
-			up_spec_err_format(text, &se, err, errlen);
-		goto fail;
-	}
-	if (h->filter) {
-		struct up_filter flt;
-		const char *at = strstr(text, h->filter);
-		char msg[256];
-
-		rc = up_filter_parse(h->filter, &flt, &se);
-		if (!rc && ts->nconds + flt.n > sizeof(ts->conds) / sizeof(ts->conds[0]))
-			rc = -E2BIG;
-		if (!rc && up_filter_resolve(&flt, &ts->spec, ts->conds + ts->nconds, msg,
-					     sizeof(msg))) {
-			snprintf(err, errlen, "'%s': %s\n", text, msg);
-			rc = -EINVAL;
-			goto fail;
-		}
-		if (rc) {
-			if (rc == -EINVAL && at && se.pos >= 0)
-				se.pos += (int)(at - text);
-			if (rc == -EINVAL)
-				up_spec_err_format(text, &se, err, errlen);
-			else
-				snprintf(err, errlen, "'%s': too many conditions\n", text);
-			rc = -EINVAL;
-			goto fail;
-		}
-		ts->nconds += flt.n;
-	}
-	ts->hist_text = strdup(text);
-	if (!ts->hist_text) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	ts->hist = h;
-	return 0;
-fail:
-	up_hist_free(h);
-	free(h);
 	return rc;
 }
 
@@ -1281,6 +1309,7 @@ static int build_capture(struct up_trace *tr, struct tprobe *p)
 	p->cap.cond = p->ts->conds;
 	p->cap.ncond = p->ts->nconds;
 	if (p->ts->hist) {
+		p->hist = p->ts->hist;
 		p->cap.agg = &p->agg;
 		p->u.agg_handler = on_agg;
 		for (unsigned i = 0; i < p->agg.nkeys; i++)
@@ -2119,14 +2148,11 @@ int up_trace_arm_all(struct up_trace *tr, bool attach)
 	return first;
 }
 
-int up_trace_remove(struct up_trace *tr, unsigned i)
+/* Every probe of spec i goes (counts kept); it is armed again by the next arm_proc. */
+static void disarm_spec(struct up_trace *tr, unsigned i)
 {
-	struct tspec *ts;
+	struct tspec *ts = tr->specs[i];
 
-	if (i >= tr->nspecs || tr->specs[i]->removed)
-		return -ENOENT;
-	ts = tr->specs[i];
-	ts->removed = true;
 	for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
 		struct tprobe **pp = &tp->probes;
 
@@ -2149,7 +2175,88 @@ int up_trace_remove(struct up_trace *tr, unsigned i)
 		}
 		tp->armed[i] = false;
 	}
+}
+
+int up_trace_remove(struct up_trace *tr, unsigned i)
+{
+	if (i >= tr->nspecs || tr->specs[i]->removed)
+		return -ENOENT;
+	tr->specs[i]->removed = true;
+	disarm_spec(tr, i);
 	return 0;
+}
+
+int up_trace_set_trigger(struct up_trace *tr, unsigned i, const char *text, char *err,
+			 size_t errlen)
+{
+	struct up_spec_err se = { .pos = -1, .len = 1 };
+	struct tspec *ts;
+	struct up_hist *h;
+	const char *t = text;
+	bool remove;
+	int rc;
+
+	err[0] = '\0';
+	if (i >= tr->nspecs || tr->specs[i]->removed)
+		return -ENOENT;
+	ts = tr->specs[i];
+	while (*t == ' ' || *t == '\t')
+		t++;
+	remove = *t == '!';
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	rc = up_hist_parse(t + remove, false, h, &se);
+	if (rc) {
+		free(h);
+		if (rc == -EINVAL) {
+			if (se.pos >= 0)
+				se.pos += (int)(t + remove - text);
+			up_spec_err_format(text, &se, err, errlen);
+		}
+		return rc;
+	}
+	if (remove) {
+		/* as the kernel: the trigger that was added with the same keys goes */
+		char want[512], have[512];
+
+		up_hist_trigger_info(h, want, sizeof(want));
+		if (ts->hist)
+			up_hist_trigger_info(ts->hist, have, sizeof(have));
+		up_hist_free(h);
+		free(h);
+		if (!ts->hist || strcmp(want, have)) {
+			snprintf(err, errlen, "'%s': no such trigger on %s\n", text, ts->label);
+			return -ENOENT;
+		}
+		disarm_spec(tr, i); /* the agents' tables merge into the table, which goes */
+		detach_hist(ts);
+	} else {
+		if (ts->spec.kind != UP_SPEC_EVENT) {
+			snprintf(err, errlen, "'%s': hist triggers are for p:/r: events\n", text);
+			up_hist_free(h);
+			free(h);
+			return -EINVAL;
+		}
+		rc = attach_hist(ts, h, text, err, errlen);
+		if (rc) {
+			up_hist_free(h);
+			free(h);
+			return rc;
+		}
+		disarm_spec(tr, i); /* armed again below, aggregating */
+	}
+	up_trace_arm_all(tr, false);
+	return 0;
+}
+
+int up_trace_trigger_text(struct up_trace *tr, unsigned i, char *buf, size_t size)
+{
+	if (size)
+		buf[0] = '\0';
+	if (i >= tr->nspecs || !tr->specs[i]->hist)
+		return -ENOENT;
+	return up_hist_trigger_info(tr->specs[i]->hist, buf, size);
 }
 
 int up_trace_find(struct up_trace *tr, const char *group, const char *event)

@@ -61,6 +61,16 @@ int up_trace_set_filter(struct up_trace *tr, const char *text, char *err, size_t
  */
 int up_trace_add_trigger(struct up_trace *tr, const char *text, char *err, size_t errlen);
 unsigned up_trace_nhists(const struct up_trace *tr);
+/*
+ * The same on spec i by its trigger file's text ("hist:keys=...", no event in front),
+ * while tracing: the event's probes are placed again, aggregating.  "!hist:..." with
+ * the keys of the trigger there removes it (its table goes).  -EINVAL with err (the
+ * text, a caret, why), -EEXIST (a trigger there already), -ENOENT (no such trigger).
+ */
+int up_trace_set_trigger(struct up_trace *tr, unsigned i, const char *text, char *err,
+			 size_t errlen);
+/* Spec i's trigger as its trigger file lists it ("hist:keys=... [active]"), -ENOENT. */
+int up_trace_trigger_text(struct up_trace *tr, unsigned i, char *buf, size_t size);
 /* Every trigger's table as it stands (the agents' live tables merged in), printed in
    style (enum up_hist_style: text as the kernel's hist file, JSON, bpftrace's bars). */
 void up_trace_print_hists(struct up_trace *tr, enum up_hist_style style, FILE *out);

@@ -17,6 +17,9 @@
 #   tracing_on 0: hits are not recorded; 1 again: they are
 #   event      a p: spec through the mount (set_event_pid brings the process in), its
 #              events/GRP/EVENT/enable and filter, uprobe_profile
+#   hist       events/GRP/EVENT/trigger takes a hist trigger (listed as the kernel lists
+#              it), hist shows the table (3 hits of one key), a bad trigger is refused with
+#              error_log's "hist:GRP:EVENT: error:" and a caret, "!hist:..." removes it
 #   unmount    fusermount3 -u: the daemon exits, the sample runs on untraced, finishes 0
 #   sigterm    the same through SIGTERM on the daemon
 # Exit 77 (SKIP) with the reason when FUSE cannot be used here.
@@ -349,6 +352,44 @@ event)
 	[ "$(cat "$M/events/grp/foo/filter")" = none ] || fail "filter reads $(cat "$M/events/grp/foo/filter")"
 	if echo 'a == 4' > "$M/events/grp/foo/filter" 2> /dev/null; then fail "a filter was taken, not applied"; fi
 	ok "filter: 0 taken, 'a == 4' refused"
+	;;
+
+hist)
+	echo "$PID" > "$M/set_event_pid" || fail "set_event_pid refused $PID"
+	echo "p:grp/foo $SAMPLE:foo a=%di:s32 e=%r8:s8" > "$M/uprobe_events" ||
+		fail "p: spec refused: $(cat "$M/error_log")"
+	T=$M/events/grp/foo/trigger
+	[ "$(cat "$T")" = "$(printf '# Available triggers:\n# hist')" ] || fail "trigger reads $(cat "$T")"
+	[ -z "$(cat "$M/events/grp/foo/hist")" ] || fail "hist without a trigger: $(cat "$M/events/grp/foo/hist")"
+	echo 'hist:keys=a,e:sort=a' > "$T" || fail "hist trigger refused: $(cat "$M/error_log")"
+	want='hist:keys=a,e:vals=hitcount:sort=a:size=2048 [active]'
+	[ "$(cat "$T")" = "$want" ] || fail "trigger reads '$(cat "$T")', not '$want'"
+	printf 'abc' >&7
+	hist_has() { grep -q "hitcount: *$1\$" "$M/events/grp/foo/hist"; }
+	wait_for hist_has 3 || fail "hist: $(cat "$M/events/grp/foo/hist")"
+	grep -Eq '^\{ a: +4, e: +72 \} hitcount: +3$' "$M/events/grp/foo/hist" ||
+		fail "the entry: $(cat "$M/events/grp/foo/hist")"
+	grep -qF "# trigger info: $want" "$M/events/grp/foo/hist" || fail "no trigger info: $(cat "$M/events/grp/foo/hist")"
+	grep -q '^    Hits: 3$' "$M/events/grp/foo/hist" || fail "Totals: $(cat "$M/events/grp/foo/hist")"
+	ok "hist: $(grep '} hitcount' "$M/events/grp/foo/hist")"
+	# a second trigger on the event, and a bad one: refused, said in error_log
+	if echo 'hist:keys=e' >> "$T" 2>/dev/null; then fail "a second trigger was taken"; fi
+	: > "$M/error_log"
+	if echo 'hist:keys=nosuch' > "$M/events/grp/foo/trigger" 2>/dev/null; then
+		fail "a trigger on no field was taken"
+	fi
+	grep -q "hist:grp:foo: error: " "$M/error_log" || fail "error_log: $(cat "$M/error_log")"
+	grep -q "Command: hist:keys=nosuch" "$M/error_log" || fail "error_log: $(cat "$M/error_log")"
+	grep -q '^ *\^' "$M/error_log" || fail "no caret: $(cat "$M/error_log")"
+	ok "refused: $(grep error: "$M/error_log" | sed 's/^\[[^]]*\] //')"
+	# the trigger goes: its table with it; the event traces again
+	if echo '!hist:keys=e' >> "$T" 2>/dev/null; then fail "removed a trigger that is not there"; fi
+	echo '!hist:keys=a,e:sort=a' >> "$T" || fail "the trigger could not be removed"
+	[ "$(cat "$T")" = "$(printf '# Available triggers:\n# hist')" ] || fail "after removal: $(cat "$T")"
+	[ -z "$(cat "$M/events/grp/foo/hist")" ] || fail "a table after removal"
+	printf 'd' >&7
+	wait_for trace_lines_ge 1 || fail "no line after the trigger went"
+	ok "removed: the event prints again"
 	;;
 
 unmount|sigterm)
