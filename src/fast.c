@@ -502,6 +502,12 @@ static bool word_in_process(unsigned w)
 	return w <= UPA_RDI || w == UPA_RIP || w == UPA_RSP || w == UPA_EFLAGS;
 }
 
+/* At a return with UPA_P_ENTRY_ARGS: a word the agent fills with an entry argument. */
+static bool entry_arg_word(unsigned w)
+{
+	return w >= UPA_ENTRY_ARG && w < UPA_ENTRY_ARG + 6;
+}
+
 static const char *word_name(unsigned w)
 {
 	static const char *const n[UPA_NREGS] = {
@@ -518,15 +524,21 @@ static int build_desc(struct uprobe *u, struct upa_probe *d, struct upa_fetch *f
 {
 	const struct uprobe_capture *cap = u->capture;
 
+	bool entry_args = cap->entry_args && u->ret_handler;
+
 	memset(d, 0, sizeof(*d));
-	d->flags = UPA_P_ENABLED;
+	d->flags = UPA_P_ENABLED | (entry_args ? UPA_P_ENTRY_ARGS : 0);
 	d->vaddr = u->vaddr;
 	d->regs = cap->regs | 1ull << UPA_RIP;
 	d->nfetch = cap->nfetch;
 	d->ncond = cap->ncond;
 	*save = d->regs;
+	if (entry_args) /* the entry's trampoline saves what the hijack keeps */
+		*save |= 1ull << UPA_RDI | 1ull << UPA_RSI | 1ull << UPA_RDX | 1ull << UPA_RCX |
+			 1ull << UPA_R8 | 1ull << UPA_R9;
 	for (unsigned w = 0; w < UPA_NREGS; w++) {
-		if ((d->regs >> w & 1) && !word_in_process(w)) {
+		if ((d->regs >> w & 1) && !word_in_process(w) &&
+		    !(entry_args && entry_arg_word(w))) {
 			snprintf(why, whylen, "register %%%s is not available in-process",
 				 word_name(w));
 			return -ENOTSUP;
@@ -542,7 +554,8 @@ static int build_desc(struct uprobe *u, struct upa_probe *d, struct upa_fetch *f
 		if (in->base == UPROBE_FETCH_REG) {
 			unsigned w = in->reg / 8;
 
-			if (in->reg % 8 || w >= UPA_NREGS || !word_in_process(w)) {
+			if (in->reg % 8 || w >= UPA_NREGS ||
+			    (!word_in_process(w) && !(entry_args && entry_arg_word(w)))) {
 				snprintf(why, whylen, "register %%%s is not available in-process",
 					 word_name(w));
 				return -ENOTSUP;

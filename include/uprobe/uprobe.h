@@ -208,7 +208,14 @@ struct uprobe_capture {
 	const struct uprobe_cond *cond;
 	unsigned ncond;
 	const struct uprobe_agg *agg; /* non-NULL: aggregate, no records (agg_handler) */
+	/* a return probe: the first six argument registers as they were at the entry
+	   (rdi rsi rdx rcx r8 r9) are, at the return, the frame words from
+	   UPROBE_ENTRY_ARG_WORD on (fs_base ... gs, which a return has no use for): regs
+	   and fetches may name them */
+	bool entry_args;
 };
+
+#define UPROBE_ENTRY_ARG_WORD 21 /* offsetof(struct user_regs_struct, fs_base) / 8 */
 
 /* One hit, as the fast path recorded it. */
 struct uprobe_record {

@@ -104,6 +104,9 @@ struct upa_cond {
 #define UPA_P_ENABLED 1u
 #define UPA_P_RETURN 2u /* a return probe: the entry hijacks the return, the return records */
 #define UPA_P_AGG 4u	/* aggregate into the tables of the struct upa_agg after the conds */
+#define UPA_P_ENTRY_ARGS 16u /* a return probe: the entry's argument registers are kept,
+				and at the return are frame words UPA_ENTRY_ARG.. */
+#define UPA_ENTRY_ARG UPA_FS_BASE /* 6 words the return trampolines never restore */
 #define UPA_P_AGG1 8u	/* ... and it is the common case: no condition, one key from a
 			   register or the duration (log2, buckets or raw), no val */
 
@@ -127,6 +130,7 @@ struct upa_rt {
 	uint64_t orig;
 	uint64_t desc;
 	uint64_t tsc; /* at the entry: the return's duration */
+	uint64_t args[6]; /* UPA_P_ENTRY_ARGS: rdi rsi rdx rcx r8 r9 at the entry */
 };
 
 /* The blob: the ctl's address (a word the tracer writes), the return trampoline at

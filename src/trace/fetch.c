@@ -7,6 +7,7 @@
 #include "trace/fetch.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -60,6 +61,16 @@ int up_fetch_abi_arg(const struct up_fetch_env *env, unsigned int n, uint64_t *v
 	if (!env || !env->regs || !val || n == 0)
 		return -EINVAL;
 	r = env->regs;
+	if (env->has_retval) {
+		/* a return: the entry's arguments, which the tracers put in the frame words
+		   from fs_base on (UPROBE_ENTRY_ARG_WORD) */
+		const uint64_t *w = (const uint64_t *)r;
+
+		if (n > 6)
+			return -EINVAL;
+		*val = w[offsetof(struct user_regs_struct, fs_base) / 8 + n - 1];
+		return 0;
+	}
 	if (env->is32) {
 		/* cdecl: [esp] is the return address, then the arguments */
 		if (!env->read)

@@ -28,7 +28,9 @@
 #define UP_FETCH_STRING_MAX 4096 /* the kernel's MAX_STRING_SIZE, with the NUL */
 
 struct up_fetch_env {
-	const struct user_regs_struct *regs; /* of the thread that hit the probe */
+	/* of the thread that hit the probe; at a return (has_retval) the words from
+	   fs_base on hold the entry's arguments, $arg1..$arg6 (UPROBE_ENTRY_ARG_WORD) */
+	const struct user_regs_struct *regs;
 	bool is32;			     /* a 32-bit (i386) process */
 	/* Read len bytes at addr: 0 when all were read, else a negative errno. */
 	int (*read)(void *ctx, uint64_t addr, void *buf, size_t len);

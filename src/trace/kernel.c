@@ -501,6 +501,13 @@ int up_kb_add(struct up_kb *kb, const struct up_spec *spec)
 			}
 		}
 		if (arg_uses(a, UP_FOP_ARG)) {
+			if (e->spec.is_return) {
+				kb_log(&kb->o, "argument %s=%s: at a return $argN is the argument "
+					       "the entry had, which the kernel's uprobe events cannot "
+					       "fetch; use the ptrace backend", a->name, a->comm);
+				err = -EINVAL;
+				goto fail;
+			}
 			if (!is64) {
 				kb_log(&kb->o, "argument %s=%s: $argN for a 32-bit file is not "
 					       "supported by the kernel backend", a->name, a->comm);

@@ -61,6 +61,7 @@ struct tprobe {
 	bool recording, counted;
 	struct uprobe_agg agg; /* a hist's probe: what the agent aggregates */
 	const struct up_hist *hist; /* the trigger agg was made for */
+	bool eargs; /* an r: event that reads $argN: the entry's arguments */
 	int aval[UP_HIST_VALS_MAX]; /* hist val i is the agent's val aval[i] (-1: hitcount) */
 	struct up_trace *tr;
 	struct tspec *ts;
@@ -133,6 +134,15 @@ struct up_trace {
 	bool pend_break; /* the engine's loop was broken to format tr->pend */
 	unsigned npend;	 /* hits in pend, in order: several specs on one address */
 	struct pending pend[PEND_MAX];
+	/* r: events that read $argN, on the trap path: the entry's arguments, until the
+	   return (innermost last) */
+	struct entry_args {
+		const struct tprobe *p;
+		pid_t tid;
+		uint64_t sp; /* at the entry: the return comes with sp + the address size */
+		uint64_t v[6];
+	} *eargs;
+	unsigned neargs, capeargs;
 	/* --format raw: probes numbered for the file, threads whose name it has */
 	uint32_t raw_next;
 	uint64_t raw_records;
@@ -972,9 +982,93 @@ static void on_hit(struct uprobe *u, uprobe_regs_t *regs)
 	report(u->data, regs, false);
 }
 
+/* Does an r: event read $argN (the entry's arguments)? */
+static bool uses_entry_args(const struct tspec *ts)
+{
+	if (ts->spec.kind != UP_SPEC_EVENT || !ts->spec.is_return)
+		return false;
+	for (int i = 0; i < ts->spec.nargs; i++)
+		for (int k = 0; k < ts->spec.args[i].nops; k++)
+			if (ts->spec.args[i].ops[k].op == UP_FOP_ARG)
+				return true;
+	return false;
+}
+
+/* Drops tid's kept entries that sp shows are gone: at sp or below (deeper), and p's at
+   sp itself (a function the thread left by longjmp or an exception). */
+static void eargs_drop(struct up_trace *tr, pid_t tid, uint64_t sp)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < tr->neargs; i++) {
+		const struct entry_args *e = &tr->eargs[i];
+
+		if (e->tid == tid && e->sp <= sp)
+			continue;
+		tr->eargs[n++] = *e;
+	}
+	tr->neargs = n;
+}
+
+/* The trap path's entry of an r: event that reads $argN: its arguments are kept. */
+static void on_entry(struct uprobe *u, uprobe_regs_t *regs)
+{
+	struct tprobe *p = u->data;
+	struct up_trace *tr = p->tr;
+	struct read_ctx rc = { .tr = tr, .pid = uprobe_current_pid(tr->ctx) };
+	struct up_fetch_env env = {
+		.regs = regs, .is32 = p->tp->is32, .read = read_mem, .ctx = &rc,
+	};
+	pid_t tid = uprobe_current_tid(tr->ctx);
+	struct entry_args *e;
+
+	eargs_drop(tr, tid, regs->rsp);
+	if (tr->neargs == tr->capeargs) {
+		unsigned cap = tr->capeargs ? 2 * tr->capeargs : 64;
+		struct entry_args *v = realloc(tr->eargs, cap * sizeof(*v));
+
+		if (!v)
+			return; /* its return then reads 0s */
+		tr->eargs = v;
+		tr->capeargs = cap;
+	}
+	e = &tr->eargs[tr->neargs++];
+	e->p = p;
+	e->tid = tid;
+	e->sp = regs->rsp;
+	for (unsigned i = 0; i < 6; i++)
+		if (up_fetch_abi_arg(&env, i + 1, &e->v[i]))
+			e->v[i] = 0;
+}
+
 static void on_ret(struct uprobe *u, uprobe_regs_t *regs)
 {
-	report(u->data, regs, true);
+	struct tprobe *p = u->data;
+	struct up_trace *tr = p->tr;
+	uprobe_regs_t r;
+	uint64_t *w = (uint64_t *)&r, sp;
+	pid_t tid;
+
+	if (!p->eargs) {
+		report(p, regs, true);
+		return;
+	}
+	/* a copy: the frame words that carry the entry's arguments are the live fs_base
+	   and segment registers */
+	r = *regs;
+	memset(&w[UPROBE_ENTRY_ARG_WORD], 0, 6 * sizeof(*w));
+	tid = uprobe_current_tid(tr->ctx);
+	sp = regs->rsp - (p->tp->is32 ? 4 : 8); /* where the return address was */
+	for (unsigned i = tr->neargs; i-- > 0;) {
+		const struct entry_args *e = &tr->eargs[i];
+
+		if (e->tid == tid && e->sp == sp && e->p == p) {
+			memcpy(&w[UPROBE_ENTRY_ARG_WORD], e->v, sizeof(e->v));
+			break;
+		}
+	}
+	eargs_drop(tr, tid, sp);
+	report(p, &r, true);
 }
 
 /* A hit the fast path recorded in-process. */
@@ -1185,8 +1279,8 @@ static void step(struct uprobe_fetch *f, int64_t off, unsigned len)
 
 /* One FETCHARG as what the agent must capture for fetch.c to evaluate it afterwards:
    the same reads, in the same order. */
-static int capture_arg(const struct up_fetch_arg *a, uint64_t bias, struct uprobe_fetch *f,
-		       uint64_t *regs)
+static int capture_arg(const struct up_fetch_arg *a, uint64_t bias, bool at_return,
+		       struct uprobe_fetch *f, uint64_t *regs)
 {
 	const struct up_fetch_insn *op = &a->ops[0];
 	bool is_string = a->type.kind == UP_TYPE_STRING;
@@ -1210,7 +1304,12 @@ static int capture_arg(const struct up_fetch_arg *a, uint64_t bias, struct uprob
 		base_reg(f, regs, offsetof(struct user_regs_struct, rsp), 8, 0);
 		break;
 	case UP_FOP_ARG:
-		if (op->param >= 1 && op->param <= 6) {
+		if (at_return) { /* the entry's, kept by the agent (entry_args) */
+			if (op->param < 1 || op->param > 6)
+				return -ENOTSUP;
+			base_reg(f, regs, offsetof(struct user_regs_struct, fs_base) +
+						  8u * (op->param - 1), 8, 0);
+		} else if (op->param >= 1 && op->param <= 6) {
 			base_reg(f, regs, abi_regs[op->param - 1], 8, 0);
 		} else {
 			base_reg(f, regs, offsetof(struct user_regs_struct, rsp), 8, 0);
@@ -1297,13 +1396,15 @@ static int build_capture(struct up_trace *tr, struct tprobe *p)
 		}
 	} else {
 		for (unsigned k = 0; k < n; k++) {
-			int rc = capture_arg(&sp->args[k], p->file_bias, &p->fetch[k], &regs);
+			int rc = capture_arg(&sp->args[k], p->file_bias, sp->is_return, &p->fetch[k],
+					     &regs);
 
 			if (rc)
 				return rc;
 		}
 	}
 	p->cap.regs = regs;
+	p->cap.entry_args = uses_entry_args(p->ts);
 	p->cap.fetch = p->fetch;
 	p->cap.nfetch = n;
 	p->cap.cond = p->ts->conds;
@@ -1542,8 +1643,12 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 	p->u.raw_id = tr->raw_next++;
 	p->u.data = p;
 	p->u.registration_callback = on_registered;
-	if (ts->spec.kind == UP_SPEC_EVENT && ts->spec.is_return)
+	if (ts->spec.kind == UP_SPEC_EVENT && ts->spec.is_return) {
 		p->u.ret_handler = on_ret;
+		p->eargs = uses_entry_args(ts);
+		if (p->eargs) /* on the trap path the entry keeps them (the agent does too) */
+			p->u.handler = on_entry;
+	}
 	else if (!tr->opts.out && ts->spec.kind == UP_SPEC_EVENT && !tr->opts.no_fast &&
 		 !ts->hist)
 		/* only counted (-c): the library counts, on the fast path where it can */
@@ -1810,6 +1915,7 @@ void up_trace_free(struct up_trace *tr)
 		up_raw_write_end(tr->opts.out, tr->raw_records, lost);
 	free(tr->raw_seen);
 	free(tr->raw_buf);
+	free(tr->eargs);
 	while (tr->procs) {
 		struct tproc *tp = tr->procs;
 

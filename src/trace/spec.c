@@ -392,6 +392,9 @@ static int parse_fetch(struct parser *p, struct up_fetch_arg *a, int s, int e)
 			if (!parse_u64(v + 3, vn - 3, 10, &num) || num == 0 || num > ARG_NUM_MAX)
 				return fail(p, s, n, "Invalid argument number: expected $argN with "
 						     "N from 1 to %d", ARG_NUM_MAX);
+			if (p->spec->is_return && num > 6)
+				return fail(p, s, n, "At a return, $argN is the argument the entry "
+						     "had: $arg1 to $arg6 (the registers)");
 			insn.op = UP_FOP_ARG;
 			insn.param = (uint32_t)num;
 		} else {

@@ -23,6 +23,7 @@ ring) against the trap path (int3 stops, --no-fast) on tests/targets/fast_rec.c:
            on the fast path, their trampolines chained (entry probes first), the same
            records and counts as the trap path from 2 threads
   return   return probes in-process: the same records as the trap path from 2 threads;
+           $argN at a return reads the entry's argument (getenv's name, both paths);
            a fork inside a probed function leaves the child unharmed; a tracer stopped
            (SIGINT) while returns are hijacked lets them go home
 """
@@ -242,6 +243,18 @@ if "on the fast path" not in err_f:
     fail("return: not on the fast path\n" + err_f)
 if out_f != plain(["args", 5000, 2]) or len(tr_f) != 10000 or sorted(tr_f) != sorted(tr_t):
     fail("return: fast %d records, trap %d, or different values\n%s\n%s" % (len(tr_f), len(tr_t), err_f, out_f))
+# $argN at a return is the argument the entry had: getenv's name, read through $arg1 at
+# the return (where rdi is long gone), names what the entry's %di named, call for call
+LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+for fl in ([], ["--no-fast"]):
+    cmd = [UPROBE, "trace"] + fl + ["-e", "p:e/in %s:getenv name=+0(%%di):string" % LIBC,
+                                     "-e", "r:e/out %s:getenv name=+0($arg1):string di=%%di"
+                                     % LIBC, "--", "ls", "-l", "/"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    ins = re.findall(r" in: \(0x[0-9a-f]+\) name=(\S+)", p.stdout)
+    outs = re.findall(r" out: \(0x[0-9a-f]+ <- 0x[0-9a-f]+\) name=(\S+) di=(0x[0-9a-f]+)", p.stdout)
+    if p.returncode or len(ins) < 10 or ins != [n for n, _ in outs]:
+        fail("$argN at a return %s: %d entries, %d returns\n%s" % (fl, len(ins), len(outs), p.stderr))
 # more threads than have return tables of their own (16): the rest share one, none lost
 spec = "r:a/args %s:rec_args rv=$retval:s64" % PROG
 out_f, tr_f, err_f = run(["args", 2000, 24], [spec])
@@ -263,7 +276,7 @@ tr.send_signal(signal.SIGINT)
 out, err = tr.communicate(timeout=30)
 if tr.returncode != 0 or "slept 56" not in out:
     fail("return: SIGINT with a hijacked return: exit %d\n%s\n%s" % (tr.returncode, out, err))
-print("ok: return: 10000 records equal to the trap path's; 24 threads; fork inside; SIGINT while hijacked")
+print("ok: return: 10000 records equal to the trap path's; $argN from the entry; 24 threads; fork inside; SIGINT while hijacked")
 
 # the tracer stopped by a signal under full load: bytes back, untraced, output unchanged -----
 def mem(pid, addr, n):

@@ -188,7 +188,7 @@ static void test_event_args(void **state)
 
 	parse_ok("r:g/e /bin/x:0x10 %ip %ax cnt=+8(%di):u32 neg=-16(%sp):s16 bf=+0(%sp):b4@3/32 "
 		 "str=+0(+8(%si)):string u=@0x601040:ustring f=@+0x1040:x16 i=\\-5 "
-		 "lit=\\\"hi_there\" a7=$arg7 e=%eax l=%al h=%AH r=%r9d st=$stack st3=$stack3 "
+		 "lit=\\\"hi_there\" a7=$arg6 e=%eax l=%al h=%AH r=%r9d st=$stack st3=$stack3 "
 		 "rv=$retval c=$comm c2=$comm:string ud=+u4(%bx):x8 im=\\0x40:string",
 		 &s);
 	assert_int_equal(s.nargs, 22);
@@ -276,7 +276,7 @@ static void test_event_args(void **state)
 
 	a = arg_of(&s, 10);
 	assert_int_equal(a->ops[0].op, UP_FOP_ARG);
-	assert_int_equal(a->ops[0].param, 7);
+	assert_int_equal(a->ops[0].param, 6); /* at a return: the entry's, 1 to 6 */
 
 	a = arg_of(&s, 11); /* a sized register implies its width */
 	assert_int_equal(a->ops[0].reg.size, 4);
@@ -460,6 +460,7 @@ static const struct bad bad_cases[] = {
 	{ "p /bin/x:0 $retval", "$retval", 0, "$retval is not available on probe" },
 	{ "p /bin/x:0 $arg0", "$arg0", 0, "Invalid argument number" },
 	{ "p /bin/x:0 $arg9999", "$arg9999", 0, "Invalid argument number" },
+	{ "r /bin/x:0 $arg7", "$arg7", 0, "At a return, $argN is the argument the entry had" },
 	{ "p /bin/x:0 $argx", "$argx", 0, "Invalid $-variable specified" },
 	{ "p /bin/x:0 +8%di", "+8%di", 0, "Dereference needs a brace" },
 	{ "p /bin/x:0 +zz(%di)", "+zz", 0, "Invalid dereference offset" },

@@ -653,8 +653,17 @@ static struct upa_rt *rt_own(const struct upa_ctl *ctl, unsigned *j)
 	return 0;
 }
 
-static void rt_fill(struct upa_rt *e, struct upa_probe *d, uint64_t *ra, uint64_t tramp)
+static void rt_fill(struct upa_rt *e, struct upa_probe *d, const uint64_t *frame, uint64_t *ra,
+		    uint64_t tramp)
 {
+	if (d->flags & UPA_P_ENTRY_ARGS) {
+		e->args[0] = frame[UPA_RDI];
+		e->args[1] = frame[UPA_RSI];
+		e->args[2] = frame[UPA_RDX];
+		e->args[3] = frame[UPA_RCX];
+		e->args[4] = frame[UPA_R8];
+		e->args[5] = frame[UPA_R9];
+	}
 	e->orig = *ra;
 	e->desc = (uint64_t)d;
 	e->tsc = tsc();
@@ -678,7 +687,7 @@ static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 		if (k == slot || k == UPA_RT_FREE || k == UPA_RT_TOMB) {
 			__atomic_store_n(&e->key, slot, __ATOMIC_RELAXED);
 			__atomic_signal_fence(__ATOMIC_SEQ_CST);
-			rt_fill(e, d, ra, ctl->ret_tramp + UPA_RT_STUB * (j + 1));
+			rt_fill(e, d, frame, ra, ctl->ret_tramp + UPA_RT_STUB * (j + 1));
 			return;
 		}
 	}
@@ -689,7 +698,7 @@ static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 		if (k == slot || ((k == UPA_RT_FREE || k == UPA_RT_TOMB) &&
 				  __atomic_compare_exchange_n(&e->key, &k, slot, 0, __ATOMIC_ACQ_REL,
 							      __ATOMIC_RELAXED))) {
-			rt_fill(e, d, ra, ctl->ret_tramp);
+			rt_fill(e, d, frame, ra, ctl->ret_tramp);
 			return;
 		}
 	}
@@ -724,6 +733,7 @@ __attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl, 
 	struct upa_rt *e;
 	struct upa_probe *d;
 	uint64_t orig, t, dur;
+	uint32_t fl;
 
 	if (table >= 0 && table < UPA_RT_OWNERS)
 		e = rt_find((struct upa_rt *)ctl->rt_own + ((uint64_t)table << UPA_RT_OWN_ORDER),
@@ -736,10 +746,13 @@ __attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl, 
 	t = tsc() - e->tsc;
 	d = (struct upa_probe *)e->desc;
 	dur = (uint64_t)((unsigned __int128)t * ctl->ns_mult >> 32);
+	fl = __atomic_load_n(&d->flags, __ATOMIC_RELAXED);
+	if (fl & UPA_P_ENTRY_ARGS)
+		for (unsigned i = 0; i < 6; i++)
+			frame[UPA_ENTRY_ARG + i] = e->args[i];
 	__atomic_store_n(&e->key, UPA_RT_TOMB, __ATOMIC_RELEASE);
 	frame[UPA_RIP] = orig;
-	if (__atomic_load_n(&d->flags, __ATOMIC_RELAXED) ==
-	    (UPA_P_ENABLED | UPA_P_RETURN | UPA_P_AGG | UPA_P_AGG1))
+	if ((fl & ~UPA_P_ENTRY_ARGS) == (UPA_P_ENABLED | UPA_P_RETURN | UPA_P_AGG | UPA_P_AGG1))
 		aggregate1(ctl, d, frame, dur);
 	else
 		hit(ctl, d, frame, 1, dur);
