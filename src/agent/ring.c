@@ -272,23 +272,10 @@ uint64_t up_agent_ret_tramp(const struct up_agent *a)
 	return a->code_addr + a->ret_off;
 }
 
-void up_agent_for_each_return(struct up_agent *a, bool take,
-			      void (*fn)(void *arg, uint64_t slot, uint64_t orig), void *arg)
+static void for_each_return_in(struct upa_rt *t, size_t n, bool take,
+			       void (*fn)(void *arg, uint64_t slot, uint64_t orig), void *arg)
 {
-	struct upa_rt *t = (struct upa_rt *)(a->map + a->rtab_off);
-	struct upa_rt *own = (struct upa_rt *)(a->map + a->rtab_off + RTAB_SIZE + PAGE);
-
-	/* the threads' own tables, then the shared one */
-	for (size_t i = 0; i < ((size_t)UPA_RT_OWNERS << UPA_RT_OWN_ORDER); i++) {
-		uint64_t k = __atomic_load_n(&own[i].key, __ATOMIC_ACQUIRE);
-
-		if (k == UPA_RT_FREE || k == UPA_RT_TOMB)
-			continue;
-		fn(arg, k, own[i].orig);
-		if (take)
-			__atomic_store_n(&own[i].key, UPA_RT_TOMB, __ATOMIC_RELEASE);
-	}
-	for (size_t i = 0; i < (1u << RTAB_ORDER); i++) {
+	for (size_t i = 0; i < n; i++) {
 		uint64_t k = __atomic_load_n(&t[i].key, __ATOMIC_ACQUIRE);
 
 		if (k == UPA_RT_FREE || k == UPA_RT_TOMB)
@@ -297,6 +284,16 @@ void up_agent_for_each_return(struct up_agent *a, bool take,
 		if (take)
 			__atomic_store_n(&t[i].key, UPA_RT_TOMB, __ATOMIC_RELEASE);
 	}
+}
+
+void up_agent_for_each_return(struct up_agent *a, bool take,
+			      void (*fn)(void *arg, uint64_t slot, uint64_t orig), void *arg)
+{
+	/* the threads' own tables (after the owners' page), then the shared one */
+	for_each_return_in((struct upa_rt *)(a->map + a->rtab_off + RTAB_SIZE + PAGE),
+			   (size_t)UPA_RT_OWNERS << UPA_RT_OWN_ORDER, take, fn, arg);
+	for_each_return_in((struct upa_rt *)(a->map + a->rtab_off), (size_t)1 << RTAB_ORDER, take,
+			   fn, arg);
 }
 
 /* ---- threads --------------------------------------------------------------------------- */

@@ -24,7 +24,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,25 +43,8 @@ struct hparser {
 	struct up_hist *h;
 };
 
-__attribute__((format(printf, 4, 5))) static int fail(struct hparser *p, int pos, int len,
-						       const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!p->err)
-		return -EINVAL;
-	p->err->pos = pos;
-	p->err->len = len > 0 ? len : 1;
-	va_start(ap, fmt);
-	vsnprintf(p->err->msg, sizeof(p->err->msg), fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
-static bool is_blank(char c)
-{
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
+#define fail(p, pos, len, ...) up_spec_fail((p)->err, pos, len, __VA_ARGS__)
+#define is_blank up_spec_is_blank
 
 /* Is text[s..e) exactly lit? */
 static bool span_is(const char *text, int s, int e, const char *lit)

@@ -74,25 +74,28 @@ struct parser {
 	struct up_spec *spec;
 };
 
-__attribute__((format(printf, 4, 5))) static int fail(struct parser *p, int pos, int len,
-						       const char *fmt, ...)
+int up_spec_fail(struct up_spec_err *err, int pos, int len, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!p->err)
+	if (!err)
 		return -EINVAL;
-	p->err->pos = pos;
-	p->err->len = len > 0 ? len : 1;
+	err->pos = pos;
+	err->len = len > 0 ? len : 1;
 	va_start(ap, fmt);
-	vsnprintf(p->err->msg, sizeof(p->err->msg), fmt, ap);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 	va_end(ap);
 	return -EINVAL;
 }
 
-static bool is_blank(char c)
+#define fail(p, pos, len, ...) up_spec_fail((p)->err, pos, len, __VA_ARGS__)
+
+bool up_spec_is_blank(char c)
 {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
+
+#define is_blank up_spec_is_blank
 
 /* Split at blanks, up to a '#' (the kernel strips comments the same way). */
 static int tokenize(struct parser *p, struct tok *toks, int *ntoks)

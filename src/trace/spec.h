@@ -174,6 +174,13 @@ void up_spec_free(struct up_spec *spec);
  *     the message
  * snprintf semantics: returns the length the whole text needs (truncating to size).
  */
+/* Fills err (when not NULL) with where and why; returns -EINVAL.  For the parsers of
+   spec-like text (specs, hist triggers). */
+__attribute__((format(printf, 4, 5))) int up_spec_fail(struct up_spec_err *err, int pos,
+							int len, const char *fmt, ...);
+/* A blank as the kernel's parsers take it (isspace in the C locale). */
+bool up_spec_is_blank(char c);
+
 int up_spec_err_format(const char *text, const struct up_spec_err *err, char *buf,
 		       size_t size);
 
