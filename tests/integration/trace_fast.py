@@ -53,7 +53,12 @@ def run(args, specs, opts=(), expect_rc=0, tids=None):
     for s in specs:
         cmd += ["-e", s]
     cmd += ["--", PROG] + [str(a) for a in args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        if os.path.exists(tfile):
+            os.unlink(tfile)
+        fail("%s did not finish in 120 s" % " ".join(cmd))
     with open(tfile) as f:
         raw = [line for line in f if not line.startswith("#")]
     lines = [re.sub(r"^.*?\]\s+[0-9.]+: ", "", line) for line in raw]

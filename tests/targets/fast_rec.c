@@ -10,7 +10,7 @@
  *   args     rec_args(i, 2i, ..., 6i) N times in each of THREADS threads
  *   bad      rec_ptr() with good and bad pointers (0, 0x10, the end of the address
  *            space) N times
- *   signals  rec_nop5() in a loop while SIGALRM arrives every 50 us, the handler calling
+ *   signals  rec_nop5() in a loop while SIGALRM arrives 50 us after the last, the handler calling
  *            it too; prints how many calls were made
  *   fork     N calls, fork, N more in parent and child
  *   forkin   rec_forker() forks inside itself: both return from it (a return probe's
@@ -141,11 +141,20 @@ static void *spin(void *arg)
 	return (void *)s;
 }
 
+/* The timer is one-shot, armed again here: under ptrace every signal is a stop of the
+   tracer's (50-100 us on a loaded machine), and a periodic 50 us timer then had the
+   next signal pending before the handler returned, so main() never ran again. */
+static volatile sig_atomic_t alarm_on;
+
 static void on_alarm(int sig)
 {
+	struct itimerval it = { { 0, 0 }, { 0, 50 } };
+
 	(void)sig;
 	rec_nop5(1);
 	hcalls++;
+	if (alarm_on)
+		setitimer(ITIMER_REAL, &it, NULL);
 }
 
 int main(int argc, char **argv)
@@ -210,13 +219,15 @@ int main(int argc, char **argv)
 		printf("bad done %ld\n", s);
 	} else if (!strcmp(mode, "signals")) {
 		struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = SA_RESTART };
-		struct itimerval it = { { 0, 50 }, { 0, 50 } };
+		struct itimerval it = { { 0, 0 }, { 0, 50 } };
 		long s = 0;
 
 		sigaction(SIGALRM, &sa, NULL);
+		alarm_on = 1;
 		setitimer(ITIMER_REAL, &it, NULL);
 		for (long i = 0; i < n; i++)
 			s += rec_nop5(i);
+		alarm_on = 0;
 		memset(&it, 0, sizeof(it));
 		setitimer(ITIMER_REAL, &it, NULL);
 		printf("calls %ld\n", n + (long)hcalls);

@@ -854,8 +854,12 @@ __asm__(".text\n"
 	"	add $0x7f,%al\n"			/* OF */
 	"	sahf\n"
 	"	mov 80(%rsp),%rax\n"
-	"	lea 224(%rsp),%rsp\n"
-	"	ret\n");
+	/* home by an indirect jmp, not a ret: the function's ret into the stub took the
+	   return stack buffer's entry for its caller, and a second ret would take its
+	   caller's too (two mispredicted returns more); the slot, now below rsp, is in
+	   the red zone, which a signal frame never overwrites */
+	"	lea 232(%rsp),%rsp\n"
+	"	jmp *-8(%rsp)\n");
 
 __attribute__((section(".text.entry1"), used, force_align_arg_pointer)) void
 upa_entry(uint64_t *frame, struct upa_probe *d)
