@@ -145,10 +145,11 @@ struct upa_rt {
 
 /*
  * Aggregation (UPA_P_AGG): a hit updates the entry of its key in a table, instead of
- * writing a record.  There are ntables tables: the first ntables - 1 are private, each
- * owned by one thread (owner[i]: its %fs:0, claimed at its first hit; two live threads
- * never share one, and a new thread that inherits a dead one's TLS block inherits its
- * table too), updated with plain read-modify-write instructions, which a signal
+ * writing a record.  There are ntables tables: the first ntables - 1 are private, table
+ * i the thread's in slot i of ctl->rt_owner (its %fs:0, claimed at its first hit, the
+ * same slot as its table of returns; two live threads never share one, and a new
+ * thread that inherits a dead one's TLS block inherits its tables too), updated with
+ * plain read-modify-write instructions, which a signal
  * handler on the same thread cannot split; the last is shared by every other thread
  * (no TLS, or every private table taken) and updated with atomics.  An entry is
  * entry_words words:
@@ -196,7 +197,6 @@ struct upa_agg {
 	uint32_t at_entry;    /* stacks: a function's first instruction ([rsp] is the caller) */
 	uint32_t pad;
 	uint64_t dropped;     /* hits that found no room */
-	uint64_t owner[UPA_AGG_OWNERS]; /* of the private tables: %fs:0, 0 while free */
 	struct upa_agg_key key[UPA_AGG_KEYS];
 	struct upa_agg_val val[UPA_AGG_VALS];
 };

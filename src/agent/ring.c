@@ -442,6 +442,9 @@ uint32_t up_agent_record_size(uint64_t regs, const struct upa_fetch *f, unsigned
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
+/* an aggregation's private table i is the thread's in slot i of the return tables' owners */
+_Static_assert(UPA_AGG_OWNERS <= UPA_RT_OWNERS, "a private table a thread slot");
+
 /* Private tables for up to UPA_AGG_OWNERS threads, as many as 512 KiB holds (so that
    a few dozen histograms fit the heap), and the shared one. */
 static unsigned agg_ntables(size_t table_bytes)
@@ -471,7 +474,6 @@ int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa
 		g.entry_words = 1 + g.key_words + 1 + g.nvals;
 		g.ntables = agg_ntables((size_t)g.entry_words * 8u << g.order);
 		g.dropped = 0;
-		memset(g.owner, 0, sizeof(g.owner));
 		d->flags |= UPA_P_AGG;
 		if (!d->ncond && g.nkeys == 1 && !g.nvals && g.key[0].src == UPA_AGG_DURATION &&
 		    (d->flags & UPA_P_RETURN))

@@ -705,9 +705,14 @@ static void *agg_thread(void *arg)
 /* nthreads threads on tables: every hit counted once, whichever table took it */
 static void agg_threads(unsigned nthreads, unsigned ntables)
 {
+	static uint64_t slots[UPA_RT_OWNERS];
 	pthread_t th[4];
 	uint64_t total = 0;
 	cpu_set_t all;
+
+	/* the threads' slots (ctl->rt_owner): slot i writes private table i, if any */
+	memset(slots, 0, sizeof(slots));
+	ctl->rt_owner = (uint64_t)(uintptr_t)slots;
 
 	CPU_ZERO(&all);
 	for (int c = 0; c < CPU_SETSIZE; c++)
@@ -741,9 +746,12 @@ static void agg_threads(unsigned nthreads, unsigned ntables)
 	}
 	assert_int_equal(total, nthreads * AGG_N);
 	assert_int_equal(agg_mt.g.dropped, 0);
-	/* a thread a private table, while there are any */
-	for (unsigned i = 0; i + 1 < ntables; i++)
-		assert_true(agg_mt.g.owner[i] != 0);
+	/* a slot a thread, the first ones first: as many private tables used as there are */
+	for (unsigned i = 0; i < nthreads; i++)
+		assert_true(slots[i] != 0);
+	for (unsigned i = nthreads; i < UPA_RT_OWNERS; i++)
+		assert_true(slots[i] == 0);
+	ctl->rt_owner = 0;
 }
 
 static void test_agg_two_threads(void **state)

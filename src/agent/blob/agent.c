@@ -402,30 +402,45 @@ static void agg_max(uint64_t *p, uint64_t v, int is_signed, int shared)
 			break;
 }
 
-/* The table this thread writes: its own (found by its %fs:0, or claimed now), else the
-   shared one, the last. */
-static unsigned own_table(const struct upa_ctl *ctl, struct upa_agg *a)
+/*
+ * The calling thread's slot among the threads that have tables of their own (returns,
+ * aggregations): found by the word at its TLS block, or claimed now, first come first
+ * served (slot 0 first, so the first threads also get the aggregations' private
+ * tables, which may be fewer); only while every thread has a TLS block of its own.
+ * Slots are never given back.  -1: none, the shared tables.
+ */
+static int thread_slot(const struct upa_ctl *ctl)
 {
-	unsigned nown = a->ntables - 1, j;
-	uint64_t me;
+	uint64_t *owner = (uint64_t *)ctl->rt_owner, me;
 
-	if (!nown || !(ctl->flags & UPA_F_FS0))
-		return nown;
+	if (!owner || !(ctl->flags & UPA_F_FS0))
+		return -1;
 	__asm__ volatile("mov %%fs:0, %0" : "=r"(me));
-	/* where to start: the TLS address's hash scaled to [0, nown), no division */
-	j = (unsigned)(((me >> 6) * 0x9e3779b97f4a7c15ull >> 32) * nown >> 32);
-	for (unsigned i = 0; i < nown; i++) {
-		uint64_t *o = &a->owner[j], cur = __atomic_load_n(o, __ATOMIC_RELAXED);
+	if (!me)
+		return -1;
+	for (int k = 0; k < UPA_RT_OWNERS; k++) {
+		uint64_t cur = __atomic_load_n(&owner[k], __ATOMIC_RELAXED);
 
-		if (cur == me || (!cur && __atomic_compare_exchange_n(o, &cur, me, 0, __ATOMIC_RELAXED,
-								      __ATOMIC_RELAXED)))
-			return j;
-		if (cur == me) /* (cannot be: only this thread writes me) */
-			return j;
-		if (++j == nown)
-			j = 0;
+		if (cur == me)
+			return k;
+		if (!cur && (__atomic_compare_exchange_n(&owner[k], &cur, me, 0, __ATOMIC_RELAXED,
+							 __ATOMIC_RELAXED) || cur == me))
+			return k;
 	}
-	return nown;
+	return -1;
+}
+
+#define SLOT_UNKNOWN (-2) /* not looked up yet */
+
+/* The aggregation table of a thread in slot: its own while there is one for it, else
+   the shared one, the last. */
+static unsigned own_table(const struct upa_ctl *ctl, const struct upa_agg *a, int slot)
+{
+	unsigned nown = a->ntables - 1;
+
+	if (slot == SLOT_UNKNOWN)
+		slot = thread_slot(ctl);
+	return slot >= 0 && (unsigned)slot < nown ? (unsigned)slot : nown;
 }
 
 /* A hit of an aggregating probe: the key, then its entry in this CPU's table. */
@@ -471,7 +486,7 @@ static inline uint64_t *agg_slot(struct upa_agg *a, uint64_t *t, const uint64_t 
 /* UPA_P_AGG1: one register's value (or the return's duration), transformed, counted.  No call, no loop over
    fetches: the cost of a histogram is this and the trampoline. */
 static void aggregate1(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame,
-		       uint64_t dur)
+		       uint64_t dur, int slot)
 {
 	const struct upa_fetch *f = (const struct upa_fetch *)(d + 1);
 	struct upa_agg *a = (struct upa_agg *)(f + d->nfetch);
@@ -493,7 +508,7 @@ static void aggregate1(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t 
 		v = upa_agg_log2(v);
 	else if (a->key[0].xform == UPA_AGG_BUCKETS)
 		v = upa_agg_bucket(v, a->key[0].buckets);
-	ti = own_table(ctl, a);
+	ti = own_table(ctl, a, slot);
 	e = agg_slot(a, (uint64_t *)a->tables + ((uint64_t)ti * a->entry_words << a->order), &v, 1,
 		     upa_agg_hash(&v, 1));
 	if (!e)
@@ -503,7 +518,7 @@ static void aggregate1(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t 
 }
 
 static void aggregate(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame,
-		      uint64_t dur)
+		      uint64_t dur, int slot)
 {
 	const struct upa_fetch *f = (const struct upa_fetch *)(d + 1);
 	struct upa_agg *a = (struct upa_agg *)((const struct upa_cond *)(f + d->nfetch) + d->ncond);
@@ -549,7 +564,7 @@ static void aggregate(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *
 			val[i] = 0;
 	}
 	h = upa_agg_hash(key, n);
-	ti = own_table(ctl, a);
+	ti = own_table(ctl, a, slot);
 	t = (uint64_t *)a->tables + ((uint64_t)ti * a->entry_words << a->order);
 	shared = ti == a->ntables - 1;
 	e = agg_slot(a, t, key, n, h);
@@ -606,12 +621,12 @@ static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 
 /* A hit that is to count: aggregated or recorded. */
 static void hit(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame, int ret,
-		uint64_t dur)
+		uint64_t dur, int slot)
 {
 	if (!(d->flags & UPA_P_ENABLED) || !passes(ctl, d, frame, dur))
 		return;
 	if (d->flags & UPA_P_AGG)
-		aggregate(ctl, d, frame, dur);
+		aggregate(ctl, d, frame, dur, slot);
 	else
 		record(ctl, d, frame, ret);
 }
@@ -623,34 +638,16 @@ static inline struct upa_rt *rt_at(struct upa_rt *tab, unsigned order, uint64_t 
 	return tab + ((((key >> 3) * 0x9e3779b97f4a7c15ull >> 20) + i) & mask);
 }
 
-/*
- * The calling thread's own table of hijacked returns, by the word at its TLS block
- * (only while every thread has one of its own, UPA_F_FS0), claimed at its first
- * hijack; *j its index.  Owners are never given back.  NULL: the shared table.
- */
+/* The calling thread's own table of hijacked returns (*j its slot), or NULL: the
+   shared table. */
 static struct upa_rt *rt_own(const struct upa_ctl *ctl, unsigned *j)
 {
-	uint64_t *owner = (uint64_t *)ctl->rt_owner, me;
-	unsigned k;
+	int k;
 
-	if ((ctl->flags & (UPA_F_RTOWN | UPA_F_FS0)) != (UPA_F_RTOWN | UPA_F_FS0))
+	if (!(ctl->flags & UPA_F_RTOWN) || (k = thread_slot(ctl)) < 0)
 		return 0;
-	__asm__ volatile("mov %%fs:0, %0" : "=r"(me));
-	if (!me)
-		return 0;
-	k = (unsigned)((me >> 6) * 0x9e3779b97f4a7c15ull >> 60) & (UPA_RT_OWNERS - 1);
-	for (unsigned i = 0; i < UPA_RT_OWNERS; i++, k = (k + 1) & (UPA_RT_OWNERS - 1)) {
-		uint64_t cur = __atomic_load_n(&owner[k], __ATOMIC_RELAXED);
-
-		if (cur != me && cur)
-			continue;
-		if (!cur && !__atomic_compare_exchange_n(&owner[k], &cur, me, 0, __ATOMIC_RELAXED,
-							 __ATOMIC_RELAXED) && cur != me)
-			continue; /* another thread took it meanwhile */
-		*j = k;
-		return (struct upa_rt *)ctl->rt_own + ((uint64_t)k << UPA_RT_OWN_ORDER);
-	}
-	return 0;
+	*j = (unsigned)k;
+	return (struct upa_rt *)ctl->rt_own + ((uint64_t)k << UPA_RT_OWN_ORDER);
 }
 
 static void rt_fill(struct upa_rt *e, struct upa_probe *d, const uint64_t *frame, uint64_t *ra,
@@ -735,7 +732,10 @@ __attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl, 
 	uint64_t orig, t, dur;
 	uint32_t fl;
 
-	if (table >= 0 && table < UPA_RT_OWNERS)
+	/* the stub says the thread's slot; a return through the shared table does not */
+	int ts = table >= 0 && table < UPA_RT_OWNERS ? (int)table : SLOT_UNKNOWN;
+
+	if (ts >= 0)
 		e = rt_find((struct upa_rt *)ctl->rt_own + ((uint64_t)table << UPA_RT_OWN_ORDER),
 			    UPA_RT_OWN_ORDER, slot);
 	else
@@ -753,9 +753,9 @@ __attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl, 
 	__atomic_store_n(&e->key, UPA_RT_TOMB, __ATOMIC_RELEASE);
 	frame[UPA_RIP] = orig;
 	if ((fl & ~UPA_P_ENTRY_ARGS) == (UPA_P_ENABLED | UPA_P_RETURN | UPA_P_AGG | UPA_P_AGG1))
-		aggregate1(ctl, d, frame, dur);
+		aggregate1(ctl, d, frame, dur, ts);
 	else
-		hit(ctl, d, frame, 1, dur);
+		hit(ctl, d, frame, 1, dur, ts);
 	return orig;
 }
 
@@ -868,12 +868,12 @@ upa_entry(uint64_t *frame, struct upa_probe *d)
 	uint32_t fl = __atomic_load_n(&d->flags, __ATOMIC_RELAXED);
 
 	if (fl == (UPA_P_ENABLED | UPA_P_AGG | UPA_P_AGG1)) {
-		aggregate1(ctl, d, frame, 0);
+		aggregate1(ctl, d, frame, 0, SLOT_UNKNOWN);
 		return;
 	}
 	if (fl & UPA_P_RETURN) {
 		hijack(ctl, d, frame); /* also while disabled: the return decides */
 		return;
 	}
-	hit(ctl, d, frame, 0, 0);
+	hit(ctl, d, frame, 0, 0, SLOT_UNKNOWN);
 }
