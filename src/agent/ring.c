@@ -254,8 +254,13 @@ void up_agent_free(struct up_agent *a)
 {
 	if (!a)
 		return;
-	if (a->map)
+	if (a->map) {
+		/* the ring's pages go back (the memfd's hole is the target's too): a process
+		   that lives on keeps the mapping, but not 4 to 128 MiB of records nobody
+		   reads; a thread still writing one gets zero pages, never a fault */
+		madvise(a->map + a->ring_off, a->ring_size, MADV_REMOVE);
 		munmap(a->map, a->size);
+	}
 	free(a->nregs_of);
 	free(a->keys);
 	free(a->stacks);

@@ -316,6 +316,22 @@ for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
     with open("/proc/%d/status" % target.pid) as f:
         if not re.search(r"TracerPid:\s*0\n", f.read()):
             fail("stop %s: still traced" % sig.name)
+    # the agent's region stays mapped in a process that lives on (a thread may be inside),
+    # but its 4 MiB ring is no longer backed by memory
+    rss = size = 0
+    with open("/proc/%d/smaps" % target.pid) as f:
+        inside = False
+        for line in f:
+            m = re.match(r"^([0-9a-f]+)-([0-9a-f]+) ", line)
+            if m:
+                inside = "uprobe-agent" in line
+                if inside:
+                    size += (int(m.group(2), 16) - int(m.group(1), 16)) // 1024
+            elif inside and line.startswith("Rss:"):
+                rss += int(line.split()[1])
+    if not size or rss > size - 4096 + 64:  # a page or so a thread wrote since
+        fail("stop %s: %d of the agent's %d KiB still resident in the target: the ring "
+             "was not given back" % (sig.name, rss, size))
     out, _ = target.communicate(input="", timeout=60)
     if target.returncode != 0 or out != "spun\n":
         fail("stop %s: target exit %d, output %r\n%s" % (sig.name, target.returncode, out, terr))
