@@ -641,7 +641,7 @@ static int build_agg(const struct uprobe *u, struct upa_agg *g, char *why, size_
 	}
 	if (words > UPA_AGG_KEY_WORDS) {
 		snprintf(why, whylen, "a key of %u words (the agent takes %u)", words,
-			 UPA_AGG_KEY_WORDS);
+			 (unsigned)UPA_AGG_KEY_WORDS);
 		return -EINVAL;
 	}
 	for (unsigned i = 0; i < in->nvals; i++) {

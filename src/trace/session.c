@@ -891,7 +891,7 @@ unsigned up_trace_nhists(const struct up_trace *tr)
 }
 
 static void raw_trap(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const struct hit *h,
-		     struct up_fetch_env *env);
+		     const struct up_fetch_env *env);
 
 static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		       const struct hit *h)
@@ -1558,7 +1558,7 @@ static int raw_read(void *arg, uint64_t addr, void *buf, size_t len)
 
 /* A trap-path hit, written as the agent writes a record (its filter applied first). */
 static void raw_trap(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const struct hit *h,
-		     struct up_fetch_env *env)
+		     const struct up_fetch_env *env)
 {
 	struct up_trace *tr = p->tr;
 	struct tspec *ts = p->ts;
@@ -1583,10 +1583,15 @@ static void raw_trap(struct tprobe *p, uprobe_regs_t *regs, bool is_return, cons
 		tr->raw_buf[tr->raw_len / 8] = w[__builtin_ctzll(m)];
 		tr->raw_len += 8;
 	}
-	env->read = raw_read;
-	env->ctx = &rc;
-	env->comm = comm_cached(tr, h->pid, h->tid);
-	up_fetch_eval_all(&ts->spec, env, vals, arena, sizeof(arena));
+	{
+		/* the caller's environment, its reads kept as the record's memory */
+		struct up_fetch_env keep = *env;
+
+		keep.read = raw_read;
+		keep.ctx = &rc;
+		keep.comm = comm_cached(tr, h->pid, h->tid);
+		up_fetch_eval_all(&ts->spec, &keep, vals, arena, sizeof(arena));
+	}
 	if (is_return)
 		uprobe_current_duration(tr->ctx, &dur);
 	if (ts->nconds && !filter_holds(ts, vals, dur))
