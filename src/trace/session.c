@@ -1791,6 +1791,18 @@ static void drop_probes(struct tproc *tp)
 	memset(&tp->ldso, 0, sizeof(tp->ldso));
 }
 
+/*
+ * The main thread's name read now, while it is its: records are formatted later, and
+ * a process that execs soon after (env, sh -c) would otherwise have its first records
+ * named after the program it became.
+ */
+static void name_now(struct up_trace *tr, pid_t pid)
+{
+	int cpu;
+
+	thread_info(tr, pid, pid, &cpu);
+}
+
 static struct tproc *proc_add(struct up_trace *tr, pid_t pid)
 {
 	struct tproc *tp = calloc(1, sizeof(*tp));
@@ -1807,6 +1819,7 @@ static struct tproc *proc_add(struct up_trace *tr, pid_t pid)
 	tp->is32 = proc_is32(pid);
 	tp->next = tr->procs;
 	tr->procs = tp;
+	name_now(tr, pid);
 	return tp;
 }
 
@@ -1830,8 +1843,10 @@ static void cb_exec(void *arg, pid_t pid)
 	struct up_trace *tr = arg;
 	struct tproc *tp = proc_of(tr, pid);
 
-	/* every probe of the old image is gone: arm the new one before it runs */
+	/* every probe of the old image is gone (its records were formatted, under the old
+	   name): arm the new one before it runs */
 	forget_threads(tr);
+	name_now(tr, pid);
 	if (tp) {
 		drop_probes(tp);
 		tp->is32 = proc_is32(pid);
