@@ -152,6 +152,10 @@ p = sh([UPROBE, "trace", "--format", "raw", "-o", TMP + ".x", "-e", "up 0 0x4011
         "--", PROG, "args", "1", "1"], expect_rc=2)
 if b"--format raw records p:/r: events" not in p.stderr:
     fail("a seed spec with --format raw: " + p.stderr.decode())
+p = sh([UPROBE, "trace", "--format", "raw", "-e", ARGS, "--", PROG, "args", "1", "1"],
+       expect_rc=2)
+if b"give -o FILE" not in p.stderr:
+    fail("--format raw to standard output, the command's too: " + p.stderr.decode())
 p = sh([UPROBE, "trace", "--format", "raw", "-c", "-o", TMP + ".x", "-e", ARGS, "--", PROG,
         "args", "1", "1"], expect_rc=2)
 if b"not with -c" not in p.stderr:

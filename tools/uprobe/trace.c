@@ -107,8 +107,9 @@ static void trace_usage(FILE *out)
 	      "                      json (a line per hit, an object per table; schema in\n"
 	      "                      uprobe(1)), bars (tables drawn as bpftrace draws them)\n"
 	      "                      or raw (every record as the process wrote it, binary,\n"
-	      "                      nothing lost to formatting: 'uprobe report FILE' prints\n"
-	      "                      it later; the ring defaults to 128 MiB)\n"
+	      "                      to the -o FILE, nothing lost to formatting: 'uprobe\n"
+	      "                      report FILE' prints it later; the ring defaults to\n"
+	      "                      128 MiB)\n"
 	      "  -c, --count         print only the hits per probe at the end\n"
 	      "      --no-follow     do not trace children (by default fork/vfork children are\n"
 	      "                      traced with the same probes)\n"
@@ -505,9 +506,10 @@ static int run_trace(int argc, char **argv)
 		return cli_usage_error(&cli_cmd_trace, "--format raw records every event of the "
 				       "ptrace backend: not with %s",
 				       count ? "-c" : kernel ? "--backend kernel" : "--trigger");
-	if (opts.raw && !outpath && isatty(STDOUT_FILENO))
+	if (opts.raw && !outpath)
 		return cli_usage_error(&cli_cmd_trace, "--format raw writes binary records: give "
-				       "-o FILE (then 'uprobe report FILE'), or pipe it");
+				       "-o FILE, then 'uprobe report FILE' (standard output is the "
+				       "command's too)");
 	/* raw: a hot thread writes a record in ~16-30 ns, faster than this machine's page
 	   cache takes them (~0.8 GB/s into a new file); a ring of 128 MiB holds a burst of
 	   1,400,000 six-argument records while the tracer copies them out */
@@ -709,8 +711,8 @@ out:
 const struct cli_cmd cli_cmd_trace = {
 	.name = "trace",
 	.run = run_trace,
-	.synopsis = "trace [-e SPEC]... [-f FILE] [-o FILE] [--format text|json] [-c] [-v] "
-		    "(-p PID | -- COMMAND [ARGS...])",
+	.synopsis = "trace [-e SPEC]... [-t TRIGGER]... [-f FILE] [-o FILE] "
+		    "[--format text|json|bars|raw] [-c] [-v] (-p PID | -- COMMAND [ARGS...])",
 	.summary = "probe instructions of a process or command and print each hit",
 	.usage = trace_usage,
 };
