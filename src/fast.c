@@ -502,10 +502,11 @@ static bool word_in_process(unsigned w)
 	return w <= UPA_RDI || w == UPA_RIP || w == UPA_RSP || w == UPA_EFLAGS;
 }
 
-/* At a return with UPA_P_ENTRY_ARGS: a word the agent fills with an entry argument. */
-static bool entry_arg_word(unsigned w)
+/* ... and at a return with UPA_P_ENTRY_ARGS the words it fills with the entry's
+   arguments. */
+static bool word_seen(unsigned w, bool entry_args)
 {
-	return w >= UPA_ENTRY_ARG && w < UPA_ENTRY_ARG + 6;
+	return word_in_process(w) || (entry_args && w >= UPA_ENTRY_ARG && w < UPA_ENTRY_ARG + 6);
 }
 
 static const char *word_name(unsigned w)
@@ -523,7 +524,6 @@ static int build_desc(struct uprobe *u, struct upa_probe *d, struct upa_fetch *f
 		      struct upa_cond *c, uint64_t *save, char *why, size_t whylen)
 {
 	const struct uprobe_capture *cap = u->capture;
-
 	bool entry_args = cap->entry_args && u->ret_handler;
 
 	memset(d, 0, sizeof(*d));
@@ -537,8 +537,7 @@ static int build_desc(struct uprobe *u, struct upa_probe *d, struct upa_fetch *f
 		*save |= 1ull << UPA_RDI | 1ull << UPA_RSI | 1ull << UPA_RDX | 1ull << UPA_RCX |
 			 1ull << UPA_R8 | 1ull << UPA_R9;
 	for (unsigned w = 0; w < UPA_NREGS; w++) {
-		if ((d->regs >> w & 1) && !word_in_process(w) &&
-		    !(entry_args && entry_arg_word(w))) {
+		if ((d->regs >> w & 1) && !word_seen(w, entry_args)) {
 			snprintf(why, whylen, "register %%%s is not available in-process",
 				 word_name(w));
 			return -ENOTSUP;
@@ -554,8 +553,7 @@ static int build_desc(struct uprobe *u, struct upa_probe *d, struct upa_fetch *f
 		if (in->base == UPROBE_FETCH_REG) {
 			unsigned w = in->reg / 8;
 
-			if (in->reg % 8 || w >= UPA_NREGS ||
-			    (!word_in_process(w) && !(entry_args && entry_arg_word(w)))) {
+			if (in->reg % 8 || w >= UPA_NREGS || !word_seen(w, entry_args)) {
 				snprintf(why, whylen, "register %%%s is not available in-process",
 					 word_name(w));
 				return -ENOTSUP;
@@ -1078,8 +1076,7 @@ static void put_back_one(void *arg, uint64_t slot, uint64_t orig)
 	uint64_t cur = 0;
 
 	/* the trampoline's stubs: the shared table's, then one per thread's table */
-	if (!up_proc_read(pb->p, slot, &cur, sizeof(cur)) &&
-	    cur - pb->tramp < UPA_RT_STUB * (UPA_RT_OWNERS + 1))
+	if (!up_proc_read(pb->p, slot, &cur, sizeof(cur)) && UPA_RT_IS_STUB(cur, pb->tramp))
 		up_proc_write(pb->p, slot, &orig, sizeof(orig));
 }
 

@@ -124,6 +124,9 @@ struct upa_cond {
 #define UPA_RT_OWNERS 16 /* threads with a table of their own */
 #define UPA_RT_OWN_ORDER 10 /* 1024 entries each: deeper, the shared table */
 #define UPA_RT_STUB 8	    /* bytes of each return stub: the shared one, then one a table */
+/* Is addr one of the return trampoline's stubs (ret_tramp the first)? */
+#define UPA_RT_IS_STUB(addr, ret_tramp) \
+	((uint64_t)(addr) - (uint64_t)(ret_tramp) < UPA_RT_STUB * (UPA_RT_OWNERS + 1))
 
 struct upa_rt {
 	uint64_t key;

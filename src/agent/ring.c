@@ -614,6 +614,20 @@ uint64_t up_agent_lost(const struct up_agent *a)
 
 /* ---- records --------------------------------------------------------------------------- */
 
+/* A record's TSC as CLOCK_MONOTONIC ns. */
+static uint64_t rec_time_ns(const struct up_agent *a, uint64_t tsc, double tick)
+{
+	return a->mono0 + (uint64_t)((double)(int64_t)(tsc - a->tsc0) * tick);
+}
+
+/* Is a complete record's slot at ring offset off the agent's?  Else the program wrote
+   into the ring: the drain stops reading it. */
+static bool rec_sane(const struct up_agent *a, const struct upa_rec *rec, uint32_t slot,
+		     uint64_t off)
+{
+	return !(slot % REC_ALIGN) && slot <= a->ring_size - off && rec->len <= slot;
+}
+
 unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct up_agent_rec *r),
 			void *arg)
 {
@@ -634,8 +648,8 @@ unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct u
 
 		if (!slot)
 			break;
-		if (slot % REC_ALIGN || slot > cap - (tail & (cap - 1)) || rec->len > slot)
-			break; /* not ours: the program wrote into the ring; stop reading it */
+		if (!rec_sane(a, rec, slot, tail & (cap - 1)))
+			break;
 		if (rec->id != UPA_REC_PAD && rec->id < a->nids) {
 			unsigned nregs = a->nregs_of[rec->id];
 			size_t head = sizeof(*rec) + 8u * nregs;
@@ -644,7 +658,7 @@ unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct u
 				.cpu = rec->cpu & UPA_REC_CPU,
 				.is_return = !!(rec->cpu & UPA_REC_RET),
 				.tid = tid_of(a, rec->thread, rec->cpu & UPA_REC_SP),
-				.time_ns = a->mono0 + (uint64_t)((double)(int64_t)(rec->tsc - a->tsc0) * tick),
+				.time_ns = rec_time_ns(a, rec->tsc, tick),
 				.regs = (const uint64_t *)(rec + 1),
 				.nregs = nregs,
 				.mem = (const uint8_t *)rec + head,
@@ -701,8 +715,8 @@ unsigned up_agent_drain_raw(struct up_agent *a, pid_t pid,
 
 			if (!slot)
 				break;
-			if (slot % REC_ALIGN || slot > cap - span || rec->len > slot) {
-				end = tail + (span - off); /* not ours: stop reading the ring */
+			if (!rec_sane(a, rec, slot, span)) {
+				end = tail + (span - off);
 				break;
 			}
 			if (rec->id == UPA_REC_PAD || rec->id >= a->nids) {
@@ -717,8 +731,7 @@ unsigned up_agent_drain_raw(struct up_agent *a, pid_t pid,
 				r->flags = rec->cpu & (UPA_REC_CPU | UPA_REC_RET);
 				r->pid = pid;
 				r->tid = last_tid;
-				r->time_ns = a->mono0 +
-					     (uint64_t)((double)(int64_t)(tsc - a->tsc0) * tick);
+				r->time_ns = rec_time_ns(a, tsc, tick);
 				n += r->probe != UPROBE_RAW_SKIP;
 			}
 			span += slot;

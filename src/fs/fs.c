@@ -664,7 +664,7 @@ static int trigger_write(struct fsd *d, unsigned idx, char *text)
 	}
 	snprintf(who, sizeof(who), "hist:%s:%s", s ? s->group : "", s ? s->event : "");
 	errlog_add_by(d, who, text, msg, caret);
-	return rc == -ENOMEM ? rc : rc == -EEXIST ? -EEXIST : rc == -ENOENT ? -ENOENT : -EINVAL;
+	return rc == -ENOMEM || rc == -EEXIST || rc == -ENOENT ? rc : -EINVAL;
 }
 
 static int node_write(struct fsd *d, enum node n, unsigned idx, char *text)

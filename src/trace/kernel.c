@@ -1166,16 +1166,9 @@ int up_kb_counts(struct up_kb *kb, FILE *out)
 	if (kb->o.pid_filter > 0) {
 		/* the process's own hits, from the trace (uprobe_profile would add every
 		   other process's hits of the same probes) */
-		for (n = 0; n < kb->nev; n++) {
-			char label[192], line[512];
-
-			snprintf(label, sizeof(label), "%s/%s", kb->ev[n].spec.group,
-				 kb->ev[n].spec.event);
-			up_fmt_count_row(line, sizeof(line), kb->ev[n].spec.path, label,
-					 kb->ev[n].seen);
-			if (fputs(line, out) < 0)
+		for (n = 0; n < kb->nev; n++)
+			if (print_count(kb, &kb->ev[n], NULL, kb->ev[n].seen, out) < 0)
 				return -EIO;
-		}
 		fflush(out);
 		return n;
 	}

@@ -85,6 +85,7 @@ struct comm_entry {
 	pid_t tid;
 	int stat_fd;
 	char comm[17];
+	bool in_raw; /* --format raw: the file has this name of the thread */
 };
 
 #define COMM_CACHE 64
@@ -143,12 +144,9 @@ struct up_trace {
 		uint64_t v[6];
 	} *eargs;
 	unsigned neargs, capeargs;
-	/* --format raw: probes numbered for the file, threads whose name it has */
+	/* --format raw: probes numbered for the file */
 	uint32_t raw_next;
 	uint64_t raw_records;
-	uint64_t *raw_seen; /* pid << 32 | tid, open addressing; 0 free */
-	unsigned raw_seen_cap, raw_seen_n;
-	uint64_t raw_last; /* the thread of the last record */
 	uint64_t *raw_buf;  /* a trap-path record being made */
 	size_t raw_len, raw_cap;
 };
@@ -220,6 +218,7 @@ static struct comm_entry *thread_info(struct up_trace *tr, pid_t pid, pid_t tid,
 		c->tid = tid;
 		c->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
 		c->comm[0] = '\0';
+		c->in_raw = false;
 	}
 	*cpu = 0;
 	if (c->stat_fd <= 0)
@@ -1404,7 +1403,7 @@ static int build_capture(struct up_trace *tr, struct tprobe *p)
 		}
 	}
 	p->cap.regs = regs;
-	p->cap.entry_args = uses_entry_args(p->ts);
+	p->cap.entry_args = p->eargs;
 	p->cap.fetch = p->fetch;
 	p->cap.nfetch = n;
 	p->cap.cond = p->ts->conds;
@@ -1438,40 +1437,15 @@ static void raw_check(struct up_trace *tr, int rc)
 /* The thread's name goes into the file before its first record. */
 static void raw_thread(struct up_trace *tr, pid_t pid, pid_t tid)
 {
-	uint64_t k = (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid;
-	struct comm_entry *c;
-	unsigned h, mask;
+	struct comm_entry *c = &tr->comms[(unsigned)tid % COMM_CACHE];
 	int cpu;
 
-	if (!tid || k == tr->raw_last)
+	/* the name cache says which threads the file has named, and since when */
+	if (!tid || (c->tid == tid && c->in_raw))
 		return;
-	tr->raw_last = k;
-	if ((tr->raw_seen_n + 1) * 2 > tr->raw_seen_cap) {
-		unsigned cap = tr->raw_seen_cap ? tr->raw_seen_cap * 2 : 256;
-		uint64_t *v = calloc(cap, sizeof(*v));
-
-		if (!v)
-			return; /* named again later: a thread without a name prints <...> */
-		for (unsigned i = 0; i < tr->raw_seen_cap; i++) {
-			if (!tr->raw_seen[i])
-				continue;
-			for (h = (unsigned)(tr->raw_seen[i] * 0x9e3779b97f4a7c15ull >> 40) & (cap - 1);
-			     v[h]; h = (h + 1) & (cap - 1))
-				;
-			v[h] = tr->raw_seen[i];
-		}
-		free(tr->raw_seen);
-		tr->raw_seen = v;
-		tr->raw_seen_cap = cap;
-	}
-	mask = tr->raw_seen_cap - 1;
-	for (h = (unsigned)(k * 0x9e3779b97f4a7c15ull >> 40) & mask; tr->raw_seen[h];
-	     h = (h + 1) & mask)
-		if (tr->raw_seen[h] == k)
-			return;
-	tr->raw_seen[h] = k;
-	tr->raw_seen_n++;
-	c = thread_info(tr, pid, tid, &cpu);
+	if (c->tid != tid || !c->comm[0])
+		c = thread_info(tr, pid, tid, &cpu);
+	c->in_raw = true;
 	raw_check(tr, up_raw_write_thread(tr->opts.out, pid, tid, c->comm));
 }
 
@@ -1933,7 +1907,6 @@ void up_trace_free(struct up_trace *tr)
 	tr->ctx = NULL;
 	if (tr->opts.raw && !tr->out_failed)
 		up_raw_write_end(tr->opts.out, tr->raw_records, lost);
-	free(tr->raw_seen);
 	free(tr->raw_buf);
 	free(tr->eargs);
 	while (tr->procs) {

@@ -638,6 +638,12 @@ static inline struct upa_rt *rt_at(struct upa_rt *tab, unsigned order, uint64_t 
 	return tab + ((((key >> 3) * 0x9e3779b97f4a7c15ull >> 20) + i) & mask);
 }
 
+/* The table of hijacked returns of the thread in slot k. */
+static inline struct upa_rt *rt_of_slot(const struct upa_ctl *ctl, unsigned k)
+{
+	return (struct upa_rt *)ctl->rt_own + ((uint64_t)k << UPA_RT_OWN_ORDER);
+}
+
 /* The calling thread's own table of hijacked returns (*j its slot), or NULL: the
    shared table. */
 static struct upa_rt *rt_own(const struct upa_ctl *ctl, unsigned *j)
@@ -647,7 +653,7 @@ static struct upa_rt *rt_own(const struct upa_ctl *ctl, unsigned *j)
 	if (!(ctl->flags & UPA_F_RTOWN) || (k = thread_slot(ctl)) < 0)
 		return 0;
 	*j = (unsigned)k;
-	return (struct upa_rt *)ctl->rt_own + ((uint64_t)k << UPA_RT_OWN_ORDER);
+	return rt_of_slot(ctl, *j);
 }
 
 static void rt_fill(struct upa_rt *e, struct upa_probe *d, const uint64_t *frame, uint64_t *ra,
@@ -674,7 +680,7 @@ static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 	struct upa_rt *own;
 	unsigned j = 0;
 
-	if (*ra - ctl->ret_tramp < UPA_RT_STUB * (UPA_RT_OWNERS + 1))
+	if (UPA_RT_IS_STUB(*ra, ctl->ret_tramp))
 		return; /* (a tail call into a probed function: the first hijack stands) */
 	own = rt_own(ctl, &j);
 	for (unsigned i = 0; own && i < UPA_RT_PROBES; i++) {
@@ -736,8 +742,7 @@ __attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl, 
 	int ts = table >= 0 && table < UPA_RT_OWNERS ? (int)table : SLOT_UNKNOWN;
 
 	if (ts >= 0)
-		e = rt_find((struct upa_rt *)ctl->rt_own + ((uint64_t)table << UPA_RT_OWN_ORDER),
-			    UPA_RT_OWN_ORDER, slot);
+		e = rt_find(rt_of_slot(ctl, (unsigned)ts), UPA_RT_OWN_ORDER, slot);
 	else
 		e = rt_find((struct upa_rt *)ctl->rtab, ctl->rtab_order, slot);
 	if (!e)
