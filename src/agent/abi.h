@@ -67,7 +67,7 @@ enum upa_reg {
 #define UPA_STEPS 16
 
 enum upa_base { UPA_BASE_REG, UPA_BASE_IMM };
-enum upa_final { UPA_FINAL_NONE, UPA_FINAL_STRING, UPA_FINAL_BYTES };
+enum upa_final { UPA_FINAL_NONE, UPA_FINAL_STRING, UPA_FINAL_BYTES, UPA_FINAL_STACK };
 
 struct upa_fetch {
 	uint8_t base;	   /* enum upa_base */
@@ -79,8 +79,10 @@ struct upa_fetch {
 	uint8_t size;	   /* the value's type size (1..8): masking, for conditions */
 	uint8_t is_signed;
 	uint8_t bf_width, bf_offset; /* a bitfield (bf_width > 0) */
-	uint8_t pad[2];
-	uint32_t final_len; /* STRING: at most this many bytes; BYTES: this many */
+	uint8_t at_entry;  /* STACK: the probe is a function's first instruction */
+	uint8_t pad;
+	uint32_t final_len; /* STRING: at most this many bytes; BYTES: this many; STACK:
+			       frames, the walk from the value (bp), every read logged */
 	int64_t imm;
 	int64_t final_off; /* the string or bytes are at value + final_off */
 	struct {

@@ -442,6 +442,9 @@ uint32_t up_agent_record_size(uint64_t regs, const struct upa_fetch *f, unsigned
 			n += 2 * sizeof(struct upa_mem) + UPA_ALIGN8(f[i].final_len);
 		else if (f[i].final == UPA_FINAL_BYTES)
 			n += sizeof(struct upa_mem) + UPA_ALIGN8(f[i].final_len);
+		else if (f[i].final == UPA_FINAL_STACK) /* [sp], then 16 bytes a frame */
+			n += sizeof(struct upa_mem) + 8 +
+			     (uint64_t)f[i].final_len * (sizeof(struct upa_mem) + 16);
 	}
 	n = (n + REC_ALIGN - 1) & ~(uint64_t)(REC_ALIGN - 1);
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;

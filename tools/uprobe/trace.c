@@ -83,6 +83,7 @@ static void trace_usage(FILE *out)
 	      "      FETCH  %REG  @ADDR  @+OFFSET  $stackN  $stack  $argN  $retval  $comm\n"
 	      "             +|-OFFS(FETCH)  (a dereference)\n"
 	      "             $argN in an r: event: the argument the entry had ($arg1..$arg6)\n"
+	      "             $ustack: the user stack, named frames under the line\n"
 	      "      TYPE   u8..u64 s8..s64 x8..x64 string ustring b<WIDTH>@<OFFSET>/<SIZE>\n"
 	      "TRIGGER, the kernel's hist trigger on an event given with -e (aggregated in the\n"
 	      "process on the fast path, nothing lost; printed at the end as the kernel's\n"

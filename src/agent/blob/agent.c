@@ -174,6 +174,41 @@ static void read_string(const struct upa_ctl *ctl, struct out *o, uint64_t addr,
 	}
 }
 
+/*
+ * A stack fetch: the frame-pointer walk from bp, each read logged, so that the tracer's
+ * walk (trace/stack.c up_stack_walk) on the record reads exactly what this one read and
+ * finds the same frames: frame 0 is the hit's address (the record has it), frame 1 at
+ * a function's entry the return address at [sp], then [bp + 8] of each frame while
+ * [bp] goes up the stack, up to max frames.
+ */
+static void log_stack(const struct upa_ctl *ctl, const uint64_t *frame, const struct upa_fetch *f,
+		      struct out *o)
+{
+	uint64_t fp = frame[UPA_RBP], pair[2];
+	unsigned n = 1, max = f->final_len;
+
+	if (f->at_entry && n < max) {
+		int bad = read_mem(ctl, &pair[1], frame[UPA_RSP], 8);
+
+		log_mem(o, frame[UPA_RSP], 8, bad ? UPA_MEM_FAULT : 0, &pair[1]);
+		if (!bad && pair[1])
+			n++;
+	}
+	while (n < max && fp && !(fp & 7)) {
+		if (read_mem(ctl, pair, fp, 16)) {
+			log_mem(o, fp, 16, UPA_MEM_FAULT, NULL);
+			break;
+		}
+		log_mem(o, fp, 16, 0, pair);
+		if (!pair[1])
+			break;
+		n++;
+		if (pair[0] <= fp)
+			break;
+		fp = pair[0];
+	}
+}
+
 /* Evaluates f: its value into *val; the reads into o.  -1 when a read faulted. */
 static int fetch(const struct upa_ctl *ctl, const uint64_t *frame, const struct upa_fetch *f,
 		 struct out *o, uint64_t *val)
@@ -195,7 +230,10 @@ static int fetch(const struct upa_ctl *ctl, const uint64_t *frame, const struct 
 		log_mem(o, addr, len, 0, &w);
 		v = w;
 	}
-	if (f->final == UPA_FINAL_STRING) {
+	if (f->final == UPA_FINAL_STACK) {
+		if (o)
+			log_stack(ctl, frame, f, o);
+	} else if (f->final == UPA_FINAL_STRING) {
 		if (o)
 			read_string(ctl, o, v + (uint64_t)f->final_off, f->final_len);
 	} else if (f->final == UPA_FINAL_BYTES && o) {
