@@ -285,7 +285,8 @@ struct uprobe_ctx_opts {
 	bool follow_fork; /* keep probing children (fork/vfork/clone); default: clean them */
 	bool no_xol;	  /* never inject a slot area: every hit uses the inline step */
 	bool verbose;	  /* log informational messages too (fast-path fallbacks...) */
-	size_t ring_bytes; /* the fast path's record ring per process; 0: 4 MiB */
+	size_t ring_bytes; /* each of the fast path's record rings (one a thread for up to
+			      16 threads of a process, then a shared one); 0: 4 MiB */
 	void (*log)(void *arg, const char *msg); /* error details; default: dropped */
 	void *log_arg;
 	/* called when a traced process exits or execs (its probes are unregistered);
