@@ -823,18 +823,37 @@ static int chain_build(struct uproc *mm, struct up_task *t, uint64_t vaddr,
 	unsigned nslots[CHAIN_MAX], home[CHAIN_MAX][UP_PATCH_MAX_INSN];
 	uint8_t code[UP_PATCH_TRAMP_REC], jmp[UP_PATCH_MAX_INSN * UP_INSN_MAX];
 	unsigned n = chain_of(mm, vaddr, v), made = 0;
+	uint64_t near = vaddr;
+	bool pun_held = false; /* tramp[0] placed for a punned jmp, not yet made or freed */
 	int rc = 0;
 
 	if (!n)
 		return -ENOENT;
+	/* a punned jmp goes where the bytes after the instruction say: the first
+	   trampoline there, the rest of the chain near it */
+	if (v[0]->site.tactic == UP_TACTIC_PUN) {
+		nslots[0] = v[0]->rec ? FAST_SLOTS_REC : FAST_SLOTS;
+		rc = up_xol_alloc_in(&mm->xol, t, v[0]->site.pun_lo, v[0]->site.pun_hi,
+				     64ull * nslots[0], &tramp[0], &nslots[0]);
+		if (rc) {
+			snprintf(why, whylen, "no page where the punned jmp goes (0x%" PRIx64
+				 "..0x%" PRIx64 "): %s", v[0]->site.pun_lo, v[0]->site.pun_hi,
+				 strerror(-rc));
+			return rc;
+		}
+		near = tramp[0];
+		pun_held = true;
+	}
 	/* from the last, which each one before jumps to */
 	for (unsigned i = n; i-- > 0 && !rc; made++) {
 		struct up_patch_site site = v[i]->site;
 		size_t len;
 
 		site.chain = i + 1 < n ? tramp[i + 1] : 0;
-		nslots[i] = v[i]->rec ? FAST_SLOTS_REC : FAST_SLOTS;
-		rc = up_xol_alloc_n(&mm->xol, t, vaddr, nslots[i], &tramp[i]);
+		if (i || v[0]->site.tactic != UP_TACTIC_PUN) {
+			nslots[i] = v[i]->rec ? FAST_SLOTS_REC : FAST_SLOTS;
+			rc = up_xol_alloc_n(&mm->xol, t, near, nslots[i], &tramp[i]);
+		}
 		if (rc) {
 			snprintf(why, whylen, "no trampoline (%s)", strerror(-rc));
 			break;
@@ -842,12 +861,16 @@ static int chain_build(struct uproc *mm, struct up_task *t, uint64_t vaddr,
 		rc = tramp_code(mm, v[i], &site, tramp[i], code, sizeof(code), &len, home[i]);
 		if (!rc)
 			rc = up_xol_write(mm->p, tramp[i], code, len);
+		if (!i)
+			pun_held = false; /* made, or freed just below */
 		if (rc) {
 			snprintf(why, whylen, "cannot place the trampoline (%s)", strerror(-rc));
 			up_xol_free_n(&mm->xol, tramp[i], nslots[i]);
 			break;
 		}
 	}
+	if (pun_held)
+		up_xol_free_n(&mm->xol, tramp[0], nslots[0]);
 	if (!rc)
 		rc = up_patch_jmp(&v[0]->site, tramp[0], jmp);
 	if (!rc)
@@ -1010,8 +1033,10 @@ int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
 	u->kind = KIND_FAST;
 	ctx->stats.fast_patched++;
 	if (ctx->opts.verbose)
-		logf_(ctx, "process %d: 0x%" PRIx64 " on the fast path (a jmp to 0x%" PRIx64 ", %s%s)",
-		      (int)mm->pid, u->vaddr, f->tramp, rec ? "recorded in-process" : "counted",
+		logf_(ctx, "process %d: 0x%" PRIx64 " on the fast path (%s: a jmp to 0x%" PRIx64
+			   ", %s%s)",
+		      (int)mm->pid, u->vaddr, up_patch_tactic_name(f->site.tactic), f->tramp,
+		      rec ? "recorded in-process" : "counted",
 		      f->chained ? ", its trampoline chained with the site's other probes" : "");
 	return 0;
 fail:

@@ -254,7 +254,8 @@ int up_ubp_remove(struct up_proc *p, struct up_ubp *b)
 /* ---- regions a jmp may cover (the fast path) ------------------------------------------ */
 
 struct region {
-	struct up_proc *p;
+	struct up_proc *p;    /* tables are read from the process; NULL: from elf */
+	struct up_sym_elf *elf;
 	uint64_t bias;	      /* process address - file address */
 	uint64_t flo, fhi;    /* the region, file addresses: nothing may arrive in (flo, fhi) */
 	uint64_t fstart, fend; /* the function */
@@ -273,7 +274,8 @@ static int scan_table(struct region *r, uint64_t table, unsigned width)
 	for (unsigned k = 0; k < 4096; k++) {
 		uint64_t at = table + (uint64_t)k * width, fv = 0;
 
-		if (up_proc_read(r->p, r->bias + at, &fv, width))
+		if (r->p ? up_proc_read(r->p, r->bias + at, &fv, width)
+			 : up_sym_elf_read(r->elf, at, &fv, width))
 			return 0; /* the table ends at unreadable memory */
 		if (width == 4)
 			fv = table + (uint64_t)(int64_t)(int32_t)(uint32_t)fv;
@@ -340,18 +342,44 @@ static int scan_code(struct region *r, const uint8_t *code, uint64_t start, uint
 	return rc;
 }
 
+/* r's file range against sym's code (and its .cold part's): nothing may arrive inside. */
+static int region_scan(struct region *r, struct up_sym_elf *elf, const struct up_sym *sym)
+{
+	const uint8_t *code;
+	struct up_sym cold;
+	enum up_insn_mode mode = up_sym_elf_class(elf) == 32 ? UP_MODE_32 : UP_MODE_64;
+	char name[256];
+	int rc;
+
+	if (r->fhi > sym->value + sym->size) {
+		snprintf(r->why, r->whylen, "the jmp would reach past the end of %s", sym->name);
+		return -ENOTSUP;
+	}
+	if (up_sym_elf_code(elf, sym->value, sym->size, &code)) {
+		snprintf(r->why, r->whylen, "the code of %s cannot be read from its file", sym->name);
+		return -ENOTSUP;
+	}
+	r->fstart = sym->value;
+	r->fend = sym->value + sym->size;
+	rc = scan_code(r, code, sym->value, sym->size, mode, true);
+	if (rc)
+		return rc;
+	/* gcc's split-off cold part jumps back into the function */
+	snprintf(name, sizeof(name), "%s.cold", sym->name);
+	if (!up_sym_elf_lookup(elf, name, &cold) && cold.size &&
+	    !up_sym_elf_code(elf, cold.value, cold.size, &code))
+		rc = scan_code(r, code, cold.value, cold.size, mode, false);
+	return rc;
+}
+
 int up_ubp_region_free(struct up_proc *p, struct up_ubp_files *files, uint64_t lo, uint64_t hi,
 		       char *why, size_t whylen)
 {
 	struct up_sym_elf *elf;
-	const uint8_t *code;
-	struct up_sym sym, cold;
+	struct up_sym sym;
 	struct up_map m;
-	enum up_insn_mode mode;
 	struct region r = { .p = p, .why = why, .whylen = whylen };
 	uint64_t fv;
-	char name[256];
-	int rc;
 
 	if (up_proc_find_map(p, lo, &m) || m.path[0] != '/' || !(elf = up_ubp_file(files, m.path)) ||
 	    up_sym_elf_offset_to_vaddr(elf, lo - m.start + m.offset, &fv) ||
@@ -360,27 +388,23 @@ int up_ubp_region_free(struct up_proc *p, struct up_ubp_files *files, uint64_t l
 				      "cannot be checked");
 		return -ENOTSUP;
 	}
-	if (fv + (hi - lo) > sym.value + sym.size) {
-		snprintf(why, whylen, "the jmp would reach past the end of %s", sym.name);
-		return -ENOTSUP;
-	}
-	if (up_sym_elf_code(elf, sym.value, sym.size, &code)) {
-		snprintf(why, whylen, "the code of %s cannot be read from its file", sym.name);
-		return -ENOTSUP;
-	}
-	mode = up_sym_elf_class(elf) == 32 ? UP_MODE_32 : UP_MODE_64;
+	r.elf = elf;
 	r.bias = lo - fv;
 	r.flo = fv;
 	r.fhi = fv + (hi - lo);
-	r.fstart = sym.value;
-	r.fend = sym.value + sym.size;
-	rc = scan_code(&r, code, sym.value, sym.size, mode, true);
-	if (rc)
-		return rc;
-	/* gcc's split-off cold part jumps back into the function */
-	snprintf(name, sizeof(name), "%s.cold", sym.name);
-	if (!up_sym_elf_lookup(elf, name, &cold) && cold.size &&
-	    !up_sym_elf_code(elf, cold.value, cold.size, &code))
-		rc = scan_code(&r, code, cold.value, cold.size, mode, false);
-	return rc;
+	return region_scan(&r, elf, &sym);
+}
+
+int up_ubp_region_free_file(struct up_sym_elf *elf, uint64_t lo, uint64_t hi, char *why,
+			    size_t whylen)
+{
+	struct region r = { .elf = elf, .why = why, .whylen = whylen, .flo = lo, .fhi = hi };
+	struct up_sym sym;
+
+	if (up_sym_elf_enclosing_func(elf, lo, &sym) || !sym.size) {
+		snprintf(why, whylen, "no symbol for the enclosing function, so its branches "
+				      "cannot be checked");
+		return -ENOTSUP;
+	}
+	return region_scan(&r, elf, &sym);
 }

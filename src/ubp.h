@@ -71,6 +71,10 @@ int up_ubp_prepare(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr
 int up_ubp_region_free(struct up_proc *p, struct up_ubp_files *files, uint64_t lo, uint64_t hi,
 		       char *why, size_t whylen);
 
+/* The same over the file's own addresses (no process: jump tables read from the file). */
+int up_ubp_region_free_file(struct up_sym_elf *elf, uint64_t lo, uint64_t hi, char *why,
+			    size_t whylen);
+
 /* Writes the int3; -EEXIST when an int3 is already there. */
 int up_ubp_insert(struct up_proc *p, struct up_ubp *b);
 /* Restores the original byte; -EINVAL when the int3 there is not ours (it is gone). */

@@ -73,28 +73,40 @@ static int gap_fn(void *arg, const struct up_map *m)
 	return 0;
 }
 
+static int map_at(struct up_task *t, uint64_t at, uint64_t size, uint64_t *base, int prot);
+
 static int map_area(struct up_task *t, uint64_t near, uint64_t size, uint64_t *base, int prot)
 {
 	struct up_proc *p = up_task_proc(t);
-	const bool m32 = up_proc_mode(p) == 32;
 	struct gap_search g = { .near = near, .size = size };
-	uint64_t args[6] = { 0, size, (uint64_t)prot,
-			     MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0 };
-	int64_t ret;
 	int rc;
 
-	if (!m32) {
+	if (up_proc_mode(p) != 32) {
 		rc = up_proc_for_each_map(p, gap_fn, &g);
 		if (rc < 0)
 			return rc;
 		consider_gap(&g, g.prev_end, HIGH_LIMIT);
 		if (!g.best)
 			return -ENOMEM;
-		args[0] = g.best;
-		args[3] |= MAP_FIXED_NOREPLACE;
-	} else {
-		args[4] = 0xffffffffULL;
 	}
+	return map_at(t, g.best, size, base, prot);
+}
+
+/* size bytes mapped at exactly at (MAP_FIXED_NOREPLACE; a 32-bit process: anywhere,
+   at 0), never inherited by fork. */
+static int map_at(struct up_task *t, uint64_t at, uint64_t size, uint64_t *base, int prot)
+{
+	struct up_proc *p = up_task_proc(t);
+	const bool m32 = up_proc_mode(p) == 32;
+	uint64_t args[6] = { at, size, (uint64_t)prot,
+			     MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0 };
+	int64_t ret;
+	int rc;
+
+	if (!m32)
+		args[3] |= MAP_FIXED_NOREPLACE;
+	else
+		args[0] = 0, args[4] = 0xffffffffULL;
 	rc = up_task_syscall(t, m32 ? 192 /* mmap2 */ : 9 /* mmap */, args, &ret);
 	if (rc)
 		return rc;
@@ -106,7 +118,7 @@ static int map_area(struct up_task *t, uint64_t near, uint64_t size, uint64_t *b
 	}
 	if (ret < 0 && ret > -4096)
 		return (int)ret;
-	if (!m32 && (uint64_t)ret != g.best) {
+	if (!m32 && (uint64_t)ret != at) {
 		/* an old kernel ignoring MAP_FIXED_NOREPLACE put it elsewhere: give it back */
 		uint64_t un[6] = { (uint64_t)ret, size };
 
@@ -233,6 +245,97 @@ int up_xol_alloc_n(struct up_xol *x, struct up_task *t, uint64_t near, unsigned 
 		a->next = x->areas;
 		x->areas = a;
 		x->nareas++;
+	}
+	return -ENOMEM;
+}
+
+/* The slots of a covering [at, at + bytes), in *mask; all free? */
+static bool span_free(const struct up_xol_area *a, uint64_t at, uint64_t bytes, uint64_t *mask)
+{
+	uint64_t first, n;
+
+	if (at < a->base || at + bytes > a->base + UP_XOL_AREA_SIZE)
+		return false;
+	first = (at - a->base) / 64u;
+	n = (at + bytes - 1 - a->base) / 64u - first + 1;
+	*mask = (n >= 64 ? ~0ULL : (1ULL << n) - 1) << first;
+	return !(a->used & *mask);
+}
+
+/* In area a, a start in [lo, hi] whose span is free: lo itself, else the first slot
+   boundary that fits.  0 when none. */
+static uint64_t start_in(const struct up_xol_area *a, uint64_t lo, uint64_t hi, uint64_t bytes,
+			 uint64_t *mask)
+{
+	uint64_t end = a->base + UP_XOL_AREA_SIZE;
+
+	if (lo >= end || hi < a->base)
+		return 0;
+	if (lo >= a->base && span_free(a, lo, bytes, mask))
+		return lo;
+	for (uint64_t c = (lo > a->base ? lo + 63 : a->base) & ~63ULL; c <= hi && c < end; c += 64)
+		if (span_free(a, c, bytes, mask))
+			return c;
+	return 0;
+}
+
+static int heap_fn(void *arg, const struct up_map *m)
+{
+	if (!strcmp(m->path, "[heap]"))
+		*(uint64_t *)arg = m->end;
+	return 0;
+}
+
+#define HEAP_ROOM (256ULL << 20) /* above the program break: where brk grows */
+
+int up_xol_alloc_in(struct up_xol *x, struct up_task *t, uint64_t lo, uint64_t hi,
+		    uint64_t bytes, uint64_t *at, unsigned *nslots)
+{
+	struct up_proc *p = up_task_proc(t);
+	struct up_xol_area *a;
+	uint64_t mask, c, page, heap_end = 0;
+	unsigned tries = 0, looked = 0;
+	struct up_map m;
+
+	if (up_proc_mode(p) == 32 || lo > hi || !bytes || bytes > UP_XOL_AREA_SIZE)
+		return -EINVAL;
+	for (a = x->areas; a; a = a->next) {
+		c = start_in(a, lo, hi, bytes, &mask);
+		if (c) {
+			a->used |= mask;
+			*at = c;
+			*nslots = (unsigned)__builtin_popcountll(mask);
+			return 0;
+		}
+	}
+	/* a page of its own: the window's pages in turn, a few, those not mapped and not
+	   where the heap would grow (a page there would stop brk: malloc would go on, by
+	   mmap, but the program's memory would not be laid out as without probes) */
+	up_proc_for_each_map(p, heap_fn, &heap_end);
+	for (page = lo & ~(PAGE - 1); page <= hi && tries < 8 && looked++ < 64; page += PAGE) {
+		struct up_xol_area fresh = { .base = page };
+		uint64_t base = 0;
+
+		if (page < LOW_LIMIT || page + PAGE > HIGH_LIMIT ||
+		    (heap_end && page >= heap_end && page - heap_end < HEAP_ROOM))
+			continue;
+		c = start_in(&fresh, lo, hi, bytes, &mask);
+		if (!c || !up_proc_find_map(p, page, &m))
+			continue; /* it does not fit there, or the page is taken */
+		tries++;
+		if (map_at(t, page, PAGE, &base, PROT_READ | PROT_EXEC))
+			continue;
+		a = calloc(1, sizeof(*a));
+		if (!a)
+			return -ENOMEM; /* the page stays mapped, unused */
+		a->base = base;
+		a->used = mask;
+		a->next = x->areas;
+		x->areas = a;
+		x->nareas++;
+		*at = c;
+		*nslots = (unsigned)__builtin_popcountll(mask);
+		return 0;
 	}
 	return -ENOMEM;
 }

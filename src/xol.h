@@ -37,6 +37,14 @@ int up_xol_alloc(struct up_xol *x, struct up_task *t, uint64_t near, uint64_t *s
 int up_xol_alloc_n(struct up_xol *x, struct up_task *t, uint64_t near, unsigned n,
 		   uint64_t *slot);
 void up_xol_free_n(struct up_xol *x, uint64_t slot, unsigned n);
+/*
+ * bytes of trampoline starting anywhere in [lo, hi] (a punned jmp's window: its start
+ * need not be a slot's), in an area that has the slots free or in a page mapped for it
+ * within the window.  *at the start, *nslots the slots it takes (free them with
+ * up_xol_free_n(x, *at, *nslots)).  -ENOMEM when no page there can be had.
+ */
+int up_xol_alloc_in(struct up_xol *x, struct up_task *t, uint64_t lo, uint64_t hi,
+		    uint64_t bytes, uint64_t *at, unsigned *nslots);
 /* A read-write page near `near` (the fast path's counters), never inherited by fork. */
 int up_xol_map_data(struct up_task *t, uint64_t near, uint64_t *addr);
 /*

@@ -164,6 +164,10 @@ add_test(NAME trace.ustack
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_ustack.py $<TARGET_FILE:uprobe-cli>
     $<TARGET_FILE:hist_prog>)
 set_tests_properties(trace.ustack PROPERTIES TIMEOUT 180)
+# every instruction of real libc functions on the fast path's tactics, against the kernel
+add_test(NAME fast.every
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/fast_every.py $<TARGET_FILE:uprobe-cli>)
+set_tests_properties(fast.every PROPERTIES TIMEOUT 300)
 
 # ---- flags across a return probe's in-process return trampoline --------------------------
 uprobe_core_target(ret_flags ret_flags.c)

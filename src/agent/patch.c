@@ -1,16 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Where a jmp may replace instructions, and the trampoline it jumps to.
- *
- * A 5-byte jmp over instructions is only safe when nothing can arrive inside the
- * bytes it covers: no thread stopped there, no branch targeting them, and no signal
- * frame holding a return address into them.  One instruction of 5 bytes or more is
- * always safe: nothing starts inside an instruction, and a thread stopped at its start
- * (the arbiter checks every thread's rip, with all of them stopped) finds the jmp
- * there.  Shorter ones take the next instructions along (up to 5 of them), where
- * ubp.c finds that nothing branches into them (the enclosing function decoded whole,
- * jump tables and cold parts included) and the arbiter finds no thread's rip, and no
- * word on any thread's stack (a signal frame's saved rip), inside them.
+ * The trampolines a fast-path jmp goes to, and the jmp itself.  Where a jmp may go and
+ * which bytes it covers is the planner's (plan.c); this file only writes code.
  */
 #include <cpuid.h>
 #include <errno.h>
@@ -21,80 +12,6 @@
 #include "agent/patch.h"
 #include "agent/abi.h"
 #include "ubp.h"
-
-/* Can insn run free in a trampoline, relocated?  Not a call (its return address), not
-   a loop (rel8 only), nothing needing a step. */
-static bool relocatable(const struct up_insn *insn, uint64_t at)
-{
-	struct up_reloc rel;
-
-	switch (insn->emu) {
-	case UP_EMU_CALL:
-	case UP_EMU_CALL_IND:
-	case UP_EMU_LOOP:
-	case UP_EMU_LOOPE:
-	case UP_EMU_LOOPNE:
-	case UP_EMU_JCXZ:
-		return false;
-	default:
-		break;
-	}
-	if (insn->plan == UP_PLAN_REJECT || insn->plan == UP_PLAN_STEP)
-		return false;
-	return up_reloc_build(insn, at, &rel) == 0 && !rel.step;
-}
-
-int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
-		  struct up_patch_site *site, char *why, size_t whylen)
-{
-	char text[96];
-	int rc;
-
-	memset(site, 0, sizeof(*site));
-	site->vaddr = vaddr;
-	if (up_proc_mode(p) != 64) {
-		snprintf(why, whylen, "a 32-bit process");
-		return -ENOTSUP;
-	}
-	while (site->len < UP_PATCH_JMP) {
-		uint64_t at = vaddr + site->len;
-		struct up_ubp b;
-
-		if (site->ninsn == UP_PATCH_MAX_INSN) {
-			snprintf(why, whylen, "too many instructions under the jmp");
-			return -ENOTSUP;
-		}
-		/* an instruction boundary in executable code, analysed */
-		rc = up_ubp_prepare(p, files, at, &b, why, whylen);
-		if (rc) {
-			if (site->ninsn && rc == -EEXIST)
-				snprintf(why, whylen, "an int3 at 0x%" PRIx64 " under the jmp", at);
-			return rc == -EEXIST && !site->ninsn ? rc : -ENOTSUP;
-		}
-		if (!relocatable(&b.insn, at)) {
-			snprintf(why, whylen, "'%s' at 0x%" PRIx64 " cannot run in a trampoline",
-				 up_insn_format(&b.insn, text, sizeof(text)), at);
-			return -ENOTSUP;
-		}
-		site->insn[site->ninsn++] = b.insn;
-		memcpy(site->orig + site->len, b.insn.bytes, b.insn.length);
-		site->len += b.insn.length;
-	}
-	/* several instructions: nothing may jump into the middle of them */
-	if (site->ninsn > 1) {
-		char sub[160];
-
-		rc = up_ubp_region_free(p, files, vaddr, vaddr + site->len, sub, sizeof(sub));
-		if (rc) {
-			snprintf(why, whylen, "'%s' is %u bytes, the jmp needs %d, and the next "
-				 "instructions cannot be covered: %s",
-				 up_insn_format(&site->insn[0], text, sizeof(text)),
-				 site->insn[0].length, UP_PATCH_JMP, sub);
-			return -ENOTSUP;
-		}
-	}
-	return 0;
-}
 
 /* The hardware number of each frame word's register (-1: not a general register). */
 static const int8_t hw_of[UPA_NREGS] = {
@@ -187,8 +104,91 @@ static bool rel32(int64_t v)
 	return v >= INT32_MIN && v <= INT32_MAX;
 }
 
+bool up_patch_is_call(const struct up_insn *insn)
+{
+	return insn->emu == UP_EMU_CALL || insn->emu == UP_EMU_CALL_IND;
+}
+
+/*
+ * A call, relocated as what it does: the home return address pushed (the instruction
+ * after the call, in the original code: the callee returns there, and unwinders see
+ * the address they would without the probe), then a jmp to its target.  No flag is
+ * touched (lea, not sub).  An indirect call becomes the jmp with the same operand (its
+ * ModRM's reg field 2 -> 4), a displacement from rsp 8 more (rsp moved), one from rip
+ * re-aimed.  Bytes written at c (code placed at at), or -ERANGE.
+ */
+int up_patch_emulate_call(const struct up_insn *insn, uint64_t at, uint8_t *c, size_t room)
+{
+	uint64_t ret = insn->vaddr + insn->length;
+	uint32_t lo = (uint32_t)ret, hi = (uint32_t)(ret >> 32);
+	size_t n = 0, op;
+	int64_t d;
+	int32_t d32;
+
+	if (room < 20 + UP_INSN_MAX + 14)
+		return -ERANGE;
+	c[n++] = 0x48, c[n++] = 0x8d, c[n++] = 0x64, c[n++] = 0x24, c[n++] = 0xf8; /* lea -8(%rsp),%rsp */
+	c[n++] = 0xc7, c[n++] = 0x04, c[n++] = 0x24;		/* movl $lo,(%rsp) */
+	memcpy(c + n, &lo, 4), n += 4;
+	c[n++] = 0xc7, c[n++] = 0x44, c[n++] = 0x24, c[n++] = 0x04; /* movl $hi,4(%rsp) */
+	memcpy(c + n, &hi, 4), n += 4;
+	if (insn->emu == UP_EMU_CALL) {
+		if (!insn->is_branch_rel)
+			return -ERANGE;
+		d = (int64_t)(insn->target - (at + n + 5));
+		if (rel32(d)) {
+			c[n++] = 0xe9; /* jmp rel32 */
+			d32 = (int32_t)d;
+			memcpy(c + n, &d32, 4);
+			return (int)(n + 4);
+		}
+		c[n++] = 0xff, c[n++] = 0x25; /* jmp *0(%rip), then the address */
+		memset(c + n, 0, 4), n += 4;
+		memcpy(c + n, &insn->target, 8);
+		return (int)(n + 8);
+	}
+	if (insn->emu != UP_EMU_CALL_IND)
+		return -ERANGE;
+	/* past the legacy prefixes and REX to the ff opcode, then its ModRM */
+	for (op = 0; op < insn->length; op++) {
+		uint8_t b = insn->bytes[op];
+
+		if (b == 0x66 || b == 0x67 || b == 0xf2 || b == 0xf3 || b == 0x2e || b == 0x36 ||
+		    b == 0x3e || b == 0x26 || b == 0x64 || b == 0x65 || (b >= 0x40 && b <= 0x4f))
+			continue;
+		break;
+	}
+	if (op + 1 >= insn->length || insn->bytes[op] != 0xff || (insn->bytes[op + 1] >> 3 & 7) != 2)
+		return -ERANGE;
+	memcpy(c + n, insn->bytes, insn->length);
+	c[n + op + 1] = (uint8_t)((insn->bytes[op + 1] & ~0x38) | 4 << 3); /* /2 -> /4 */
+	if (insn->rip_relative) {
+		d = (int64_t)(insn->target - (at + n + insn->length));
+		if (!rel32(d) || !insn->disp_offset)
+			return -ERANGE;
+		d32 = (int32_t)d;
+		memcpy(c + n + insn->disp_offset, &d32, 4);
+	} else if (insn->op0.type == ZYDIS_OPERAND_TYPE_MEMORY &&
+		   (insn->op0.base == ZYDIS_REGISTER_RSP || insn->op0.index == ZYDIS_REGISTER_RSP)) {
+		uint8_t mod = insn->bytes[op + 1] >> 6;
+
+		if (mod == 1 && insn->op0.disp + 8 <= 127) {
+			c[n + insn->disp_offset] = (uint8_t)(int8_t)(insn->op0.disp + 8);
+		} else if (mod == 2 && insn->op0.disp + 8 <= INT32_MAX) {
+			d32 = (int32_t)(insn->op0.disp + 8);
+			memcpy(c + n + insn->disp_offset, &d32, 4);
+		} else {
+			return -ERANGE; /* (%rsp) with no displacement to change */
+		}
+	} else if (insn->op0.type == ZYDIS_OPERAND_TYPE_REGISTER &&
+		   (insn->op0.reg == ZYDIS_REGISTER_RSP || insn->op0.reg == ZYDIS_REGISTER_ESP)) {
+		return -ERANGE;
+	}
+	return (int)(n + insn->length);
+}
+
 /* The relocated instructions and the jmp back, at code + n; or the jmp on to the next
-   trampoline of a chain. */
+   trampoline of a chain.  A call is the last (plan.c): its return is home. */
 static int tail(const struct up_patch_site *site, uint64_t tramp, uint8_t *code, size_t size,
 		size_t n, size_t *len, unsigned home_of[UP_PATCH_MAX_INSN])
 {
@@ -210,14 +210,23 @@ static int tail(const struct up_patch_site *site, uint64_t tramp, uint8_t *code,
 	for (unsigned i = 0; i < site->ninsn; i++) {
 		struct up_reloc rel;
 
+		home_of[i] = (unsigned)n;
+		if (up_patch_is_call(&site->insn[i])) {
+			int k = up_patch_emulate_call(&site->insn[i], tramp + n, code + n, size - n);
+
+			if (k < 0 || i + 1 != site->ninsn)
+				return -ERANGE;
+			n += (size_t)k;
+			*len = n; /* nothing after it: the callee returns home */
+			return 0;
+		}
 		if (up_reloc_build(&site->insn[i], tramp + n, &rel) || rel.step ||
 		    n + rel.insn_len > size)
 			return -ERANGE;
 		memcpy(code + n, rel.code, rel.insn_len);
-		home_of[i] = (unsigned)n;
 		n += rel.insn_len;
 	}
-	back = (int64_t)(site->vaddr + site->len - (tramp + n + 5));
+	back = (int64_t)(site->resume - (tramp + n + 5));
 	if (n + 5 > size || !rel32(back))
 		return -ERANGE;
 	code[n] = 0xe9;
@@ -361,6 +370,13 @@ int up_patch_jmp(const struct up_patch_site *site, uint64_t tramp, uint8_t *code
 	code[0] = 0xe9;
 	d32 = (int32_t)d;
 	memcpy(code + 1, &d32, 4);
+	/* a punned jmp's rel32 ends in the bytes after the instruction, unchanged */
+	if (site->tactic == UP_TACTIC_PUN) {
+		unsigned k = site->insn[0].length;
+
+		if (memcmp(code + k, site->orig + k, UP_PATCH_JMP - k))
+			return -ERANGE;
+	}
 	/* the rest of the covered bytes are never reached: int3, so a stray jump traps */
 	memset(code + UP_PATCH_JMP, UP_BKPT_INSN, site->len - UP_PATCH_JMP);
 	return 0;

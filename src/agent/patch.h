@@ -22,11 +22,24 @@
 #define UP_PATCH_TRAMP_REC 384 /* bytes of a recording trampoline, at most */
 
 struct up_ubp_files;
+struct up_sym_elf;
+
+/* How a site gets its jmp (plan.c says why each is safe). */
+enum up_tactic {
+	UP_TACTIC_INT3, /* none: the probe stays on an int3 */
+	UP_TACTIC_JMP,	/* one instruction of 5 bytes or more */
+	UP_TACTIC_SUCC, /* with its successors, nothing branching into them */
+	UP_TACTIC_PAD,	/* with the rest of a short function and the padding after it */
+	UP_TACTIC_PUN,	/* the instruction alone, the rel32 ending in the bytes after it */
+};
 
 struct up_patch_site {
 	uint64_t vaddr;
-	unsigned ninsn;
-	unsigned len; /* bytes the jmp covers: >= 5, whole instructions */
+	enum up_tactic tactic;
+	unsigned ninsn; /* the instructions relocated into the trampoline */
+	unsigned len; /* bytes the jmp depends on (and orig holds): >= 5 */
+	uint64_t resume; /* where the trampoline jumps back to: after the relocated ones */
+	uint64_t pun_lo, pun_hi; /* UP_TACTIC_PUN: where the trampoline may start */
 	struct up_insn insn[UP_PATCH_MAX_INSN];
 	uint8_t orig[UP_PATCH_MAX_INSN * UP_INSN_MAX];
 	/* several probes on one site: a trampoline ends with a jmp to the next one's
@@ -35,12 +48,28 @@ struct up_patch_site {
 };
 
 /*
- * Whether vaddr in p can be patched: a 64-bit process, an instruction boundary, one
- * instruction of at least 5 bytes that runs free relocated (no call, no loop, nothing
- * stepped).  0 and the site, or -ENOTSUP (-EEXIST for a foreign int3) with why.
+ * The planner (plan.c): whether vaddr in p can be patched, and how -- a 64-bit process,
+ * an instruction boundary, instructions that run free relocated (no call, no loop,
+ * nothing stepped), by the first tactic that applies.  0 and the site, or -ENOTSUP
+ * (-EEXIST for a foreign int3) with why (the reasons of every tactic tried).
  */
 int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
 		  struct up_patch_site *site, char *why, size_t whylen);
+
+/*
+ * The tactic the instruction insn (decoded at its file address) of elf would get, by
+ * its code alone: what a live process adds (threads inside, other probes, a free page
+ * for a punned jmp's trampoline) is not known here.  [img_lo, img_hi): the file's
+ * loaded image, where a punned jmp cannot go.  UP_TACTIC_INT3 with why.
+ */
+enum up_tactic up_plan_file(struct up_sym_elf *elf, const struct up_insn *insn, uint64_t img_lo,
+			    uint64_t img_hi, char *why, size_t whylen);
+const char *up_patch_tactic_name(enum up_tactic t);
+
+/* A call, which a trampoline runs as a push of its home return address and a jmp (so
+   it can only be the last instruction a site relocates). */
+bool up_patch_is_call(const struct up_insn *insn);
+int up_patch_emulate_call(const struct up_insn *insn, uint64_t at, uint8_t *c, size_t room);
 
 /*
  * The trampoline's code for site at tramp, counting at counter (a 64-bit word within

@@ -780,6 +780,29 @@ int up_sym_elf_vaddr_to_offset(struct up_sym_elf *e, uint64_t vaddr, uint64_t *o
 	return -ENOENT;
 }
 
+int up_sym_elf_read(struct up_sym_elf *e, uint64_t vaddr, void *buf, size_t len)
+{
+	size_t i, n;
+
+	if (elf_getphdrnum(e->elf, &n) != 0)
+		return -ENOENT;
+	for (i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(e->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (vaddr < ph.p_vaddr || vaddr - ph.p_vaddr >= ph.p_filesz)
+			continue;
+		if (len > ph.p_filesz - (vaddr - ph.p_vaddr))
+			return -ENOENT;
+		return pread(e->fd, buf, len, (off_t)(vaddr - ph.p_vaddr + ph.p_offset)) ==
+				       (ssize_t)len
+			       ? 0
+			       : -EIO;
+	}
+	return -ENOENT;
+}
+
 int up_sym_elf_offset_to_vaddr(struct up_sym_elf *e, uint64_t offset, uint64_t *vaddr)
 {
 	size_t i, n;

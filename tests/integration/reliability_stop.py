@@ -13,8 +13,13 @@ sig = getattr(signal, "SIG" + signame)
 N = "150000000"
 
 
+target = None
+
+
 def fail(msg):
     print("FAIL:", msg)
+    if target is not None and target.poll() is None:
+        target.kill()  # held stopped, it would keep the test's output open
     sys.exit(1)
 
 
@@ -61,8 +66,12 @@ except ProcessLookupError:
     pass
 err = tracer.stderr.read()
 nfast = err.count("on the fast path")
-if nfast != 5:
-    fail("%d sites on the fast path, expected 5:\n%s" % (nfast, err))
+narmed = err.count("': armed at")
+# the three of 5 bytes or more at least; fast_flags's short ones by the planner's
+# tactics or on int3s, some on each
+if nfast < 3 or nfast >= narmed:
+    fail("%d sites on the fast path of %d armed: expected both kinds:\n%s"
+         % (nfast, narmed, err))
 with open("/proc/%d/status" % target.pid) as f:
     if not re.search(r"TracerPid:\s*0\b", f.read()):
         fail("the target is still traced")
