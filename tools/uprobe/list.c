@@ -6,7 +6,12 @@
  *
  * The file offset is what a PATH:0xOFFSET probe (and the kernel's uprobe_events) takes;
  * it is "-" where no PT_LOAD segment maps the address (relocatable objects).
+ *
+ * With --usdt, the USDT probes (SDT notes) instead, one per site:
+ *
+ *	<provider>:<name> 0x<file offset>[(0x<semaphore's file offset>)] $arg1=FETCH:TYPE ...
  */
+#include <errno.h>
 #include <fnmatch.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -16,6 +21,7 @@
 
 #include "cli.h"
 #include "sym/sym.h"
+#include "sym/usdt.h"
 
 struct list {
 	struct up_sym_elf *elf;
@@ -27,6 +33,7 @@ static void list_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: uprobe list FILE [PATTERN]\n"
+		"       uprobe list --usdt FILE [PATTERN]\n"
 		"\n"
 		"Lists the function symbols of FILE (.symtab and .dynsym), sorted by address,\n"
 		"one per line:\n"
@@ -36,7 +43,16 @@ static void list_usage(FILE *out)
 		"PATTERN is a shell glob (fnmatch) on the name, e.g. 'str*'.  The file offset\n"
 		"is the one a PATH:0xOFFSET probe takes; '-' when no segment maps the address.\n"
 		"\n"
+		"With --usdt, the USDT probes (SystemTap SDT notes) of FILE instead, one per\n"
+		"site, PATTERN matching provider:name:\n"
+		"\n"
+		"  <provider>:<name> 0x<offset>[(0x<semaphore offset>)] $arg1=FETCH:TYPE ...\n"
+		"\n"
+		"each $argN as a u: spec's fetch arguments take it (the note's operand, typed\n"
+		"by its size and sign).\n"
+		"\n"
 		"options:\n"
+		"  -u, --usdt   list USDT probes\n"
 		"  -h, --help   this help\n"
 		"\n"
 		"exit status: 0 when something was listed, 1 when no function matched, 2 for\n"
@@ -60,23 +76,75 @@ static int list_one(const struct up_sym *sym, void *ctx)
 	return 0;
 }
 
+static int list_usdt(const char *path, const char *pattern)
+{
+	struct up_usdt_file *f;
+	unsigned shown = 0;
+	int rc = up_usdt_open(path, &f);
+
+	if (rc) {
+		cli_err("list", "%s: %s", path, rc == -ENOEXEC ? "not an ELF file" : strerror(-rc));
+		return CLI_USAGE;
+	}
+	for (size_t i = 0; i < up_usdt_count(f); i++) {
+		const struct up_usdt_probe *p = up_usdt_probe(f, i);
+		char full[256];
+
+		snprintf(full, sizeof(full), "%s:%s", p->provider, p->name);
+		if (pattern && fnmatch(pattern, full, 0) && fnmatch(pattern, p->name, 0))
+			continue;
+		printf("%s 0x%" PRIx64, full, p->offset);
+		if (p->sema_offset)
+			printf("(0x%" PRIx64 ")", p->sema_offset);
+		if (p->nargs < 0)
+			printf(" operands not understood: %s", p->args_text);
+		for (int a = 0; a < p->nargs; a++) {
+			char fetch[64], type[8];
+
+			up_usdt_arg_fetch(&p->args[a], fetch, sizeof(fetch));
+			up_usdt_arg_type(&p->args[a], type, sizeof(type));
+			printf(" $arg%d=%s:%s", a + 1, fetch, type);
+		}
+		putchar('\n');
+		shown++;
+	}
+	up_usdt_close(f);
+	if (!shown) {
+		if (pattern)
+			cli_err("list", "%s: no USDT probe matches '%s'", path, pattern);
+		else
+			cli_err("list", "%s: no USDT probes (no .note.stapsdt)", path);
+		return CLI_FAIL;
+	}
+	if (fflush(stdout) == EOF) {
+		cli_err("list", "writing the output: %m");
+		return CLI_FAIL;
+	}
+	return CLI_OK;
+}
+
 static int run_list(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' },
+		{ "usdt", no_argument, NULL, 'u' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const struct cli_cmd *cmd = &cli_cmd_list;
 	struct list l = { 0 };
 	const char *path;
 	int opt, err, ret = CLI_OK;
+	bool usdt = false;
 
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":hu", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'h':
 			list_usage(stdout);
 			return CLI_OK;
+		case 'u':
+			usdt = true;
+			break;
 		default:
 			return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
 		}
@@ -88,6 +156,8 @@ static int run_list(int argc, char **argv)
 	path = argv[optind];
 	if (argc - optind == 2)
 		l.pattern = argv[optind + 1];
+	if (usdt)
+		return list_usdt(path, l.pattern);
 
 	l.elf = cli_open_elf(cmd->name, path);
 	if (!l.elf)
@@ -115,7 +185,7 @@ static int run_list(int argc, char **argv)
 const struct cli_cmd cli_cmd_list = {
 	.name = "list",
 	.run = run_list,
-	.synopsis = "list FILE [PATTERN]",
+	.synopsis = "list [--usdt] FILE [PATTERN]",
 	.summary = "list the functions of a binary or library, with file offsets",
 	.usage = list_usage,
 };

@@ -20,6 +20,7 @@
 
 #include "cli.h"
 #include "trace/kernel.h"
+#include "trace/expand.h"
 #include "trace/session.h"
 #include "trace/spec.h"
 
@@ -163,6 +164,49 @@ static int add_text(struct spec_list *l, const char *s)
 		return -ENOMEM;
 	l->n++;
 	return 0;
+}
+
+static int add_expanded(void *ctx, const char *spec)
+{
+	return add_text(ctx, spec);
+}
+
+/*
+ * u: (USDT) specs and wildcards become the p:/r: specs they stand for (trace/expand.h),
+ * so both backends get the same probes.  Returns 0 or a CLI exit status.
+ */
+static int expand_specs(struct spec_list *l, int verbose)
+{
+	struct spec_list out = { 0 };
+	int status = 0;
+
+	for (unsigned i = 0; i < l->n; i++) {
+		struct up_expand_stats st;
+		struct up_spec_err se;
+		char err[1024];
+		int rc = up_expand(l->v[i], add_expanded, &out, &st, &se);
+
+		if (rc == -ENOMEM) {
+			cli_err("trace", "'%s': %s", l->v[i], strerror(-rc));
+			status = CLI_FAIL;
+		} else if (rc) {
+			up_spec_err_format(l->v[i], &se, err, sizeof(err));
+			fprintf(stderr, "uprobe trace: bad probe spec:\n%s", err);
+			status = CLI_USAGE;
+		} else if (verbose > 0 && (st.matched || st.specs > 1)) {
+			fprintf(stderr, "uprobe trace: '%s': %u probe%s", l->v[i], st.specs,
+				st.specs == 1 ? "" : "s");
+			if (st.matched)
+				fprintf(stderr, " (%u functions matched; left out: %u aliases, %u "
+						"IFUNC resolvers)", st.matched, st.aliases, st.ifuncs);
+			fputc('\n', stderr);
+		}
+	}
+	for (unsigned i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	*l = out;
+	return status;
 }
 
 static int add_file(struct spec_list *l, const char *path)
@@ -487,6 +531,9 @@ static int run_trace(int argc, char **argv)
 	}
 	if (!specs.n)
 		return cli_usage_error(&cli_cmd_trace, "no probe: give -e SPEC or -f FILE");
+	status = expand_specs(&specs, opts.verbose);
+	if (status)
+		goto out;
 	if (!npids && optind >= argc && !kernel)
 		return cli_usage_error(&cli_cmd_trace, "nothing to trace: give -p PID or -- COMMAND");
 	if (kernel && npids > 1)

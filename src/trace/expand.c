@@ -1,0 +1,505 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Spec expansion: the u: (USDT) form and wildcard symbols turned into the kernel's
+ * p:/r: specs (see expand.h).  It owns only
+ * text: it reads files' notes and symbols, never a process, and never prints.
+ */
+#include "trace/expand.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sym/sym.h"
+#include "sym/usdt.h"
+
+/* A growing string; oom set once an append failed. */
+struct sbuf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+
+static void sb_put(struct sbuf *b, const char *s, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 256;
+		char *ns;
+
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		ns = realloc(b->s, cap);
+		if (!ns) {
+			b->oom = true;
+			return;
+		}
+		b->s = ns;
+		b->cap = cap;
+	}
+	memcpy(b->s + b->len, s, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+}
+
+__attribute__((format(printf, 2, 3))) static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	char tmp[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(tmp)) {
+		b->oom = true;
+		return;
+	}
+	sb_put(b, tmp, (size_t)n);
+}
+
+/* Event names already made by one expansion, to make each unique. */
+struct names {
+	char (*v)[UP_SPEC_NAME_MAX + 1];
+	size_t n, cap;
+};
+
+static bool names_has(const struct names *ns, const char *s)
+{
+	for (size_t i = 0; i < ns->n; i++)
+		if (!strcmp(ns->v[i], s))
+			return true;
+	return false;
+}
+
+/* base made a valid, unused event name into out: base, base_1, base_2 ... */
+static int names_take(struct names *ns, const char *base, char out[UP_SPEC_NAME_MAX + 1])
+{
+	char clean[UP_SPEC_NAME_MAX + 1];
+	size_t i;
+
+	snprintf(clean, sizeof(clean) - 8, "%s", base);
+	for (i = 0; clean[i]; i++)
+		if (!(isalnum((unsigned char)clean[i]) || clean[i] == '_'))
+			clean[i] = '_';
+	if (!i || isdigit((unsigned char)clean[0])) {
+		memmove(clean + 1, clean, i + 1);
+		clean[0] = '_';
+	}
+	snprintf(out, UP_SPEC_NAME_MAX + 1, "%s", clean);
+	for (unsigned k = 1; names_has(ns, out); k++)
+		snprintf(out, UP_SPEC_NAME_MAX + 1, "%s_%u", clean, k);
+	if (ns->n == ns->cap) {
+		size_t cap = ns->cap ? ns->cap * 2 : 64;
+		void *nv = realloc(ns->v, cap * sizeof(*ns->v));
+
+		if (!nv)
+			return -ENOMEM;
+		ns->v = nv;
+		ns->cap = cap;
+	}
+	memcpy(ns->v[ns->n++], out, UP_SPEC_NAME_MAX + 1);
+	return 0;
+}
+
+/* ---- the spec's parts ------------------------------------------------------------------------ */
+
+struct parts {
+	const char *text;
+	int head, head_len;	/* "u:grp/ev" */
+	int target, target_len; /* "PATH:..." */
+	int rest;		/* the fetch args, from the blank after the target */
+	int rest_end;		/* a '#' comment cut off */
+	char group[UP_SPEC_NAME_MAX + 1];
+	int event_pos, event_len; /* 0: none given */
+};
+
+static int token(const char *t, int i, int *len)
+{
+	int s;
+
+	while (t[i] && up_spec_is_blank(t[i]))
+		i++;
+	s = i;
+	while (t[i] && !up_spec_is_blank(t[i]))
+		i++;
+	*len = i - s;
+	return s;
+}
+
+static void split(const char *text, struct parts *p)
+{
+	const char *hash;
+
+	memset(p, 0, sizeof(*p));
+	p->text = text;
+	p->head = token(text, 0, &p->head_len);
+	p->target = token(text, p->head + p->head_len, &p->target_len);
+	p->rest = p->target + p->target_len;
+	p->rest_end = (int)strlen(text);
+	hash = strchr(text + p->rest, '#');
+	if (hash)
+		p->rest_end = (int)(hash - text);
+}
+
+static bool has_glob(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (s[i] == '*' || s[i] == '?' || s[i] == '[')
+			return true;
+	return false;
+}
+
+/* "X[:[GRP/]EVENT]": the group (default uprobes) and where the event is.  star_ok: an
+   event "*" means none (a wildcard's). */
+static int parse_head(struct parts *p, bool star_ok, struct up_spec_err *err)
+{
+	const char *t = p->text;
+	int i = p->head + 1, e = p->head + p->head_len, slash = -1;
+
+	snprintf(p->group, sizeof(p->group), "%s", UP_SPEC_DEFAULT_GROUP);
+	if (i == e)
+		return 0;
+	if (t[i] != ':')
+		return up_spec_fail(err, i, 1, "expected ':' after '%c'", t[p->head]);
+	i++;
+	for (int k = i; k < e; k++)
+		if (t[k] == '/' || t[k] == '.') {
+			slash = k;
+			break;
+		}
+	if (slash >= 0) {
+		if (slash == i || slash - i > UP_SPEC_NAME_MAX)
+			return up_spec_fail(err, i, slash > i ? slash - i : 1, "bad group name");
+		memcpy(p->group, t + i, (size_t)(slash - i));
+		p->group[slash - i] = '\0';
+		i = slash + 1;
+	}
+	if (star_ok && e - i == 1 && t[i] == '*')
+		return 0;
+	if (i < e) {
+		p->event_pos = i;
+		p->event_len = e - i;
+	}
+	return 0;
+}
+
+static bool event_given(const struct parts *p, char out[UP_SPEC_NAME_MAX + 1])
+{
+	if (!p->event_len || p->event_len > UP_SPEC_NAME_MAX)
+		return false;
+	memcpy(out, p->text + p->event_pos, (size_t)p->event_len);
+	out[p->event_len] = '\0';
+	return true;
+}
+
+/* ---- USDT ----------------------------------------------------------------------------------- */
+
+/* The user's fetch args with $argN made the note's operands. */
+static int usdt_args(const struct parts *pt, const struct up_usdt_probe *pr, struct sbuf *b,
+		     struct up_spec_err *err)
+{
+	const char *t = pt->text;
+	int i = pt->rest, e = pt->rest_end;
+	bool any = false;
+
+	while (i < e) {
+		int s, len, k, eq = -1;
+
+		while (i < e && up_spec_is_blank(t[i]))
+			i++;
+		if (i >= e)
+			break;
+		s = i;
+		while (i < e && !up_spec_is_blank(t[i]))
+			i++;
+		len = i - s;
+		any = true;
+		sb_put(b, " ", 1);
+		for (k = s; k < i && eq < 0; k++)
+			if (t[k] == '=' )
+				eq = k;
+		for (k = s; k < i;) {
+			unsigned long n;
+			char fetch[64], type[8], *end;
+			bool alone;
+
+			if (strncmp(t + k, "$arg", 4) || !isdigit((unsigned char)t[k + 4])) {
+				sb_put(b, t + k, 1);
+				k++;
+				continue;
+			}
+			n = strtoul(t + k + 4, &end, 10);
+			if (pr->nargs < 0)
+				return up_spec_fail(err, k, (int)(end - t) - k,
+						    "%s:%s: operands '%s' are not understood",
+						    pr->provider, pr->name, pr->args_text);
+			if (n < 1 || n > (unsigned long)pr->nargs)
+				return up_spec_fail(err, k, (int)(end - t) - k,
+						    "%s:%s has %d argument%s ($arg1..$arg%d)",
+						    pr->provider, pr->name, pr->nargs,
+						    pr->nargs == 1 ? "" : "s", pr->nargs);
+			up_usdt_arg_fetch(&pr->args[n - 1], fetch, sizeof(fetch));
+			sb_put(b, fetch, strlen(fetch));
+			/* standing alone, untyped: the operand's own type */
+			alone = (k == s || k == eq + 1) && end == t + i;
+			if (alone) {
+				up_usdt_arg_type(&pr->args[n - 1], type, sizeof(type));
+				sb_printf(b, ":%s", type);
+			}
+			k = (int)(end - t);
+		}
+		(void)len;
+	}
+	if (!any && pr->nargs > 0) {
+		for (int a = 0; a < pr->nargs; a++) {
+			char fetch[64], type[8];
+
+			up_usdt_arg_fetch(&pr->args[a], fetch, sizeof(fetch));
+			up_usdt_arg_type(&pr->args[a], type, sizeof(type));
+			sb_printf(b, " arg%d=%s:%s", a + 1, fetch, type);
+		}
+	}
+	return 0;
+}
+
+static int expand_usdt(struct parts *pt, up_expand_fn fn, void *ctx, struct up_expand_stats *st,
+		       struct up_spec_err *err)
+{
+	const char *t = pt->text;
+	int ts = pt->target, te = pt->target + pt->target_len;
+	const char *c1 = memchr(t + ts, ':', (size_t)(te - ts)), *c2;
+	char path[4096], prov[128] = "", name[128], given[UP_SPEC_NAME_MAX + 1];
+	struct up_usdt_file *f = NULL;
+	struct names used = { 0 };
+	bool has_event;
+	int rc;
+
+	rc = parse_head(pt, false, err);
+	if (rc)
+		return rc;
+	has_event = event_given(pt, given);
+	if (!pt->target_len)
+		return up_spec_fail(err, ts, 1, "expected PATH:[PROVIDER:]NAME");
+	if (!c1 || c1 == t + ts)
+		return up_spec_fail(err, ts, pt->target_len, "expected PATH:[PROVIDER:]NAME");
+	if ((size_t)(c1 - t - ts) >= sizeof(path))
+		return up_spec_fail(err, ts, (int)(c1 - t) - ts, "path too long");
+	memcpy(path, t + ts, (size_t)(c1 - t - ts));
+	path[c1 - t - ts] = '\0';
+	c2 = memchr(c1 + 1, ':', (size_t)(t + te - c1 - 1));
+	if (c2) {
+		if ((size_t)(c2 - c1 - 1) >= sizeof(prov) || c2 == c1 + 1)
+			return up_spec_fail(err, (int)(c1 - t) + 1, 1, "bad provider name");
+		memcpy(prov, c1 + 1, (size_t)(c2 - c1 - 1));
+		prov[c2 - c1 - 1] = '\0';
+	} else {
+		c2 = c1;
+	}
+	if ((size_t)(t + te - c2 - 1) >= sizeof(name) || c2 + 1 == t + te)
+		return up_spec_fail(err, (int)(c2 - t) + 1, 1, "expected the probe's NAME");
+	memcpy(name, c2 + 1, (size_t)(t + te - c2 - 1));
+	name[t + te - c2 - 1] = '\0';
+
+	rc = up_usdt_open(path, &f);
+	if (rc) {
+		up_spec_fail(err, ts, (int)(c1 - t) - ts, "%s: %s", path,
+			     rc == -ENOEXEC ? "not an ELF file" : strerror(-rc));
+		return rc == -EINVAL ? -EIO : rc;
+	}
+	for (size_t i = 0; !rc && i < up_usdt_count(f); i++) {
+		const struct up_usdt_probe *pr = up_usdt_probe(f, i);
+		char ev[UP_SPEC_NAME_MAX + 1];
+		struct sbuf b = { 0 };
+
+		if ((prov[0] && fnmatch(prov, pr->provider, 0)) || fnmatch(name, pr->name, 0))
+			continue;
+		rc = names_take(&used, has_event && !has_glob(name, strlen(name)) ? given : pr->name,
+				ev);
+		if (rc)
+			break;
+		sb_printf(&b, "p:%s/%s %s:0x%" PRIx64, pt->group, ev, path, pr->offset);
+		if (pr->sema_offset)
+			sb_printf(&b, "(0x%" PRIx64 ")", pr->sema_offset);
+		rc = usdt_args(pt, pr, &b, err);
+		if (!rc && b.oom)
+			rc = -ENOMEM;
+		if (!rc) {
+			st->specs++;
+			rc = fn(ctx, b.s);
+		}
+		free(b.s);
+	}
+	if (!rc && !st->specs) {
+		up_spec_fail(err, (int)(c1 - t) + 1, te - (int)(c1 - t) - 1,
+			     "%s has no USDT probe %s%s%s (try: uprobe list --usdt %s)", path, prov,
+			     prov[0] ? ":" : "", name, path);
+		rc = -ENOENT;
+	}
+	free(used.v);
+	up_usdt_close(f);
+	return rc;
+}
+
+/* ---- wildcards ------------------------------------------------------------------------------ */
+
+struct glob_walk {
+	struct parts *pt;
+	struct up_sym_elf *elf;
+	const char *pattern;
+	const char *path;
+	uint64_t off;	     /* +OFF after the glob */
+	const char *suffix;  /* "%return" or "", as written */
+	int suffix_len;
+	bool is_return;
+	uint64_t last;	     /* the address probed last (aliases come in a row) */
+	bool any;
+	struct names used;
+	struct up_expand_stats *st;
+	up_expand_fn fn;
+	void *ctx;
+};
+
+static int glob_one(const struct up_sym *sym, void *arg)
+{
+	struct glob_walk *w = arg;
+	const struct parts *pt = w->pt;
+	char ev[UP_SPEC_NAME_MAX + 1];
+	struct sbuf b = { 0 };
+	uint64_t foff;
+	int rc;
+
+	if (fnmatch(w->pattern, sym->name, 0))
+		return 0;
+	w->st->matched++;
+	if (sym->ifunc) {
+		w->st->ifuncs++;
+		return 0;
+	}
+	if (w->any && sym->value == w->last) {
+		w->st->aliases++;
+		return 0;
+	}
+	if (up_sym_elf_vaddr_to_offset(w->elf, sym->value + w->off, &foff))
+		return 0;
+	w->any = true;
+	w->last = sym->value;
+	rc = names_take(&w->used, sym->name, ev);
+	if (rc)
+		return rc;
+	sb_printf(&b, "%c:%s/%s %s:0x%" PRIx64, w->is_return ? 'r' : 'p', pt->group, ev, w->path,
+		  foff);
+	sb_put(&b, w->suffix, (size_t)w->suffix_len);
+	sb_put(&b, pt->text + pt->rest, (size_t)(pt->rest_end - pt->rest));
+	if (b.oom) {
+		free(b.s);
+		return -ENOMEM;
+	}
+	w->st->specs++;
+	rc = w->fn(w->ctx, b.s);
+	free(b.s);
+	return rc;
+}
+
+static int expand_glob(struct parts *pt, const char *colon, up_expand_fn fn, void *ctx,
+		       struct up_expand_stats *st, struct up_spec_err *err)
+{
+	const char *t = pt->text, *te = t + pt->target + pt->target_len, *sym = colon + 1;
+	const char *se = sym;
+	char path[4096], pattern[512];
+	struct glob_walk w = { .pt = pt, .st = st, .fn = fn, .ctx = ctx, .suffix = "" };
+	int rc;
+
+	rc = parse_head(pt, true, err);
+	if (rc)
+		return rc;
+	if (pt->event_len)
+		return up_spec_fail(err, pt->event_pos, pt->event_len,
+				    "a wildcard makes one event per function, named after it: "
+				    "give no event name, or %c:GRP/*", t[pt->head]);
+	w.is_return = t[pt->head] == 'r';
+	while (se < te && *se != '+' && *se != '%')
+		se++;
+	if (se < te && *se == '+') {
+		char *end;
+
+		w.off = strtoull(se + 1, &end, 0);
+		if (end == se + 1)
+			return up_spec_fail(err, (int)(se - t), 1, "expected +OFFSET");
+		w.suffix = end;
+	} else {
+		w.suffix = se;
+	}
+	w.suffix_len = (int)(te - w.suffix);
+	if ((size_t)(colon - t - pt->target) >= sizeof(path) || (size_t)(se - sym) >= sizeof(pattern))
+		return up_spec_fail(err, pt->target, pt->target_len, "too long");
+	memcpy(path, t + pt->target, (size_t)(colon - t - pt->target));
+	path[colon - t - pt->target] = '\0';
+	memcpy(pattern, sym, (size_t)(se - sym));
+	pattern[se - sym] = '\0';
+	w.path = path;
+	w.pattern = pattern;
+	rc = up_sym_elf_open(path, &w.elf);
+	if (rc) {
+		up_spec_fail(err, pt->target, (int)(colon - t) - pt->target, "%s: %s", path,
+			     rc == -ENOEXEC ? "not an x86 ELF file" : strerror(-rc));
+		return rc == -EINVAL ? -EIO : rc;
+	}
+	rc = up_sym_elf_for_each_func(w.elf, glob_one, &w);
+	if (!rc && !st->specs) {
+		up_spec_fail(err, (int)(sym - t), (int)(se - sym),
+			     "no function matches '%s' in %s%s (try: uprobe list %s '%s')", pattern,
+			     path, st->ifuncs ? " but IFUNC resolvers" : "", path, pattern);
+		rc = -ENOENT;
+	}
+	free(w.used.v);
+	up_sym_elf_close(w.elf);
+	return rc;
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+int up_expand(const char *text, up_expand_fn fn, void *ctx, struct up_expand_stats *stats,
+	      struct up_spec_err *err)
+{
+	struct up_expand_stats st = { 0 };
+	struct parts pt;
+	const char *t = text, *colon;
+	char h;
+	int rc;
+
+	if (err) {
+		err->pos = -1;
+		err->len = 1;
+		err->msg[0] = '\0';
+	}
+	split(text, &pt);
+	h = pt.head_len ? t[pt.head] : 0;
+	colon = pt.target_len ? memchr(t + pt.target, ':', (size_t)pt.target_len) : NULL;
+	if (h == 'u' && (pt.head_len == 1 || t[pt.head + 1] == ':')) {
+		rc = expand_usdt(&pt, fn, ctx, &st, err);
+	} else if ((h == 'p' || h == 'r') && (pt.head_len == 1 || t[pt.head + 1] == ':') && colon) {
+		const char *se = colon + 1, *te = t + pt.target + pt.target_len;
+
+		while (se < te && *se != '+' && *se != '%' && *se != '(' && *se != ':')
+			se++;
+		if (has_glob(colon + 1, (size_t)(se - colon - 1)))
+			rc = expand_glob(&pt, colon, fn, ctx, &st, err);
+		else {
+			st.specs = 1;
+			rc = fn(ctx, text);
+		}
+	} else {
+		st.specs = 1;
+		rc = fn(ctx, text);
+	}
+	if (stats)
+		*stats = st;
+	return rc;
+}

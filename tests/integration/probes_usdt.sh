@@ -1,0 +1,78 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# usage: probes_usdt.sh UPROBE USDT_PROG
+# USDT probes of a program built with <sys/sdt.h> (tests/targets/usdt_prog.c):
+#   - `uprobe list --usdt` shows both probes, their semaphores and typed operands;
+#   - u: specs through both backends, ptrace and the kernel's uprobe tracer (with its
+#     (REF_CTR_OFFSET)): the same events, the same argument values ($argN from
+#     registers, memory and a rip-relative symbol), the semaphore set in every round;
+#   - untraced the semaphore is 0; attached to a running process it becomes 1 and
+#     goes back to 0 when uprobe detaches;
+#   - a wrong $argN, provider or name is refused with a caret.
+set -u
+uprobe=$1 prog=$2
+case $prog in missing:*) echo "SKIP: ${prog#missing:}"; exit 77 ;; esac
+tmp=$(mktemp -d)
+trap 'kill $bg 2>/dev/null; rm -rf "$tmp"' EXIT
+bg=
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$uprobe" list --usdt "$prog" >"$tmp/list" || fail "list --usdt exited $?"
+cat "$tmp/list"
+grep -qE '^test:tick 0x[0-9a-f]+\(0x[0-9a-f]+\) \$arg1=%di:s32 \$arg2=\+0\(%si\):s64 \$arg3=\+8\(%si\):u64 \$arg4=%ax:s16$' "$tmp/list" ||
+	fail "test:tick not listed with its semaphore and four typed operands"
+grep -qE '^test:plain 0x[0-9a-f]+\(0x[0-9a-f]+\) \$arg1=@\+0x[0-9a-f]+:s32$' "$tmp/list" ||
+	fail "test:plain not listed with its rip-relative operand"
+
+"$prog" 3 >"$tmp/plain.out"
+grep -q "round 3 sema 0" "$tmp/plain.out" || fail "the semaphore is set with nothing tracing"
+
+# a private copy: the kernel's int3s then land in no other test's process
+cp "$prog" "$tmp/t"
+t=$tmp/t
+run() { # BACKEND OUT
+	"$uprobe" trace -b "$1" -e "u:uptest_kb/tick $t:test:tick i=\$arg1 id=\$arg2 label=+0(\$arg3):string neg=\$arg4" \
+		-e "u:uptest_kb/plain $t:plain" -- "$t" 5 >"$2" 2>"$2.err"
+}
+run ptrace "$tmp/p.out" || { cat "$tmp/p.out.err"; fail "ptrace backend exited $?"; }
+cat "$tmp/p.out"
+grep -c "sema 1" "$tmp/p.out" | grep -qx 5 || fail "ptrace backend: the semaphore is not set in every round"
+grep -q 'tick: (0x[0-9a-f]*) i=3 id=3000 label="alpha" neg=-3$' "$tmp/p.out" ||
+	fail "ptrace backend: test:tick's arguments are wrong"
+grep -q 'plain: (0x[0-9a-f]*) arg1=104$' "$tmp/p.out" || fail "ptrace backend: test:plain's argument is wrong"
+if [ "$(id -u)" = 0 ] && { [ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; } &&
+	[ -w /sys/kernel/tracing/uprobe_events ]; then
+	run kernel "$tmp/k.out" || { cat "$tmp/k.out.err"; fail "kernel backend exited $?"; }
+	norm() { grep -E ': (tick|plain): ' "$1" | sed -E 's/^.*: ((tick|plain): .*)$/\1/; s/0x[0-9a-f]{7,}([0-9a-f]{3})\b/0x...\1/g'; }
+	norm "$tmp/p.out" >"$tmp/p.ev"
+	norm "$tmp/k.out" >"$tmp/k.ev"
+	echo "ptrace backend: $(wc -l <"$tmp/p.ev") events, kernel backend: $(wc -l <"$tmp/k.ev") events"
+	[ "$(wc -l <"$tmp/p.ev")" = 10 ] || fail "expected 10 events"
+	diff -u "$tmp/k.ev" "$tmp/p.ev" || fail "the backends disagree (- kernel, + ptrace)"
+	grep -c "sema 1" "$tmp/k.out" | grep -qx 5 || fail "kernel backend: the semaphore is not set"
+else
+	echo "note: no writable tracefs: the kernel backend is not compared"
+fi
+
+# attach to a running process: the semaphore is 1 only while it is probed
+"$t" 400 25 >"$tmp/bg.out" &
+bg=$!
+sleep 0.3
+timeout -s INT 1 "$uprobe" trace -p $bg -e "u $t:test:tick" >"$tmp/att.out" 2>"$tmp/att.err"
+sleep 0.5
+kill $bg 2>/dev/null
+wait $bg 2>/dev/null
+bg=
+awk '{ print $4 }' "$tmp/bg.out" | uniq -c | tr -s ' ' >"$tmp/runs"
+echo "semaphore over the rounds (count value): $(tr '\n' ';' <"$tmp/runs")"
+[ "$(awk '{ print $2 }' "$tmp/runs" | tr -d '\n')" = 010 ] ||
+	fail "expected the semaphore 0, then 1 while attached, then 0 again"
+grep -q "tick: " "$tmp/att.out" || fail "no event while attached"
+
+# refusals, with a caret
+"$uprobe" trace -e "u $t:test:tick x=\$arg5" -- true >/dev/null 2>"$tmp/e1" && fail "\$arg5 accepted"
+cat "$tmp/e1"
+grep -q 'test:tick has 4 arguments' "$tmp/e1" && grep -q '^ *\^~~~~$' "$tmp/e1" || fail "no caret for \$arg5"
+"$uprobe" trace -e "u $t:test:nosuch" -- true >/dev/null 2>"$tmp/e2" && fail "a missing probe accepted"
+grep -q 'no USDT probe test:nosuch' "$tmp/e2" || { cat "$tmp/e2"; fail "missing probe: no clear error"; }
+echo PASS

@@ -1,0 +1,24 @@
+# The probes people already have (issue 20): USDT probes (SDT notes, with semaphores),
+# wildcard symbols and DWARF variables, each checked against the kernel's own uprobe
+# tracer (--backend kernel) where tracefs is there.  Included by tests/CMakeLists.txt.
+
+include(CheckIncludeFile)
+check_include_file(sys/sdt.h UPROBE_HAVE_SDT_H)
+
+if(UPROBE_HAVE_SDT_H)
+  add_executable(usdt_prog ${CMAKE_CURRENT_LIST_DIR}/targets/usdt_prog.c)
+  set_target_properties(usdt_prog PROPERTIES
+    RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/targets
+    COMPILE_OPTIONS "-O2;-g;-Wall")
+  set(_usdt_prog $<TARGET_FILE:usdt_prog>)
+else()
+  # the test says why it skips
+  set(_usdt_prog "missing:sys/sdt.h (apt-get install systemtap-sdt-dev)")
+endif()
+
+add_test(NAME probes.usdt
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/probes_usdt.sh ${UPROBE_BIN} ${_usdt_prog})
+add_test(NAME probes.usdt.python
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/probes_python.sh ${UPROBE_BIN})
+set_tests_properties(probes.usdt probes.usdt.python PROPERTIES SKIP_RETURN_CODE 77
+  RESOURCE_LOCK uprobe_tracefs_uptest_kb TIMEOUT 120)
