@@ -22,3 +22,8 @@ add_test(NAME probes.usdt.python
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/probes_python.sh ${UPROBE_BIN})
 set_tests_properties(probes.usdt probes.usdt.python PROPERTIES SKIP_RETURN_CODE 77
   RESOURCE_LOCK uprobe_tracefs_uptest_kb TIMEOUT 120)
+
+add_test(NAME probes.glob
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/probes_glob.sh ${UPROBE_BIN})
+set_tests_properties(probes.glob PROPERTIES SKIP_RETURN_CODE 77
+  RESOURCE_LOCK uprobe_tracefs_uptest_kb TIMEOUT 180)

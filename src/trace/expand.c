@@ -358,39 +358,79 @@ struct glob_walk {
 	const char *suffix;  /* "%return" or "", as written */
 	int suffix_len;
 	bool is_return;
-	uint64_t last;	     /* the address probed last (aliases come in a row) */
-	bool any;
+	uint64_t *ifuncs;    /* addresses of IFUNC symbols, sorted: every name there is a
+				resolver's (glibc's local strlen_ifunc is strlen's) */
+	size_t nifuncs, capifuncs;
+	/* the matching names of the address being walked: the best one is probed */
+	char best[256];
+	int best_score;
+	uint64_t best_value;
+	bool pending;
 	struct names used;
 	struct up_expand_stats *st;
 	up_expand_fn fn;
 	void *ctx;
 };
 
-static int glob_one(const struct up_sym *sym, void *arg)
+static int ifunc_one(const struct up_sym *sym, void *arg)
 {
 	struct glob_walk *w = arg;
+
+	if (!sym->ifunc || (w->nifuncs && w->ifuncs[w->nifuncs - 1] == sym->value))
+		return 0;
+	if (w->nifuncs == w->capifuncs) {
+		size_t cap = w->capifuncs ? w->capifuncs * 2 : 64;
+		uint64_t *nv = realloc(w->ifuncs, cap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		w->ifuncs = nv;
+		w->capifuncs = cap;
+	}
+	w->ifuncs[w->nifuncs++] = sym->value; /* the walk is by address: sorted */
+	return 0;
+}
+
+static bool is_resolver(const struct glob_walk *w, uint64_t addr)
+{
+	size_t lo = 0, hi = w->nifuncs;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (w->ifuncs[mid] == addr)
+			return true;
+		if (w->ifuncs[mid] < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+/* Of several names of one address, the one people call it by: a global one, with
+   the fewest leading underscores, the shortest ("malloc", not "__GI___libc_malloc"). */
+static int name_score(const struct up_sym *sym)
+{
+	int u = 0;
+
+	while (sym->name[u] == '_' && u < 3)
+		u++;
+	return (sym->global ? 0 : 4000) + u * 1000 + (int)strnlen(sym->name, 999);
+}
+
+static int glob_emit(struct glob_walk *w)
+{
 	const struct parts *pt = w->pt;
 	char ev[UP_SPEC_NAME_MAX + 1];
 	struct sbuf b = { 0 };
 	uint64_t foff;
 	int rc;
 
-	if (fnmatch(w->pattern, sym->name, 0))
+	w->pending = false;
+	if (up_sym_elf_vaddr_to_offset(w->elf, w->best_value + w->off, &foff))
 		return 0;
-	w->st->matched++;
-	if (sym->ifunc) {
-		w->st->ifuncs++;
-		return 0;
-	}
-	if (w->any && sym->value == w->last) {
-		w->st->aliases++;
-		return 0;
-	}
-	if (up_sym_elf_vaddr_to_offset(w->elf, sym->value + w->off, &foff))
-		return 0;
-	w->any = true;
-	w->last = sym->value;
-	rc = names_take(&w->used, sym->name, ev);
+	rc = names_take(&w->used, w->best, ev);
 	if (rc)
 		return rc;
 	sb_printf(&b, "%c:%s/%s %s:0x%" PRIx64, w->is_return ? 'r' : 'p', pt->group, ev, w->path,
@@ -405,6 +445,35 @@ static int glob_one(const struct up_sym *sym, void *arg)
 	rc = w->fn(w->ctx, b.s);
 	free(b.s);
 	return rc;
+}
+
+static int glob_one(const struct up_sym *sym, void *arg)
+{
+	struct glob_walk *w = arg;
+	int score, rc;
+
+	if (fnmatch(w->pattern, sym->name, 0))
+		return 0;
+	w->st->matched++;
+	if (sym->ifunc || is_resolver(w, sym->value)) {
+		w->st->ifuncs++;
+		return 0;
+	}
+	score = name_score(sym);
+	if (w->pending && sym->value == w->best_value) {
+		w->st->aliases++;
+		if (score >= w->best_score)
+			return 0;
+	} else if (w->pending) {
+		rc = glob_emit(w); /* the walk is by address: that one is complete */
+		if (rc)
+			return rc;
+	}
+	snprintf(w->best, sizeof(w->best), "%s", sym->name);
+	w->best_score = score;
+	w->best_value = sym->value;
+	w->pending = true;
+	return 0;
 }
 
 static int expand_glob(struct parts *pt, const char *colon, up_expand_fn fn, void *ctx,
@@ -451,7 +520,11 @@ static int expand_glob(struct parts *pt, const char *colon, up_expand_fn fn, voi
 			     rc == -ENOEXEC ? "not an x86 ELF file" : strerror(-rc));
 		return rc == -EINVAL ? -EIO : rc;
 	}
-	rc = up_sym_elf_for_each_func(w.elf, glob_one, &w);
+	rc = up_sym_elf_for_each_func(w.elf, ifunc_one, &w);
+	if (!rc)
+		rc = up_sym_elf_for_each_func(w.elf, glob_one, &w);
+	if (!rc && w.pending)
+		rc = glob_emit(&w);
 	if (!rc && !st->specs) {
 		up_spec_fail(err, (int)(sym - t), (int)(se - sym),
 			     "no function matches '%s' in %s%s (try: uprobe list %s '%s')", pattern,
@@ -459,6 +532,7 @@ static int expand_glob(struct parts *pt, const char *colon, up_expand_fn fn, voi
 		rc = -ENOENT;
 	}
 	free(w.used.v);
+	free(w.ifuncs);
 	up_sym_elf_close(w.elf);
 	return rc;
 }
@@ -481,6 +555,21 @@ int up_expand(const char *text, up_expand_fn fn, void *ctx, struct up_expand_sta
 	}
 	split(text, &pt);
 	h = pt.head_len ? t[pt.head] : 0;
+	if ((h == 'p' || h == 'r' || h == 'u') && pt.head_len > 2 && t[pt.head + 1] == ':' &&
+	    t[pt.head + 2] == '/') {
+		/* bpftrace's way, "p:/PATH:FUNC": a path is no event name; the same as
+		   "p /PATH:FUNC" */
+		size_t n = strlen(text);
+		char *copy = malloc(n + 1);
+
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, text, n + 1);
+		copy[pt.head + 1] = ' ';
+		rc = up_expand(copy, fn, ctx, stats, err);
+		free(copy);
+		return rc;
+	}
 	colon = pt.target_len ? memchr(t + pt.target, ':', (size_t)pt.target_len) : NULL;
 	if (h == 'u' && (pt.head_len == 1 || t[pt.head + 1] == ':')) {
 		rc = expand_usdt(&pt, fn, ctx, &st, err);

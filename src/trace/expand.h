@@ -13,9 +13,11 @@
  *   wildcards  p|r[:GRP/[*]] PATH:GLOB[+OFF][%return] [FETCHARGS]
  *              -> one spec per function whose name matches the glob (fnmatch), named
  *              after it (characters an event name cannot hold become '_').  Aliases
- *              (one address, several names) give one spec, under the first name of
- *              `uprobe list`'s order; IFUNC resolvers are left out (each runs once,
- *              when the dynamic linker binds the symbol).
+ *              (one address, several names) give one spec, under the name people
+ *              call it by (a global one, fewest leading '_', shortest: malloc, not
+ *              __GI___libc_malloc); IFUNC resolvers, and every name at a resolver's
+ *              address (glibc's local strlen_ifunc), are left out: each runs once,
+ *              when the dynamic linker binds the symbol.
  *   DWARF      see trace/dwarf.h: PATH:FUNC with variable names, PATH:FILE:LINE,
  *              PATH:FUNC:LINE.
  *
