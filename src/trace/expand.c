@@ -556,7 +556,7 @@ int up_expand(const char *text, up_expand_fn fn, void *ctx, struct up_expand_sta
 	split(text, &pt);
 	h = pt.head_len ? t[pt.head] : 0;
 	if ((h == 'p' || h == 'r' || h == 'u') && pt.head_len > 2 && t[pt.head + 1] == ':' &&
-	    t[pt.head + 2] == '/') {
+	    t[pt.head + 2] == '/' && memchr(t + pt.head + 2, ':', (size_t)pt.head_len - 2)) {
 		/* bpftrace's way, "p:/PATH:FUNC": a path is no event name; the same as
 		   "p /PATH:FUNC" */
 		size_t n = strlen(text);
