@@ -27,3 +27,17 @@ add_test(NAME probes.glob
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/probes_glob.sh ${UPROBE_BIN})
 set_tests_properties(probes.glob PROPERTIES SKIP_RETURN_CODE 77
   RESOURCE_LOCK uprobe_tracefs_uptest_kb TIMEOUT 180)
+
+# DWARF: one program at -O0 (variables on the stack) and at -O2 (in registers, or
+# optimized out)
+foreach(_o 0 2)
+  add_executable(dwarf_prog_O${_o} ${CMAKE_CURRENT_LIST_DIR}/targets/dwarf_prog.c)
+  set_target_properties(dwarf_prog_O${_o} PROPERTIES
+    RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/targets
+    COMPILE_OPTIONS "-O${_o};-g;-Wall")
+endforeach()
+add_test(NAME probes.dwarf
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/probes_dwarf.sh ${UPROBE_BIN}
+    $<TARGET_FILE:dwarf_prog_O0> $<TARGET_FILE:dwarf_prog_O2>)
+set_tests_properties(probes.dwarf PROPERTIES SKIP_RETURN_CODE 77
+  RESOURCE_LOCK uprobe_tracefs_uptest_kb TIMEOUT 120)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Spec expansion: the u: (USDT) form and wildcard symbols turned into the kernel's
- * p:/r: specs (see expand.h).  It owns only
+ * Spec expansion: the u: (USDT) form, wildcard symbols and DWARF variables and lines
+ * turned into the kernel's p:/r: specs (see expand.h).  It owns only
  * text: it reads files' notes and symbols, never a process, and never prints.
  */
 #include "trace/expand.h"
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sym/dwarf.h"
 #include "sym/sym.h"
 #include "sym/usdt.h"
 
@@ -537,6 +538,225 @@ static int expand_glob(struct parts *pt, const char *colon, up_expand_fn fn, voi
 	return rc;
 }
 
+/* ---- DWARF -------------------------------------------------------------------------------- */
+
+static bool ident_char(char ch, bool first)
+{
+	return isalpha((unsigned char)ch) || ch == '_' || (!first && isdigit((unsigned char)ch));
+}
+
+/* A fetch arg [s, e) naming a variable ("n", "req->name", "sz=req->size:u32"): the
+   kernel's fetches start with one of % @ $ + - \ instead. */
+static int var_start(const char *t, int s, int e)
+{
+	int v = s;
+
+	while (v < e && ident_char(t[v], v == s))
+		v++;
+	if (v < e && t[v] == '=')
+		s = v + 1;
+	return s < e && ident_char(t[s], true) ? s : -1;
+}
+
+static bool wants_dwarf(const struct parts *pt, const char *colon)
+{
+	const char *t = pt->text, *te = t + pt->target + pt->target_len;
+	const char *c2 = memchr(colon + 1, ':', (size_t)(te - colon - 1));
+	int i = pt->rest;
+
+	if (c2) /* PATH:FILE:LINE, PATH:FUNC:LINE */
+		return c2 + 1 < te && isdigit((unsigned char)c2[1]);
+	if (isdigit((unsigned char)colon[1]) || memchr(colon, '+', (size_t)(te - colon)))
+		return false;
+	while (i < pt->rest_end) {
+		int s, e;
+
+		while (i < pt->rest_end && up_spec_is_blank(t[i]))
+			i++;
+		for (s = i; i < pt->rest_end && !up_spec_is_blank(t[i]); i++)
+			;
+		e = i;
+		if (e > s && var_start(t, s, e) >= 0)
+			return true;
+	}
+	return false;
+}
+
+struct dsites {
+	struct up_dwarf_site v[64];
+	int n;
+};
+
+static int keep_site(void *ctx, const struct up_dwarf_site *s)
+{
+	struct dsites *ds = ctx;
+
+	if (ds->n < (int)(sizeof(ds->v) / sizeof(ds->v[0])))
+		ds->v[ds->n++] = *s;
+	return 0;
+}
+
+/* One fetch arg [s, e) at site: a variable compiled, anything else as written. */
+static int dwarf_arg(const struct parts *pt, int s, int e, struct up_dwarf *d,
+		     const struct up_dwarf_site *site, struct sbuf *b, struct up_spec_err *err)
+{
+	const char *t = pt->text;
+	int v = var_start(t, s, e), x, te;
+	char expr[256], fetch[320], why[200], name[UP_SPEC_ARG_NAME_MAX + 1];
+	const char *type = NULL;
+	int rc, errpos, nl = 0;
+
+	sb_put(b, " ", 1);
+	if (v < 0) {
+		sb_put(b, t + s, (size_t)(e - s));
+		return 0;
+	}
+	for (te = v; te < e && t[te] != ':'; te++)
+		;
+	if (te < e)
+		type = t + te + 1; /* the user's :TYPE wins */
+	if (te - v >= (int)sizeof(expr))
+		return up_spec_fail(err, v, te - v, "too long");
+	memcpy(expr, t + v, (size_t)(te - v));
+	expr[te - v] = '\0';
+	rc = up_dwarf_fetch(d, site->vaddr, expr, fetch, sizeof(fetch), why, sizeof(why), &errpos);
+	if (rc) {
+		up_spec_fail(err, v + errpos, te - v - errpos, "'%s' at %s (%s:%d, 0x%" PRIx64 "): %s",
+			     expr, site->func, site->file, site->line, site->vaddr, why);
+		return rc == -ENOMEM ? rc : -EINVAL;
+	}
+	if (v > s) { /* NAME= given */
+		sb_put(b, t + s, (size_t)(v - s));
+	} else { /* named after the expression: req->name is req_name */
+		for (x = 0; expr[x] && nl < UP_SPEC_ARG_NAME_MAX; x++) {
+			if (ident_char(expr[x], false))
+				name[nl++] = expr[x];
+			else if (nl && name[nl - 1] != '_')
+				name[nl++] = '_';
+		}
+		name[nl] = '\0';
+		sb_printf(b, "%s=", name);
+	}
+	if (type) {
+		char *colon = strrchr(fetch, ':');
+
+		if (colon)
+			*colon = '\0';
+		sb_printf(b, "%s:%.*s", fetch, (int)(t + e - type), type);
+	} else {
+		sb_put(b, fetch, strlen(fetch));
+	}
+	return 0;
+}
+
+static int expand_dwarf(struct parts *pt, const char *colon, up_expand_fn fn, void *ctx,
+			struct up_expand_stats *st, struct up_spec_err *err)
+{
+	const char *t = pt->text, *te = t + pt->target + pt->target_len;
+	const char *c2 = memchr(colon + 1, ':', (size_t)(te - colon - 1));
+	const char *ae = c2 ? c2 : te;
+	char path[4096], what[256], given[UP_SPEC_NAME_MAX + 1];
+	struct dsites *ds = calloc(1, sizeof(*ds));
+	struct names used = { 0 };
+	struct up_dwarf *d = NULL;
+	bool has_event;
+	int rc, line = 0;
+
+	if (!ds)
+		return -ENOMEM;
+	rc = parse_head(pt, false, err);
+	if (rc)
+		goto out;
+	has_event = event_given(pt, given);
+	if (t[pt->head] == 'r' || memmem(t + pt->target, (size_t)pt->target_len, "%return", 7)) {
+		rc = up_spec_fail(err, pt->head, 1, "variables are fetched where a probe is placed: "
+						   "not in a return probe (r:), which fetches $retval");
+		goto out;
+	}
+	if ((size_t)(colon - t - pt->target) >= sizeof(path) || (size_t)(ae - colon - 1) >= sizeof(what)) {
+		rc = up_spec_fail(err, pt->target, pt->target_len, "too long");
+		goto out;
+	}
+	memcpy(path, t + pt->target, (size_t)(colon - t - pt->target));
+	path[colon - t - pt->target] = '\0';
+	memcpy(what, colon + 1, (size_t)(ae - colon - 1));
+	what[ae - colon - 1] = '\0';
+	rc = up_dwarf_open(path, &d);
+	if (rc) {
+		up_spec_fail(err, pt->target, (int)(colon - t) - pt->target, "%s: %s", path,
+			     rc == -ENODATA ? "no debug information (DWARF) in it or in a debug "
+					      "file (build-id, .gnu_debuglink)"
+			     : rc == -ENOEXEC ? "not an x86 ELF file"
+					      : strerror(-rc));
+		rc = rc == -ENODATA ? -EINVAL : rc == -EINVAL ? -EIO : rc;
+		goto out;
+	}
+	if (c2) {
+		char *end;
+		bool is_file = strchr(what, '.') || strchr(what, '/');
+
+		line = (int)strtol(c2 + 1, &end, 10);
+		if (end != te || line <= 0) {
+			rc = up_spec_fail(err, (int)(c2 - t) + 1, (int)(te - c2) - 1,
+					  "expected a line number");
+			goto out;
+		}
+		rc = up_dwarf_line_sites(d, is_file ? what : NULL, is_file ? NULL : what, line,
+					 keep_site, ds);
+		if (rc == -ENOENT)
+			up_spec_fail(err, (int)(colon - t) + 1, (int)(te - colon) - 1,
+				     is_file ? "no code for line %d of %s" :
+				     "no code %d lines into function %s", line, what);
+	} else {
+		rc = up_dwarf_func_site(d, what, &ds->v[0]);
+		ds->n = rc ? 0 : 1;
+		if (rc == -ENOENT)
+			up_spec_fail(err, (int)(colon - t) + 1, (int)(ae - colon) - 1,
+				     "no function '%s' in the debug information of %s", what, path);
+	}
+	if (rc)
+		goto out;
+	for (int k = 0; k < ds->n && !rc; k++) {
+		const struct up_dwarf_site *site = &ds->v[k];
+		char ev[UP_SPEC_NAME_MAX + 1], base[UP_SPEC_NAME_MAX + 1];
+		struct sbuf b = { 0 };
+		int i = pt->rest;
+
+		if (has_event)
+			snprintf(base, sizeof(base), "%s", given);
+		else if (c2)
+			snprintf(base, sizeof(base), "%.48s_L%d", site->func, site->line);
+		else
+			snprintf(base, sizeof(base), "%s", site->func);
+		rc = names_take(&used, base, ev);
+		if (rc)
+			break;
+		sb_printf(&b, "p:%s/%s %s:0x%" PRIx64, pt->group, ev, path, site->offset);
+		while (!rc && i < pt->rest_end) {
+			int s;
+
+			while (i < pt->rest_end && up_spec_is_blank(t[i]))
+				i++;
+			for (s = i; i < pt->rest_end && !up_spec_is_blank(t[i]); i++)
+				;
+			if (i > s)
+				rc = dwarf_arg(pt, s, i, d, site, &b, err);
+		}
+		if (!rc && b.oom)
+			rc = -ENOMEM;
+		if (!rc) {
+			st->specs++;
+			rc = fn(ctx, b.s);
+		}
+		free(b.s);
+	}
+out:
+	free(used.v);
+	free(ds);
+	up_dwarf_close(d);
+	return rc;
+}
+
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
 int up_expand(const char *text, up_expand_fn fn, void *ctx, struct up_expand_stats *stats,
@@ -580,6 +800,8 @@ int up_expand(const char *text, up_expand_fn fn, void *ctx, struct up_expand_sta
 			se++;
 		if (has_glob(colon + 1, (size_t)(se - colon - 1)))
 			rc = expand_glob(&pt, colon, fn, ctx, &st, err);
+		else if (wants_dwarf(&pt, colon))
+			rc = expand_dwarf(&pt, colon, fn, ctx, &st, err);
 		else {
 			st.specs = 1;
 			rc = fn(ctx, text);

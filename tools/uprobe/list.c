@@ -10,6 +10,12 @@
  * With --usdt, the USDT probes (SDT notes) instead, one per site:
  *
  *	<provider>:<name> 0x<file offset>[(0x<semaphore's file offset>)] $arg1=FETCH:TYPE ...
+ *
+ * With --vars FILE WHERE (WHERE a function, FILE.c:LINE or FUNC:LINE as probe specs
+ * take them), the variables debug information names at each probe address:
+ *
+ *	<func> @ 0x<file offset> (<source>:<line>)
+ *	    <C type> <name>  <fetch:type> | (why it cannot be fetched there)
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -17,9 +23,11 @@
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "sym/dwarf.h"
 #include "sym/sym.h"
 #include "sym/usdt.h"
 
@@ -34,6 +42,7 @@ static void list_usage(FILE *out)
 	fprintf(out,
 		"usage: uprobe list FILE [PATTERN]\n"
 		"       uprobe list --usdt FILE [PATTERN]\n"
+		"       uprobe list --vars FILE FUNC|SRC.c:LINE|FUNC:LINE\n"
 		"\n"
 		"Lists the function symbols of FILE (.symtab and .dynsym), sorted by address,\n"
 		"one per line:\n"
@@ -51,8 +60,15 @@ static void list_usage(FILE *out)
 		"each $argN as a u: spec's fetch arguments take it (the note's operand, typed\n"
 		"by its size and sign).\n"
 		"\n"
+		"With --vars, the parameters and local variables that debug information\n"
+		"(DWARF) names where a probe on FUNC (past its prologue when built without\n"
+		"optimization), on a source line, or on a line of FUNC (relative, as perf\n"
+		"probe's FUNC:N) would be placed: their C type, name, and the fetch a probe\n"
+		"spec naming them uses, or why they cannot be read there (optimized out).\n"
+		"\n"
 		"options:\n"
 		"  -u, --usdt   list USDT probes\n"
+		"  -V, --vars   list variables at a probe point\n"
 		"  -h, --help   this help\n"
 		"\n"
 		"exit status: 0 when something was listed, 1 when no function matched, 2 for\n"
@@ -123,27 +139,85 @@ static int list_usdt(const char *path, const char *pattern)
 	return CLI_OK;
 }
 
+static int var_one(void *ctx, const char *type, const char *name, const char *fetch,
+		   const char *why)
+{
+	(void)ctx;
+	printf("    %-24s %-16s %s%s%s\n", type, name, fetch ? fetch : "(", fetch ? "" : why,
+	       fetch ? "" : ")");
+	return 0;
+}
+
+static int site_vars(void *ctx, const struct up_dwarf_site *s)
+{
+	printf("%s @ 0x%" PRIx64 " (%s:%d)\n", s->func, s->offset, s->file, s->line);
+	return up_dwarf_for_each_var(ctx, s->vaddr, var_one, NULL);
+}
+
+static int list_vars(const char *path, const char *where)
+{
+	const char *colon = strchr(where, ':');
+	struct up_dwarf *d;
+	int rc = up_dwarf_open(path, &d);
+
+	if (rc) {
+		cli_err("list", "%s: %s", path,
+			rc == -ENODATA ? "no debug information (DWARF), nor a debug file for it"
+			: rc == -ENOEXEC ? "not an x86 ELF file" : strerror(-rc));
+		return CLI_USAGE;
+	}
+	if (colon) {
+		char what[256];
+		bool is_file;
+
+		snprintf(what, sizeof(what), "%.*s", (int)(colon - where), where);
+		is_file = strchr(what, '.') || strchr(what, '/');
+		rc = up_dwarf_line_sites(d, is_file ? what : NULL, is_file ? NULL : what,
+					 atoi(colon + 1), site_vars, d);
+	} else {
+		struct up_dwarf_site s;
+
+		rc = up_dwarf_func_site(d, where, &s);
+		if (!rc)
+			rc = site_vars(d, &s);
+	}
+	up_dwarf_close(d);
+	if (rc == -ENOENT) {
+		cli_err("list", "%s: no code for '%s' in its debug information", path, where);
+		return CLI_FAIL;
+	}
+	if (rc || fflush(stdout) == EOF) {
+		cli_err("list", "%s: %s", path, rc ? strerror(-rc) : "writing the output failed");
+		return CLI_FAIL;
+	}
+	return CLI_OK;
+}
+
 static int run_list(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' },
 		{ "usdt", no_argument, NULL, 'u' },
+		{ "vars", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const struct cli_cmd *cmd = &cli_cmd_list;
 	struct list l = { 0 };
 	const char *path;
 	int opt, err, ret = CLI_OK;
-	bool usdt = false;
+	bool usdt = false, vars = false;
 
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, ":hu", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":huV", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'h':
 			list_usage(stdout);
 			return CLI_OK;
 		case 'u':
 			usdt = true;
+			break;
+		case 'V':
+			vars = true;
 			break;
 		default:
 			return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
@@ -158,6 +232,11 @@ static int run_list(int argc, char **argv)
 		l.pattern = argv[optind + 1];
 	if (usdt)
 		return list_usdt(path, l.pattern);
+	if (vars) {
+		if (!l.pattern)
+			return cli_usage_error(cmd, "--vars needs FILE and FUNC, SRC.c:LINE or FUNC:LINE");
+		return list_vars(path, l.pattern);
+	}
 
 	l.elf = cli_open_elf(cmd->name, path);
 	if (!l.elf)
@@ -185,7 +264,7 @@ static int run_list(int argc, char **argv)
 const struct cli_cmd cli_cmd_list = {
 	.name = "list",
 	.run = run_list,
-	.synopsis = "list [--usdt] FILE [PATTERN]",
+	.synopsis = "list [--usdt] FILE [PATTERN] | list --vars FILE WHERE",
 	.summary = "list the functions of a binary or library, with file offsets",
 	.usage = list_usage,
 };
