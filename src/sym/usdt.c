@@ -15,8 +15,8 @@
  *     compiler chose for the "nor" asm constraint (so: a register, a constant, or a
  *     base+offset memory reference, rip-relative ones naming a symbol).
  *
- * It owns the file's notes, copied out of libelf so that the file can be closed at
- * once.  It never prints, never exits and never writes to the file.
+ * It owns the file's notes, copied out of libelf (each string its own allocation)
+ * so that the file can be closed at once.  It never prints, never exits and never writes to the file.
  */
 #include "sym/usdt.h"
 
@@ -38,8 +38,6 @@
 struct up_usdt_file {
 	struct up_usdt_probe *probes;
 	size_t n, cap;
-	char *strings; /* every probe's provider, name and args_text */
-	size_t slen, scap;
 };
 
 struct reg_name {
@@ -264,27 +262,6 @@ static bool vaddr_to_offset(Elf *elf, uint64_t vaddr, uint64_t *off)
 	return false;
 }
 
-static const char *keep_string(struct up_usdt_file *f, const char *s, size_t len)
-{
-	/* offsets, not pointers, while the buffer grows: fixed up at the end */
-	if (f->slen + len + 1 > f->scap) {
-		size_t cap = f->scap ? f->scap * 2 : 4096;
-		char *ns;
-
-		while (cap < f->slen + len + 1)
-			cap *= 2;
-		ns = realloc(f->strings, cap);
-		if (!ns)
-			return NULL;
-		f->strings = ns;
-		f->scap = cap;
-	}
-	memcpy(f->strings + f->slen, s, len);
-	f->strings[f->slen + len] = '\0';
-	f->slen += len + 1;
-	return (const char *)(uintptr_t)(f->slen - len - 1 + 1); /* +1: never NULL */
-}
-
 static void parse_args(struct up_usdt_probe *p, struct reader *r)
 {
 	const char *s = p->args_text;
@@ -361,12 +338,12 @@ static int add_note(struct up_usdt_file *f, Elf *elf, const char *desc, size_t l
 		p->offset = p->vaddr; /* a relocatable object: no segments */
 	if (p->sema_vaddr && !vaddr_to_offset(elf, p->sema_vaddr, &p->sema_offset))
 		p->sema_offset = p->sema_vaddr;
-	p->provider = keep_string(f, prov, strlen(prov));
-	p->name = keep_string(f, name, strlen(name));
-	p->args_text = keep_string(f, args, strlen(args));
+	f->n++; /* from here, up_usdt_close frees its strings */
+	p->provider = strdup(prov);
+	p->name = strdup(name);
+	p->args_text = strdup(args);
 	if (!p->provider || !p->name || !p->args_text)
 		return -ENOMEM;
-	f->n++;
 	return 0;
 }
 
@@ -431,15 +408,8 @@ int up_usdt_open(const char *path, struct up_usdt_file **out)
 	}
 	if (rc)
 		goto out;
-	/* the strings' offsets become pointers, now that the buffer stays */
-	for (size_t i = 0; i < f->n; i++) {
-		struct up_usdt_probe *p = &f->probes[i];
-
-		p->provider = f->strings + ((uintptr_t)p->provider - 1);
-		p->name = f->strings + ((uintptr_t)p->name - 1);
-		p->args_text = f->strings + ((uintptr_t)p->args_text - 1);
-		parse_args(p, &r);
-	}
+	for (size_t i = 0; i < f->n; i++)
+		parse_args(&f->probes[i], &r);
 out:
 	up_sym_elf_close(r.syms);
 	elf_end(r.elf);
@@ -456,8 +426,12 @@ void up_usdt_close(struct up_usdt_file *f)
 {
 	if (!f)
 		return;
+	for (size_t i = 0; i < f->n; i++) {
+		free((char *)f->probes[i].provider);
+		free((char *)f->probes[i].name);
+		free((char *)f->probes[i].args_text);
+	}
 	free(f->probes);
-	free(f->strings);
 	free(f);
 }
 

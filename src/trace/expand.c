@@ -19,6 +19,24 @@
 #include "sym/sym.h"
 #include "sym/usdt.h"
 
+/* Makes room for need elements of elem bytes in *v (capacity *cap, doubled). */
+static int grow(void *v, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap = *cap ? *cap : 16;
+	void *nv;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	nv = realloc(*(void **)v, ncap * elem);
+	if (!nv)
+		return -ENOMEM;
+	*(void **)v = nv;
+	*cap = ncap;
+	return 0;
+}
+
 /* A growing string; oom set once an append failed. */
 struct sbuf {
 	char *s;
@@ -28,21 +46,9 @@ struct sbuf {
 
 static void sb_put(struct sbuf *b, const char *s, size_t n)
 {
-	if (b->oom)
+	if (b->oom || grow(&b->s, &b->cap, b->len + n + 1, 1)) {
+		b->oom = true;
 		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 256;
-		char *ns;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		ns = realloc(b->s, cap);
-		if (!ns) {
-			b->oom = true;
-			return;
-		}
-		b->s = ns;
-		b->cap = cap;
 	}
 	memcpy(b->s + b->len, s, n);
 	b->len += n;
@@ -63,6 +69,20 @@ __attribute__((format(printf, 2, 3))) static void sb_printf(struct sbuf *b, cons
 		return;
 	}
 	sb_put(b, tmp, (size_t)n);
+}
+
+/* A spec made: counted and handed on (b is released). */
+static int emit(struct sbuf *b, up_expand_fn fn, void *ctx, struct up_expand_stats *st)
+{
+	int rc = -ENOMEM;
+
+	if (!b->oom) {
+		st->specs++;
+		rc = fn(ctx, b->s);
+	}
+	free(b->s);
+	memset(b, 0, sizeof(*b));
+	return rc;
 }
 
 /* Event names already made by one expansion, to make each unique. */
@@ -96,15 +116,8 @@ static int names_take(struct names *ns, const char *base, char out[UP_SPEC_NAME_
 	snprintf(out, UP_SPEC_NAME_MAX + 1, "%s", clean);
 	for (unsigned k = 1; names_has(ns, out); k++)
 		snprintf(out, UP_SPEC_NAME_MAX + 1, "%s_%u", clean, k);
-	if (ns->n == ns->cap) {
-		size_t cap = ns->cap ? ns->cap * 2 : 64;
-		void *nv = realloc(ns->v, cap * sizeof(*ns->v));
-
-		if (!nv)
-			return -ENOMEM;
-		ns->v = nv;
-		ns->cap = cap;
-	}
+	if (grow(&ns->v, &ns->cap, ns->n + 1, sizeof(*ns->v)))
+		return -ENOMEM;
 	memcpy(ns->v[ns->n++], out, UP_SPEC_NAME_MAX + 1);
 	return 0;
 }
@@ -329,12 +342,8 @@ static int expand_usdt(struct parts *pt, up_expand_fn fn, void *ctx, struct up_e
 		if (pr->sema_offset)
 			sb_printf(&b, "(0x%" PRIx64 ")", pr->sema_offset);
 		rc = usdt_args(pt, pr, &b, err);
-		if (!rc && b.oom)
-			rc = -ENOMEM;
-		if (!rc) {
-			st->specs++;
-			rc = fn(ctx, b.s);
-		}
+		if (!rc)
+			rc = emit(&b, fn, ctx, st);
 		free(b.s);
 	}
 	if (!rc && !st->specs) {
@@ -379,15 +388,8 @@ static int ifunc_one(const struct up_sym *sym, void *arg)
 
 	if (!sym->ifunc || (w->nifuncs && w->ifuncs[w->nifuncs - 1] == sym->value))
 		return 0;
-	if (w->nifuncs == w->capifuncs) {
-		size_t cap = w->capifuncs ? w->capifuncs * 2 : 64;
-		uint64_t *nv = realloc(w->ifuncs, cap * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		w->ifuncs = nv;
-		w->capifuncs = cap;
-	}
+	if (grow(&w->ifuncs, &w->capifuncs, w->nifuncs + 1, sizeof(*w->ifuncs)))
+		return -ENOMEM;
 	w->ifuncs[w->nifuncs++] = sym->value; /* the walk is by address: sorted */
 	return 0;
 }
@@ -438,14 +440,7 @@ static int glob_emit(struct glob_walk *w)
 		  foff);
 	sb_put(&b, w->suffix, (size_t)w->suffix_len);
 	sb_put(&b, pt->text + pt->rest, (size_t)(pt->rest_end - pt->rest));
-	if (b.oom) {
-		free(b.s);
-		return -ENOMEM;
-	}
-	w->st->specs++;
-	rc = w->fn(w->ctx, b.s);
-	free(b.s);
-	return rc;
+	return emit(&b, w->fn, w->ctx, w->st);
 }
 
 static int glob_one(const struct up_sym *sym, void *arg)
@@ -742,12 +737,8 @@ static int expand_dwarf(struct parts *pt, const char *colon, up_expand_fn fn, vo
 			if (i > s)
 				rc = dwarf_arg(pt, s, i, d, site, &b, err);
 		}
-		if (!rc && b.oom)
-			rc = -ENOMEM;
-		if (!rc) {
-			st->specs++;
-			rc = fn(ctx, b.s);
-		}
+		if (!rc)
+			rc = emit(&b, fn, ctx, st);
 		free(b.s);
 	}
 out:
