@@ -41,3 +41,6 @@ add_test(NAME probes.dwarf
     $<TARGET_FILE:dwarf_prog_O0> $<TARGET_FILE:dwarf_prog_O2>)
 set_tests_properties(probes.dwarf PROPERTIES SKIP_RETURN_CODE 77
   RESOURCE_LOCK uprobe_tracefs_uptest_kb TIMEOUT 120)
+
+# USDT operand strings, unit by unit
+uprobe_unit(test_usdt)
