@@ -11,13 +11,24 @@ if(UPROBE_HAVE_SDT_H)
     RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/targets
     COMPILE_OPTIONS "-O2;-g;-Wall")
   set(_usdt_prog $<TARGET_FILE:usdt_prog>)
+  # a library's probe, found through the program that needs it
+  add_library(usdt_lib SHARED ${CMAKE_CURRENT_LIST_DIR}/targets/usdt_lib.c)
+  set_target_properties(usdt_lib PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/targets)
+  add_executable(usdt_libuser ${CMAKE_CURRENT_LIST_DIR}/targets/usdt_lib.c)
+  target_compile_definitions(usdt_libuser PRIVATE USDT_LIB_MAIN)
+  target_link_libraries(usdt_libuser PRIVATE usdt_lib)
+  set_target_properties(usdt_libuser PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/targets
+    LINK_OPTIONS "-Wl,--enable-new-dtags")
+  set(_usdt_libuser $<TARGET_FILE:usdt_libuser>)
 else()
   # the test says why it skips
   set(_usdt_prog "missing:sys/sdt.h (apt-get install systemtap-sdt-dev)")
+  set(_usdt_libuser "${_usdt_prog}")
 endif()
 
 add_test(NAME probes.usdt
-  COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/probes_usdt.sh ${UPROBE_BIN} ${_usdt_prog})
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/probes_usdt.sh ${UPROBE_BIN} ${_usdt_prog}
+    ${_usdt_libuser})
 add_test(NAME probes.usdt.python
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/probes_python.sh ${UPROBE_BIN})
 set_tests_properties(probes.usdt probes.usdt.python PROPERTIES SKIP_RETURN_CODE 77

@@ -124,4 +124,15 @@ int up_sym_elf_vaddr_to_offset(struct up_sym_elf *elf, uint64_t vaddr, uint64_t 
 /* The inverse: the vaddr of a file offset inside a PT_LOAD's file image, or -ENOENT. */
 int up_sym_elf_offset_to_vaddr(struct up_sym_elf *elf, uint64_t offset, uint64_t *vaddr);
 
+/*
+ * Calls fn with the path of each shared library the file needs (DT_NEEDED), found
+ * where the dynamic linker looks first: its DT_RUNPATH (or DT_RPATH) directories,
+ * $ORIGIN expanded, then the system's library directories for its class (the
+ * multiarch ones, lib64/lib32, lib, /usr/local/lib).  A library found nowhere is
+ * skipped.  Direct dependencies only, in DT_NEEDED order; a non-zero return from fn
+ * stops the walk and is returned.  0, or a negative errno for an unreadable file.
+ */
+typedef int (*up_sym_path_fn)(void *ctx, const char *path);
+int up_sym_elf_for_each_needed(struct up_sym_elf *elf, up_sym_path_fn fn, void *ctx);
+
 #endif

@@ -283,6 +283,41 @@ static int usdt_args(const struct parts *pt, const struct up_usdt_probe *pr, str
 	return 0;
 }
 
+static bool usdt_match(const struct up_usdt_probe *pr, const char *prov, const char *name)
+{
+	return (!prov[0] || !fnmatch(prov, pr->provider, 0)) && !fnmatch(name, pr->name, 0);
+}
+
+static bool usdt_matches(const struct up_usdt_file *f, const char *prov, const char *name)
+{
+	for (size_t i = 0; i < up_usdt_count(f); i++)
+		if (usdt_match(up_usdt_probe(f, i), prov, name))
+			return true;
+	return false;
+}
+
+struct lib_find {
+	const char *prov, *name;
+	struct up_usdt_file *f; /* the first library with a match */
+	char path[4096];
+};
+
+static int lib_has(void *ctx, const char *path)
+{
+	struct lib_find *lf = ctx;
+	struct up_usdt_file *f;
+
+	if (up_usdt_open(path, &f))
+		return 0;
+	if (!usdt_matches(f, lf->prov, lf->name)) {
+		up_usdt_close(f);
+		return 0;
+	}
+	lf->f = f;
+	snprintf(lf->path, sizeof(lf->path), "%s", path);
+	return 1;
+}
+
 static int expand_usdt(struct parts *pt, up_expand_fn fn, void *ctx, struct up_expand_stats *st,
 		       struct up_spec_err *err)
 {
@@ -327,12 +362,27 @@ static int expand_usdt(struct parts *pt, up_expand_fn fn, void *ctx, struct up_e
 			     rc == -ENOEXEC ? "not an ELF file" : strerror(-rc));
 		return rc == -EINVAL ? -EIO : rc;
 	}
+	if (!usdt_matches(f, prov, name)) {
+		/* not the program's own: one of the libraries it needs (libpython, libjvm) */
+		struct up_sym_elf *elf;
+		struct lib_find lf = { .prov = prov, .name = name };
+
+		if (!up_sym_elf_open(path, &elf)) {
+			up_sym_elf_for_each_needed(elf, lib_has, &lf);
+			up_sym_elf_close(elf);
+		}
+		if (lf.f) {
+			up_usdt_close(f);
+			f = lf.f;
+			snprintf(path, sizeof(path), "%s", lf.path);
+		}
+	}
 	for (size_t i = 0; !rc && i < up_usdt_count(f); i++) {
 		const struct up_usdt_probe *pr = up_usdt_probe(f, i);
 		char ev[UP_SPEC_NAME_MAX + 1];
 		struct sbuf b = { 0 };
 
-		if ((prov[0] && fnmatch(prov, pr->provider, 0)) || fnmatch(name, pr->name, 0))
+		if (!usdt_match(pr, prov, name))
 			continue;
 		rc = names_take(&used, has_event && !has_glob(name, strlen(name)) ? given : pr->name,
 				ev);
@@ -348,8 +398,8 @@ static int expand_usdt(struct parts *pt, up_expand_fn fn, void *ctx, struct up_e
 	}
 	if (!rc && !st->specs) {
 		up_spec_fail(err, (int)(c1 - t) + 1, te - (int)(c1 - t) - 1,
-			     "%s has no USDT probe %s%s%s (try: uprobe list --usdt %s)", path, prov,
-			     prov[0] ? ":" : "", name, path);
+			     "%s (and the libraries it needs) has no USDT probe %s%s%s (try: "
+			     "uprobe list --usdt %s)", path, prov, prov[0] ? ":" : "", name, path);
 		rc = -ENOENT;
 	}
 	free(used.v);

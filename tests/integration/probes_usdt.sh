@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# usage: probes_usdt.sh UPROBE USDT_PROG
+# usage: probes_usdt.sh UPROBE USDT_PROG USDT_LIBUSER
 # USDT probes of a program built with <sys/sdt.h> (tests/targets/usdt_prog.c):
 #   - `uprobe list --usdt` shows both probes, their semaphores and typed operands;
 #   - u: specs through both backends, ptrace and the kernel's uprobe tracer (with its
@@ -8,9 +8,11 @@
 #     registers, memory and a rip-relative symbol), the semaphore set in every round;
 #   - untraced the semaphore is 0; attached to a running process it becomes 1 and
 #     goes back to 0 when uprobe detaches;
+#   - a probe of a library the program needs (usdt_lib.c) is listed and traced
+#     through the program's path, its semaphore set in the library's data;
 #   - a wrong $argN, provider or name is refused with a caret.
 set -u
-uprobe=$1 prog=$2
+uprobe=$1 prog=$2 libuser=$3
 case $prog in missing:*) echo "SKIP: ${prog#missing:}"; exit 77 ;; esac
 tmp=$(mktemp -d)
 trap 'kill $bg 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -68,6 +70,18 @@ echo "semaphore over the rounds (count value): $(tr '\n' ';' <"$tmp/runs")"
 [ "$(awk '{ print $2 }' "$tmp/runs" | tr -d '\n')" = 010 ] ||
 	fail "expected the semaphore 0, then 1 while attached, then 0 again"
 grep -q "tick: " "$tmp/att.out" || fail "no event while attached"
+
+# a library's probe, through the program that needs it
+"$uprobe" list --usdt "$libuser" >"$tmp/liblist" || fail "list --usdt of the library's user exited $?"
+cat "$tmp/liblist"
+grep -qE '^/.*/libusdt_lib.so:testlib:hello 0x[0-9a-f]+\(0x[0-9a-f]+\) \$arg1=%[a-z0-9]+:s32$' "$tmp/liblist" ||
+	fail "the library's probe is not listed with its path"
+"$libuser" 3 | grep -qx "probed 0 of 3" || fail "the library's semaphore is set with nothing tracing"
+"$uprobe" trace -e "u $libuser:testlib:hello" -- "$libuser" 3 >"$tmp/lib.out" 2>&1 ||
+	{ cat "$tmp/lib.out"; fail "tracing the library's probe exited $?"; }
+cat "$tmp/lib.out"
+grep -qx "probed 3 of 3" "$tmp/lib.out" || fail "the library's semaphore was not set"
+grep -q 'hello: (0x[0-9a-f]*) arg1=20$' "$tmp/lib.out" || fail "the library's probe: wrong argument"
 
 # refusals, with a caret
 "$uprobe" trace -e "u $t:test:tick x=\$arg5" -- true >/dev/null 2>"$tmp/e1" && fail "\$arg5 accepted"

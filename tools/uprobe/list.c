@@ -7,7 +7,8 @@
  * The file offset is what a PATH:0xOFFSET probe (and the kernel's uprobe_events) takes;
  * it is "-" where no PT_LOAD segment maps the address (relocatable objects).
  *
- * With --usdt, the USDT probes (SDT notes) instead, one per site:
+ * With --usdt, the USDT probes (SDT notes) instead, one per site, then those of the
+ * libraries it needs with the library's path in front (LIBRARY:provider:name):
  *
  *	<provider>:<name> 0x<file offset>[(0x<semaphore's file offset>)] $arg1=FETCH:TYPE ...
  *
@@ -53,9 +54,10 @@ static void list_usage(FILE *out)
 		"is the one a PATH:0xOFFSET probe takes; '-' when no segment maps the address.\n"
 		"\n"
 		"With --usdt, the USDT probes (SystemTap SDT notes) of FILE instead, one per\n"
-		"site, PATTERN matching provider:name:\n"
+		"site, PATTERN matching provider:name, then those of the libraries FILE needs\n"
+		"(DT_NEEDED), each line with the library's path in front:\n"
 		"\n"
-		"  <provider>:<name> 0x<offset>[(0x<semaphore offset>)] $arg1=FETCH:TYPE ...\n"
+		"  [LIBRARY:]<provider>:<name> 0x<offset>[(0x<semaphore offset>)] $arg1=FETCH:TYPE ...\n"
 		"\n"
 		"each $argN as a u: spec's fetch arguments take it (the note's operand, typed\n"
 		"by its size and sign).\n"
@@ -92,24 +94,22 @@ static int list_one(const struct up_sym *sym, void *ctx)
 	return 0;
 }
 
-static int list_usdt(const char *path, const char *pattern)
-{
-	struct up_usdt_file *f;
-	unsigned shown = 0;
-	int rc = up_usdt_open(path, &f);
+struct usdt_list {
+	const char *pattern;
+	const char *prefix; /* "LIBRARY:" for a needed library's probes, else "" */
+	unsigned shown;
+};
 
-	if (rc) {
-		cli_err("list", "%s: %s", path, rc == -ENOEXEC ? "not an ELF file" : strerror(-rc));
-		return CLI_USAGE;
-	}
+static void usdt_print(struct up_usdt_file *f, struct usdt_list *ul)
+{
 	for (size_t i = 0; i < up_usdt_count(f); i++) {
 		const struct up_usdt_probe *p = up_usdt_probe(f, i);
 		char full[256];
 
 		snprintf(full, sizeof(full), "%s:%s", p->provider, p->name);
-		if (pattern && fnmatch(pattern, full, 0) && fnmatch(pattern, p->name, 0))
+		if (ul->pattern && fnmatch(ul->pattern, full, 0) && fnmatch(ul->pattern, p->name, 0))
 			continue;
-		printf("%s 0x%" PRIx64, full, p->offset);
+		printf("%s%s 0x%" PRIx64, ul->prefix, full, p->offset);
 		if (p->sema_offset)
 			printf("(0x%" PRIx64 ")", p->sema_offset);
 		if (p->nargs < 0)
@@ -122,14 +122,49 @@ static int list_usdt(const char *path, const char *pattern)
 			printf(" $arg%d=%s:%s", a + 1, fetch, type);
 		}
 		putchar('\n');
-		shown++;
+		ul->shown++;
 	}
+}
+
+static int usdt_lib(void *ctx, const char *path)
+{
+	struct usdt_list *ul = ctx;
+	struct up_usdt_file *f;
+	char prefix[4200];
+
+	if (up_usdt_open(path, &f))
+		return 0;
+	snprintf(prefix, sizeof(prefix), "%s:", path);
+	ul->prefix = prefix;
+	usdt_print(f, ul);
+	ul->prefix = "";
 	up_usdt_close(f);
-	if (!shown) {
+	return 0;
+}
+
+static int list_usdt(const char *path, const char *pattern)
+{
+	struct usdt_list ul = { .pattern = pattern, .prefix = "" };
+	struct up_usdt_file *f;
+	struct up_sym_elf *elf;
+	int rc = up_usdt_open(path, &f);
+
+	if (rc) {
+		cli_err("list", "%s: %s", path, rc == -ENOEXEC ? "not an ELF file" : strerror(-rc));
+		return CLI_USAGE;
+	}
+	usdt_print(f, &ul);
+	up_usdt_close(f);
+	if (!up_sym_elf_open(path, &elf)) { /* and the libraries it needs */
+		up_sym_elf_for_each_needed(elf, usdt_lib, &ul);
+		up_sym_elf_close(elf);
+	}
+	if (!ul.shown) {
 		if (pattern)
 			cli_err("list", "%s: no USDT probe matches '%s'", path, pattern);
 		else
-			cli_err("list", "%s: no USDT probes (no .note.stapsdt)", path);
+			cli_err("list", "%s: no USDT probes (no .note.stapsdt), nor in the "
+				"libraries it needs", path);
 		return CLI_FAIL;
 	}
 	if (fflush(stdout) == EOF) {
