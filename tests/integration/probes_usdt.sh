@@ -8,6 +8,7 @@
 #     registers, memory and a rip-relative symbol), the semaphore set in every round;
 #   - untraced the semaphore is 0; attached to a running process it becomes 1 and
 #     goes back to 0 when uprobe detaches;
+#   - test:plain (room after its nop) runs on the fast path;
 #   - a probe of a library the program needs (usdt_lib.c) is listed and traced
 #     through the program's path, its semaphore set in the library's data;
 #   - a wrong $argN, provider or name is refused with a caret.
@@ -42,6 +43,11 @@ grep -c "sema 1" "$tmp/p.out" | grep -qx 5 || fail "ptrace backend: the semaphor
 grep -q 'tick: (0x[0-9a-f]*) i=3 id=3000 label="alpha" neg=-3$' "$tmp/p.out" ||
 	fail "ptrace backend: test:tick's arguments are wrong"
 grep -q 'plain: (0x[0-9a-f]*) arg1=104$' "$tmp/p.out" || fail "ptrace backend: test:plain's argument is wrong"
+# test:plain's nop has room after it: it runs on the fast path (a jmp, no stop)
+plain=$(grep '^test:plain ' "$tmp/list" | sed -E 's/^test:plain 0x[0-9a-f]*([0-9a-f]{3})[(].*/\1/')
+"$uprobe" trace -v -e "u $t:test:plain" -- "$t" 2 >/dev/null 2>"$tmp/fast.err" || fail "-v run exited $?"
+grep -E "0x[0-9a-f]*$plain on the fast path" "$tmp/fast.err" ||
+	{ cat "$tmp/fast.err"; fail "test:plain is not on the fast path"; }
 if [ "$(id -u)" = 0 ] && { [ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; } &&
 	[ -w /sys/kernel/tracing/uprobe_events ]; then
 	run kernel "$tmp/k.out" || { cat "$tmp/k.out.err"; fail "kernel backend exited $?"; }
