@@ -17,8 +17,8 @@ if(UPROBE_HAVE_SDT_H)
   add_executable(usdt_libuser ${CMAKE_CURRENT_LIST_DIR}/targets/usdt_lib.c)
   target_compile_definitions(usdt_libuser PRIVATE USDT_LIB_MAIN)
   target_link_libraries(usdt_libuser PRIVATE usdt_lib)
-  set_target_properties(usdt_libuser PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/targets
-    LINK_OPTIONS "-Wl,--enable-new-dtags")
+  set_target_properties(usdt_libuser PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/targets)
+  target_link_options(usdt_libuser PRIVATE -Wl,--enable-new-dtags) # RUNPATH: found as ld.so does
   set(_usdt_libuser $<TARGET_FILE:usdt_libuser>)
 else()
   # the test says why it skips

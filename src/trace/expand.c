@@ -224,7 +224,7 @@ static int usdt_args(const struct parts *pt, const struct up_usdt_probe *pr, str
 	bool any = false;
 
 	while (i < e) {
-		int s, len, k, eq = -1;
+		int s, k, eq = -1;
 
 		while (i < e && up_spec_is_blank(t[i]))
 			i++;
@@ -233,11 +233,10 @@ static int usdt_args(const struct parts *pt, const struct up_usdt_probe *pr, str
 		s = i;
 		while (i < e && !up_spec_is_blank(t[i]))
 			i++;
-		len = i - s;
 		any = true;
 		sb_put(b, " ", 1);
 		for (k = s; k < i && eq < 0; k++)
-			if (t[k] == '=' )
+			if (t[k] == '=')
 				eq = k;
 		for (k = s; k < i;) {
 			unsigned long n;
@@ -269,7 +268,6 @@ static int usdt_args(const struct parts *pt, const struct up_usdt_probe *pr, str
 			}
 			k = (int)(end - t);
 		}
-		(void)len;
 	}
 	if (!any && pr->nargs > 0) {
 		for (int a = 0; a < pr->nargs; a++) {
