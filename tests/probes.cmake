@@ -1,6 +1,8 @@
 # The probes people already have (issue 20): USDT probes (SDT notes, with semaphores),
 # wildcard symbols and DWARF variables, each checked against the kernel's own uprobe
 # tracer (--backend kernel) where tracefs is there.  Included by tests/CMakeLists.txt.
+# The traced programs set their own compile and link options: no sanitizer in them
+# (LeakSanitizer does not run under ptrace).
 
 include(CheckIncludeFile)
 check_include_file(sys/sdt.h UPROBE_HAVE_SDT_H)
@@ -9,16 +11,18 @@ if(UPROBE_HAVE_SDT_H)
   add_executable(usdt_prog ${CMAKE_CURRENT_LIST_DIR}/targets/usdt_prog.c)
   set_target_properties(usdt_prog PROPERTIES
     RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/targets
-    COMPILE_OPTIONS "-O2;-g;-Wall")
+    COMPILE_OPTIONS "-O2;-g;-Wall" LINK_OPTIONS "")
   set(_usdt_prog $<TARGET_FILE:usdt_prog>)
   # a library's probe, found through the program that needs it
   add_library(usdt_lib SHARED ${CMAKE_CURRENT_LIST_DIR}/targets/usdt_lib.c)
-  set_target_properties(usdt_lib PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/targets)
+  set_target_properties(usdt_lib PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/targets
+    COMPILE_OPTIONS "-O2;-g;-Wall" LINK_OPTIONS "")
   add_executable(usdt_libuser ${CMAKE_CURRENT_LIST_DIR}/targets/usdt_lib.c)
   target_compile_definitions(usdt_libuser PRIVATE USDT_LIB_MAIN)
   target_link_libraries(usdt_libuser PRIVATE usdt_lib)
-  set_target_properties(usdt_libuser PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/targets)
-  target_link_options(usdt_libuser PRIVATE -Wl,--enable-new-dtags) # RUNPATH: found as ld.so does
+  # RUNPATH: the library found as ld.so finds it
+  set_target_properties(usdt_libuser PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/targets
+    COMPILE_OPTIONS "-O2;-g;-Wall" LINK_OPTIONS "-Wl,--enable-new-dtags")
   set(_usdt_libuser $<TARGET_FILE:usdt_libuser>)
 else()
   # the test says why it skips
@@ -45,7 +49,7 @@ foreach(_o 0 2)
   add_executable(dwarf_prog_O${_o} ${CMAKE_CURRENT_LIST_DIR}/targets/dwarf_prog.c)
   set_target_properties(dwarf_prog_O${_o} PROPERTIES
     RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/targets
-    COMPILE_OPTIONS "-O${_o};-g;-Wall")
+    COMPILE_OPTIONS "-O${_o};-g;-Wall" LINK_OPTIONS "")
 endforeach()
 add_test(NAME probes.dwarf
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/probes_dwarf.sh ${UPROBE_BIN}

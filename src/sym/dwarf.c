@@ -26,6 +26,8 @@ struct up_dwarf {
 	int fd, dbg_fd;
 	Elf *elf;		/* the main file, for .eh_frame */
 	Dwarf *dbg;
+	Dwarf_CFI *cfi_elf;	/* the main file's .eh_frame, read on first need (ours) */
+	bool cfi_tried;
 	char *source;
 };
 
@@ -78,6 +80,8 @@ void up_dwarf_close(struct up_dwarf *d)
 {
 	if (!d)
 		return;
+	if (d->cfi_elf)
+		dwarf_cfi_end(d->cfi_elf);
 	if (d->dbg)
 		dwarf_end(d->dbg);
 	if (d->elf)
@@ -426,14 +430,18 @@ static int frame_base(struct ctx *c, int i, struct vloc *fb)
 		return reg_of(ops[0].atom - DW_OP_breg0, fb->base, sizeof(fb->base)) ? 0 : -EINVAL;
 	}
 	if (ops[0].atom == DW_OP_call_frame_cfa) {
-		Dwarf_CFI *cfi = c->d->elf ? dwarf_getcfi_elf(c->d->elf) : NULL;
+		Dwarf_CFI *cfi;
 		Dwarf_Frame *fr = NULL;
 		Dwarf_Op *cops;
 		size_t cn;
 		int rc = -EINVAL;
 
-		if (!cfi)
-			cfi = dwarf_getcfi(c->d->dbg);
+		if (!c->d->cfi_tried) {
+			c->d->cfi_tried = true;
+			c->d->cfi_elf = c->d->elf ? dwarf_getcfi_elf(c->d->elf) : NULL;
+		}
+		/* else .debug_frame, which the Dwarf owns */
+		cfi = c->d->cfi_elf ? c->d->cfi_elf : dwarf_getcfi(c->d->dbg);
 		if (cfi && dwarf_cfi_addrframe(cfi, c->pc, &fr) == 0 &&
 		    dwarf_frame_cfa(fr, &cops, &cn) == 0 && cn == 1) {
 			unsigned r = 99;
