@@ -9,6 +9,7 @@
 #   - untraced the semaphore is 0; attached to a running process it becomes 1 and
 #     goes back to 0 when uprobe detaches;
 #   - test:plain (room after its nop) runs on the fast path;
+#   - the same u: spec written to a `uprobe mount`'s uprobe_events;
 #   - a probe of a library the program needs (usdt_lib.c) is listed and traced
 #     through the program's path, its semaphore set in the library's data;
 #   - a wrong $argN, provider or name is refused with a caret.
@@ -76,6 +77,34 @@ echo "semaphore over the rounds (count value): $(tr '\n' ';' <"$tmp/runs")"
 [ "$(awk '{ print $2 }' "$tmp/runs" | tr -d '\n')" = 010 ] ||
 	fail "expected the semaphore 0, then 1 while attached, then 0 again"
 grep -q "tick: " "$tmp/att.out" || fail "no event while attached"
+
+# the same through the control filesystem: a u: line written to uprobe_events
+if command -v fusermount3 >/dev/null 2>&1 && [ -c /dev/fuse ]; then
+	mkdir "$tmp/mnt"
+	"$t" 400 20 >"$tmp/fsbg.out" &
+	bg=$!
+	"$uprobe" mount -p $bg "$tmp/mnt" 2>"$tmp/fs.err" &
+	fsd=$!
+	for i in 1 2 3 4 5 6 7 8 9 10; do [ -e "$tmp/mnt/uprobe_events" ] && break; sleep 0.2; done
+	echo "u:uptest_fs/tick $t:test:tick i=\$arg1" >>"$tmp/mnt/uprobe_events" || fail "the mount refused a u: line"
+	cat "$tmp/mnt/uprobe_events"
+	grep -qE "^p:uptest_fs/tick $t:0x[0-9a-f]+\(0x[0-9a-f]+\) i=%di:s32$" "$tmp/mnt/uprobe_events" ||
+		fail "the mount does not list the u: line as its p: line"
+	sleep 0.5
+	grep -q ' tick: .* i=[0-9]' "$tmp/mnt/trace" || fail "no tick event through the mount"
+	fusermount3 -u "$tmp/mnt"
+	wait $fsd
+	sleep 0.4
+	kill $bg 2>/dev/null
+	wait $bg 2>/dev/null
+	bg=
+	awk '{ print $4 }' "$tmp/fsbg.out" | uniq -c | tr -s ' ' >"$tmp/fsruns"
+	echo "through the mount, semaphore over the rounds: $(tr '\n' ';' <"$tmp/fsruns")"
+	[ "$(awk '{ print $2 }' "$tmp/fsruns" | tr -d '\n')" = 010 ] ||
+		fail "through the mount: expected the semaphore 0, then 1 while probed, then 0"
+else
+	echo "note: no FUSE here: the control filesystem is not checked"
+fi
 
 # a library's probe, through the program that needs it
 "$uprobe" list --usdt "$libuser" >"$tmp/liblist" || fail "list --usdt of the library's user exited $?"
