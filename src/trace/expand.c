@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "sym/dwarf.h"
 #include "sym/sym.h"
@@ -607,8 +608,22 @@ static bool wants_dwarf(const struct parts *pt, const char *colon)
 	const char *c2 = memchr(colon + 1, ':', (size_t)(te - colon - 1));
 	int i = pt->rest;
 
-	if (c2) /* PATH:FILE:LINE, PATH:FUNC:LINE */
-		return c2 + 1 < te && isdigit((unsigned char)c2[1]);
+	if (c2) { /* PATH:FILE:LINE, PATH:FUNC:LINE -- unless all but the last ":N" is a
+		     file: the kernel splits PATH:OFFSET at the last colon */
+		const char *last = c2;
+		char path[4096];
+		struct stat sb;
+
+		while ((c2 = memchr(last + 1, ':', (size_t)(te - last - 1))))
+			last = c2;
+		if ((size_t)(last - t - pt->target) < sizeof(path)) {
+			memcpy(path, t + pt->target, (size_t)(last - t - pt->target));
+			path[last - t - pt->target] = '\0';
+			if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+				return false;
+		}
+		return last + 1 < te && isdigit((unsigned char)last[1]);
+	}
 	if (isdigit((unsigned char)colon[1]) || memchr(colon, '+', (size_t)(te - colon)))
 		return false;
 	while (i < pt->rest_end) {
