@@ -9,6 +9,7 @@
 #   - PATH:FILE.c:LINE and PATH:FUNC:LINE (perf's relative line) with a local;
 #   - a variable optimized out at the probe address is refused with a caret and why;
 #   - `uprobe list --vars` shows what can be fetched where;
+#   - the DWARF of a separate debug file (.gnu_debuglink, build-id) is used;
 #   - a file without debug information is refused clearly.
 set -u
 uprobe=$1 o0=$2 o2=$3
@@ -65,6 +66,24 @@ grep -qE '^handle @ 0x[0-9a-f]+ \(.*dwarf_prog.c:[0-9]+\)$' "$tmp/vars" &&
 	grep -qE '^ +const char \* +tag +\+0\(%dx\):string$' "$tmp/vars" &&
 	grep -qE '^ +long int +cost +\(optimized out at this address\)$' "$tmp/vars" ||
 	fail "list --vars: unexpected output"
+
+# the DWARF of a separate debug file, found as the symbols' is: by .gnu_debuglink next
+# to the file, and by build-id under a debug root
+objcopy --only-keep-debug "$o2" "$tmp/o2.debug" && strip --strip-all -o "$tmp/o2link" "$o2" &&
+	objcopy --add-gnu-debuglink="$tmp/o2.debug" "$tmp/o2link" || fail "objcopy"
+UPROBE_DEBUG_DIRS= "$uprobe" trace -e "p:uptest_kb/handle $tmp/o2link:handle $args" -- "$tmp/o2link" 3 >"$tmp/link" 2>&1 ||
+	{ cat "$tmp/link"; fail "through .gnu_debuglink: exited $?"; }
+grep -q "handle: (0x[0-9a-f]*) $want\$" "$tmp/link" || { cat "$tmp/link"; fail "through .gnu_debuglink: wrong values"; }
+id=$(readelf -n "$o2" | sed -n 's/.*Build ID: \([0-9a-f]*\).*/\1/p')
+if [ -n "$id" ]; then
+	mkdir -p "$tmp/root/.build-id/$(echo "$id" | cut -c1-2)"
+	cp "$tmp/o2.debug" "$tmp/root/.build-id/$(echo "$id" | cut -c1-2)/$(echo "$id" | cut -c3-).debug"
+	strip --strip-all -o "$tmp/o2bid" "$o2"
+	UPROBE_DEBUG_DIRS="$tmp/root" "$uprobe" trace -e "p:uptest_kb/handle $tmp/o2bid:handle $args" -- "$tmp/o2bid" 3 >"$tmp/bid" 2>&1 ||
+		{ cat "$tmp/bid"; fail "through the build-id: exited $?"; }
+	grep -q "handle: (0x[0-9a-f]*) $want\$" "$tmp/bid" || { cat "$tmp/bid"; fail "through the build-id: wrong values"; }
+	echo "ok: DWARF from a debug file found by .gnu_debuglink and by build-id"
+fi
 
 cp "$o2" "$tmp/stripped" && strip --strip-debug "$tmp/stripped"
 UPROBE_DEBUG_DIRS= "$uprobe" trace -e "p $tmp/stripped:handle flags" -- "$tmp/stripped" 1 >"$tmp/e3" 2>&1 &&
