@@ -63,19 +63,25 @@ else
 	echo "note: no writable tracefs: the kernel backend is not compared"
 fi
 
+# The background program ($bg, printing into $1) is stopped; its rounds must show the
+# semaphore 0, then 1 while probed, then 0 again.
+sema_runs() { # OUT WHAT
+	kill $bg 2>/dev/null
+	wait $bg 2>/dev/null
+	bg=
+	awk '{ print $4 }' "$1" | uniq -c | tr -s ' ' >"$1.runs"
+	echo "$2: semaphore over the rounds (count value): $(tr '\n' ';' <"$1.runs")"
+	[ "$(awk '{ print $2 }' "$1.runs" | tr -d '\n')" = 010 ] ||
+		fail "$2: expected the semaphore 0, then 1 while probed, then 0 again"
+}
+
 # attach to a running process: the semaphore is 1 only while it is probed
 "$t" 400 25 >"$tmp/bg.out" &
 bg=$!
 sleep 0.3
 timeout -s INT 1 "$uprobe" trace -p $bg -e "u $t:test:tick" >"$tmp/att.out" 2>"$tmp/att.err"
 sleep 0.5
-kill $bg 2>/dev/null
-wait $bg 2>/dev/null
-bg=
-awk '{ print $4 }' "$tmp/bg.out" | uniq -c | tr -s ' ' >"$tmp/runs"
-echo "semaphore over the rounds (count value): $(tr '\n' ';' <"$tmp/runs")"
-[ "$(awk '{ print $2 }' "$tmp/runs" | tr -d '\n')" = 010 ] ||
-	fail "expected the semaphore 0, then 1 while attached, then 0 again"
+sema_runs "$tmp/bg.out" "attached with -p"
 grep -q "tick: " "$tmp/att.out" || fail "no event while attached"
 
 # the same through the control filesystem: a u: line written to uprobe_events
@@ -95,13 +101,7 @@ if command -v fusermount3 >/dev/null 2>&1 && [ -c /dev/fuse ]; then
 	fusermount3 -u "$tmp/mnt"
 	wait $fsd
 	sleep 0.4
-	kill $bg 2>/dev/null
-	wait $bg 2>/dev/null
-	bg=
-	awk '{ print $4 }' "$tmp/fsbg.out" | uniq -c | tr -s ' ' >"$tmp/fsruns"
-	echo "through the mount, semaphore over the rounds: $(tr '\n' ';' <"$tmp/fsruns")"
-	[ "$(awk '{ print $2 }' "$tmp/fsruns" | tr -d '\n')" = 010 ] ||
-		fail "through the mount: expected the semaphore 0, then 1 while probed, then 0"
+	sema_runs "$tmp/fsbg.out" "through the mount"
 else
 	echo "note: no FUSE here: the control filesystem is not checked"
 fi

@@ -46,53 +46,77 @@ static void check(const char *text, const char *want, int want_rc)
 		fail_msg("'%s': got %s, want %s", text, got, want);
 }
 
+struct vector {
+	const char *text;
+	const char *want; /* "FETCH:TYPE", or NULL: refused with rc */
+	int rc;
+};
+
+static void check_all(const struct vector *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		check(v[i].text, v[i].want, v[i].rc);
+}
+
 static void test_registers(void **state)
 {
+	static const struct vector v[] = {
+		{ "-4@%edi", "%di:s32", 0 },   { "8@%rax", "%ax:u64", 0 },
+		{ "-2@%ax", "%ax:s16", 0 },    { "1@%al", "%ax:u8", 0 },
+		{ "-1@%sil", "%si:s8", 0 },    { "8@%r15", "%r15:u64", 0 },
+		{ "-4@%r8d", "%r8:s32", 0 },   { "2@%r12w", "%r12:u16", 0 },
+		{ "1@%r9b", "%r9:u8", 0 },
+		{ "%rbx", "%bx:u64", 0 }, /* no size: the register's */
+		{ "%ecx", "%cx:u32", 0 },
+	};
+
 	(void)state;
-	check("-4@%edi", "%di:s32", 0);
-	check("8@%rax", "%ax:u64", 0);
-	check("-2@%ax", "%ax:s16", 0);
-	check("1@%al", "%ax:u8", 0);
-	check("-1@%sil", "%si:s8", 0);
-	check("8@%r15", "%r15:u64", 0);
-	check("-4@%r8d", "%r8:s32", 0);
-	check("2@%r12w", "%r12:u16", 0);
-	check("1@%r9b", "%r9:u8", 0);
-	check("%rbx", "%bx:u64", 0);	/* no size: the register's */
-	check("%ecx", "%cx:u32", 0);
+	check_all(v, sizeof(v) / sizeof(v[0]));
 }
 
 static void test_memory(void **state)
 {
+	static const struct vector v[] = {
+		{ "8@-8(%rbp)", "-8(%bp):u64", 0 },
+		{ "-4@112(%rsp)", "+112(%sp):s32", 0 },
+		{ "-8@(%rsi)", "+0(%si):s64", 0 },
+		{ "8@0x10(%r13)", "+16(%r13):u64", 0 },
+		{ "-4@counter(%rip)", "@+0x4030:s32", 0 },
+		{ "4@counter+8(%rip)", "@+0x4038:u32", 0 },
+		{ "4@counter-4(%rip)", "@+0x402c:u32", 0 },
+	};
+
 	(void)state;
-	check("8@-8(%rbp)", "-8(%bp):u64", 0);
-	check("-4@112(%rsp)", "+112(%sp):s32", 0);
-	check("-8@(%rsi)", "+0(%si):s64", 0);
-	check("8@0x10(%r13)", "+16(%r13):u64", 0);
-	check("-4@counter(%rip)", "@+0x4030:s32", 0);
-	check("4@counter+8(%rip)", "@+0x4038:u32", 0);
-	check("4@counter-4(%rip)", "@+0x402c:u32", 0);
+	check_all(v, sizeof(v) / sizeof(v[0]));
 }
 
 static void test_constants(void **state)
 {
+	static const struct vector v[] = {
+		{ "4@$5", "\\5:u32", 0 },
+		{ "-4@$-1", "\\-1:s32", 0 },
+		{ "8@$0x10", "\\16:u64", 0 },
+	};
+
 	(void)state;
-	check("4@$5", "\\5:u32", 0);
-	check("-4@$-1", "\\-1:s32", 0);
-	check("8@$0x10", "\\16:u64", 0);
+	check_all(v, sizeof(v) / sizeof(v[0]));
 }
 
 static void test_refused(void **state)
 {
+	static const struct vector v[] = {
+		{ "8@(%rax,%rdx,8)", NULL, -EINVAL }, /* index register */
+		{ "3@%eax", NULL, -EINVAL },	       /* no such size */
+		{ "4@%xmm0", NULL, -EINVAL },
+		{ "4@%ah", NULL, -EINVAL },	       /* uprobe_events cannot shift */
+		{ "4@nosuch(%rip)", NULL, -ENOENT },
+		{ "4@8(%eax)", NULL, -EINVAL },	       /* a 32-bit base in a 64-bit file */
+		{ "4@", NULL, -EINVAL },
+		{ "x@%eax", NULL, -EINVAL },
+	};
+
 	(void)state;
-	check("8@(%rax,%rdx,8)", NULL, -EINVAL); /* index register */
-	check("3@%eax", NULL, -EINVAL);		 /* no such size */
-	check("4@%xmm0", NULL, -EINVAL);
-	check("4@%ah", NULL, -EINVAL);		 /* uprobe_events cannot shift */
-	check("4@nosuch(%rip)", NULL, -ENOENT);
-	check("4@8(%eax)", NULL, -EINVAL);	 /* a 32-bit base in a 64-bit file */
-	check("4@", NULL, -EINVAL);
-	check("x@%eax", NULL, -EINVAL);
+	check_all(v, sizeof(v) / sizeof(v[0]));
 }
 
 int main(void)
