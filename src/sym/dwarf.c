@@ -24,16 +24,17 @@
 struct up_dwarf {
 	struct up_sym_elf *sym; /* the main file: offsets, and where its debug file is */
 	int fd, dbg_fd;
-	Elf *elf;		/* the main file, for .eh_frame */
+	Elf *elf; /* the main file, for .eh_frame */
 	Dwarf *dbg;
-	Dwarf_CFI *cfi_elf;	/* the main file's .eh_frame, read on first need (ours) */
+	Dwarf_CFI *cfi_elf; /* the main file's .eh_frame, read on first need (ours) */
 	bool cfi_tried;
 	char *source;
 };
 
 /* The DWARF register numbers of x86-64 (the psABI's table) as uprobe_events names them. */
-static const char *const reg_names[17] = { "ax", "dx", "cx", "bx", "si", "di", "bp", "sp", "r8",
-					   "r9", "r10", "r11", "r12", "r13", "r14", "r15", "ip" };
+static const char *const reg_names[17] = { "ax",  "dx",	 "cx",	"bx",  "si",  "di",
+					   "bp",  "sp",	 "r8",	"r9",  "r10", "r11",
+					   "r12", "r13", "r14", "r15", "ip" };
 
 int up_dwarf_open(const char *path, struct up_dwarf **out)
 {
@@ -157,8 +158,7 @@ static bool cu_optimized(Dwarf_Die *cu)
 	return last && last[3] != '0';
 }
 
-static void site_fill(struct up_dwarf *d, uint64_t vaddr, const char *func,
-		      struct up_dwarf_site *s)
+static void site_fill(struct up_dwarf *d, uint64_t vaddr, const char *func, struct up_dwarf_site *s)
 {
 	Dwarf_Die cu;
 	Dwarf_Line *l;
@@ -450,8 +450,8 @@ static int frame_base(struct ctx *c, int i, struct vloc *fb)
 				r = (unsigned)cops[0].number;
 			else if (cops[0].atom >= DW_OP_breg0 && cops[0].atom <= DW_OP_breg31)
 				r = (unsigned)(cops[0].atom - DW_OP_breg0);
-			int64_t o = cops[0].atom == DW_OP_bregx ? (int64_t)cops[0].number2
-							       : (int64_t)cops[0].number;
+			int64_t o = cops[0].atom == DW_OP_bregx ? (int64_t)cops[0].number2 :
+								  (int64_t)cops[0].number;
 
 			if (reg_of(r, fb->base, sizeof(fb->base))) {
 				fb->kind = VL_MEM;
@@ -461,8 +461,9 @@ static int frame_base(struct ctx *c, int i, struct vloc *fb)
 		}
 		free(fr);
 		if (rc)
-			snprintf(c->why, c->whylen, "the frame address (CFA) at this address is not "
-						    "a register plus an offset");
+			snprintf(c->why, c->whylen,
+				 "the frame address (CFA) at this address is not "
+				 "a register plus an offset");
 		return rc;
 	}
 	snprintf(c->why, c->whylen, "frame base DW_OP 0x%x not understood", ops[0].atom);
@@ -481,7 +482,8 @@ static int var_loc(struct ctx *c, Dwarf_Die *var, int si, struct vloc *l)
 	if (!dwarf_attr_integrate(var, DW_AT_location, &a)) {
 		Dwarf_Sword sv;
 
-		if (dwarf_attr_integrate(var, DW_AT_const_value, &a) && dwarf_formsdata(&a, &sv) == 0) {
+		if (dwarf_attr_integrate(var, DW_AT_const_value, &a) &&
+		    dwarf_formsdata(&a, &sv) == 0) {
 			l->kind = VL_CONST;
 			l->off = sv;
 			return 0;
@@ -505,12 +507,12 @@ static int var_loc(struct ctx *c, Dwarf_Die *var, int si, struct vloc *l)
 		return reg_of(ops[0].atom - DW_OP_breg0, l->base, sizeof(l->base)) ? 0 : -EINVAL;
 	}
 	if (nops == 2 && ops[1].atom == DW_OP_stack_value &&
-	    ((ops[0].atom >= DW_OP_lit0 && ops[0].atom <= DW_OP_lit31) || ops[0].atom == DW_OP_consts ||
-	     ops[0].atom == DW_OP_constu)) {
+	    ((ops[0].atom >= DW_OP_lit0 && ops[0].atom <= DW_OP_lit31) ||
+	     ops[0].atom == DW_OP_consts || ops[0].atom == DW_OP_constu)) {
 		l->kind = VL_CONST;
-		l->off = ops[0].atom <= DW_OP_lit31 && ops[0].atom >= DW_OP_lit0
-				 ? (int64_t)(ops[0].atom - DW_OP_lit0)
-				 : (int64_t)ops[0].number;
+		l->off = ops[0].atom <= DW_OP_lit31 && ops[0].atom >= DW_OP_lit0 ?
+				 (int64_t)(ops[0].atom - DW_OP_lit0) :
+				 (int64_t)ops[0].number;
 		return 0;
 	}
 	if (nops != 1)
@@ -540,13 +542,15 @@ static int var_loc(struct ctx *c, Dwarf_Die *var, int si, struct vloc *l)
 	}
 complex:
 	if (ops[0].atom == DW_OP_entry_value || ops[0].atom == DW_OP_GNU_entry_value) {
-		snprintf(c->why, c->whylen, "optimized out here: only its value at the "
-					    "function's entry is known (DW_OP_entry_value)");
+		snprintf(c->why, c->whylen,
+			 "optimized out here: only its value at the "
+			 "function's entry is known (DW_OP_entry_value)");
 		return -ENODATA;
 	}
-	snprintf(c->why, c->whylen, "its location here (DW_OP 0x%x%s) is computed, not a "
-				    "register or memory: not fetched", ops[0].atom,
-		 nops > 1 ? ", ..." : "");
+	snprintf(c->why, c->whylen,
+		 "its location here (DW_OP 0x%x%s) is computed, not a "
+		 "register or memory: not fetched",
+		 ops[0].atom, nops > 1 ? ", ..." : "");
 	return -EINVAL;
 }
 
@@ -650,9 +654,9 @@ static int final_fetch(struct ctx *c, Dwarf_Die *holder, const struct vloc *l, c
 		return -EINVAL;
 	}
 	snprintf(out, size, "%s:%c%u", v,
-		 enc == DW_ATE_signed || enc == DW_ATE_signed_char ? 's'
-		 : enc == DW_ATE_float				   ? 'x'
-								   : 'u',
+		 enc == DW_ATE_signed || enc == DW_ATE_signed_char ? 's' :
+		 enc == DW_ATE_float				   ? 'x' :
+								     'u',
 		 (unsigned)sz * 8);
 	return 0;
 }
@@ -678,8 +682,8 @@ static bool ident(char ch, bool first)
 	       (!first && ch >= '0' && ch <= '9');
 }
 
-int up_dwarf_fetch(struct up_dwarf *d, uint64_t vaddr, const char *expr, char *fetch,
-		   size_t size, char *why, size_t whylen, int *errpos)
+int up_dwarf_fetch(struct up_dwarf *d, uint64_t vaddr, const char *expr, char *fetch, size_t size,
+		   char *why, size_t whylen, int *errpos)
 {
 	struct ctx c;
 	Dwarf_Die var, holder;
@@ -707,8 +711,10 @@ int up_dwarf_fetch(struct up_dwarf *d, uint64_t vaddr, const char *expr, char *f
 	}
 	si = dwarf_getscopevar(c.scopes, c.nscopes, name, 0, NULL, 0, 0, &var);
 	if (si < 0) {
-		snprintf(why, whylen, "no variable '%s' in scope here (uprobe list --vars shows "
-				      "what is)", name);
+		snprintf(why, whylen,
+			 "no variable '%s' in scope here (uprobe list --vars shows "
+			 "what is)",
+			 name);
 		free(c.scopes);
 		return -ENOENT;
 	}
@@ -748,8 +754,9 @@ int up_dwarf_fetch(struct up_dwarf *d, uint64_t vaddr, const char *expr, char *f
 		} else {
 			st = t;
 			if (l.kind != VL_MEM && l.kind != VL_ABS) {
-				snprintf(why, whylen, "'.' on a struct that is not in memory here "
-						      "(in a register)");
+				snprintf(why, whylen,
+					 "'.' on a struct that is not in memory here "
+					 "(in a register)");
 				rc = -EINVAL;
 				break;
 			}
@@ -809,7 +816,8 @@ int up_dwarf_for_each_var(struct up_dwarf *d, uint64_t vaddr, up_dwarf_var_fn fn
 				struct vloc l;
 				Dwarf_Die t;
 
-				if ((ct != DW_TAG_formal_parameter && ct != DW_TAG_variable) || !name)
+				if ((ct != DW_TAG_formal_parameter && ct != DW_TAG_variable) ||
+				    !name)
 					continue;
 				if (type_of(&child, &t))
 					type_name(&t, tn, sizeof(tn), 0);

@@ -70,8 +70,8 @@ int up_dwarf_line_sites(struct up_dwarf *d, const char *file, const char *func, 
  * (optimized out at that address), -EINVAL (a type or location it cannot fetch), with
  * why[] saying so and *errpos the offset in expr where it went wrong.
  */
-int up_dwarf_fetch(struct up_dwarf *d, uint64_t vaddr, const char *expr, char *fetch,
-		   size_t size, char *why, size_t whylen, int *errpos);
+int up_dwarf_fetch(struct up_dwarf *d, uint64_t vaddr, const char *expr, char *fetch, size_t size,
+		   char *why, size_t whylen, int *errpos);
 
 /*
  * Calls fn for each parameter and local variable in scope at vaddr, innermost
@@ -79,8 +79,8 @@ int up_dwarf_fetch(struct up_dwarf *d, uint64_t vaddr, const char *expr, char *f
  * when it cannot be read there, why then says why: "optimized out").  Returns 0,
  * -ENOENT (no function at vaddr) or fn's non-zero return.
  */
-typedef int (*up_dwarf_var_fn)(void *ctx, const char *type, const char *name,
-			       const char *fetch, const char *why);
+typedef int (*up_dwarf_var_fn)(void *ctx, const char *type, const char *name, const char *fetch,
+			       const char *why);
 int up_dwarf_for_each_var(struct up_dwarf *d, uint64_t vaddr, up_dwarf_var_fn fn, void *ctx);
 
 #endif

@@ -49,45 +49,30 @@ struct reg_name {
 /* The x86-64 register names an operand may use, with the kernel's name of the whole
    register.  ah, bh, ch and dh are left out: uprobe_events cannot shift. */
 static const struct reg_name regs[] = {
-	{ "rax", "ax", 8 },   { "eax", "ax", 4 },   { "ax", "ax", 2 },	  { "al", "ax", 1 },
-	{ "rbx", "bx", 8 },   { "ebx", "bx", 4 },   { "bx", "bx", 2 },	  { "bl", "bx", 1 },
-	{ "rcx", "cx", 8 },   { "ecx", "cx", 4 },   { "cx", "cx", 2 },	  { "cl", "cx", 1 },
-	{ "rdx", "dx", 8 },   { "edx", "dx", 4 },   { "dx", "dx", 2 },	  { "dl", "dx", 1 },
-	{ "rsi", "si", 8 },   { "esi", "si", 4 },   { "si", "si", 2 },	  { "sil", "si", 1 },
-	{ "rdi", "di", 8 },   { "edi", "di", 4 },   { "di", "di", 2 },	  { "dil", "di", 1 },
-	{ "rbp", "bp", 8 },   { "ebp", "bp", 4 },   { "bp", "bp", 2 },	  { "bpl", "bp", 1 },
-	{ "rsp", "sp", 8 },   { "esp", "sp", 4 },   { "sp", "sp", 2 },	  { "spl", "sp", 1 },
+	{ "rax", "ax", 8 },  { "eax", "ax", 4 },   { "ax", "ax", 2 },	 { "al", "ax", 1 },
+	{ "rbx", "bx", 8 },  { "ebx", "bx", 4 },   { "bx", "bx", 2 },	 { "bl", "bx", 1 },
+	{ "rcx", "cx", 8 },  { "ecx", "cx", 4 },   { "cx", "cx", 2 },	 { "cl", "cx", 1 },
+	{ "rdx", "dx", 8 },  { "edx", "dx", 4 },   { "dx", "dx", 2 },	 { "dl", "dx", 1 },
+	{ "rsi", "si", 8 },  { "esi", "si", 4 },   { "si", "si", 2 },	 { "sil", "si", 1 },
+	{ "rdi", "di", 8 },  { "edi", "di", 4 },   { "di", "di", 2 },	 { "dil", "di", 1 },
+	{ "rbp", "bp", 8 },  { "ebp", "bp", 4 },   { "bp", "bp", 2 },	 { "bpl", "bp", 1 },
+	{ "rsp", "sp", 8 },  { "esp", "sp", 4 },   { "sp", "sp", 2 },	 { "spl", "sp", 1 },
+	{ "r8", "r8", 8 },   { "r8d", "r8", 4 },   { "r8w", "r8", 2 },	 { "r8b", "r8", 1 },
+	{ "r9", "r9", 8 },   { "r9d", "r9", 4 },   { "r9w", "r9", 2 },	 { "r9b", "r9", 1 },
+	{ "r10", "r10", 8 }, { "r10d", "r10", 4 }, { "r10w", "r10", 2 }, { "r10b", "r10", 1 },
+	{ "r11", "r11", 8 }, { "r11d", "r11", 4 }, { "r11w", "r11", 2 }, { "r11b", "r11", 1 },
+	{ "r12", "r12", 8 }, { "r12d", "r12", 4 }, { "r12w", "r12", 2 }, { "r12b", "r12", 1 },
+	{ "r13", "r13", 8 }, { "r13d", "r13", 4 }, { "r13w", "r13", 2 }, { "r13b", "r13", 1 },
+	{ "r14", "r14", 8 }, { "r14d", "r14", 4 }, { "r14w", "r14", 2 }, { "r14b", "r14", 1 },
+	{ "r15", "r15", 8 }, { "r15d", "r15", 4 }, { "r15w", "r15", 2 }, { "r15b", "r15", 1 },
 	{ "rip", "ip", 8 },
 };
 
 static const struct reg_name *reg_lookup(const char *s, size_t len)
 {
-	static struct reg_name rn[8 * 4];
-	static char names[8 * 4][6];
-	static bool built;
-
 	for (size_t i = 0; i < sizeof(regs) / sizeof(regs[0]); i++)
 		if (strlen(regs[i].name) == len && !memcmp(regs[i].name, s, len))
 			return &regs[i];
-	if (!built) { /* r8..r15 and their d, w, b parts */
-		for (int r = 8; r <= 15; r++) {
-			static const char *suf[4] = { "", "d", "w", "b" };
-			static const uint8_t sz[4] = { 8, 4, 2, 1 };
-
-			for (int k = 0; k < 4; k++) {
-				struct reg_name *e = &rn[(r - 8) * 4 + k];
-
-				snprintf(names[(r - 8) * 4 + k], sizeof(names[0]), "r%d%s", r, suf[k]);
-				e->name = names[(r - 8) * 4 + k];
-				e->kernel = names[(r - 8) * 4]; /* "r8" */
-				e->size = sz[k];
-			}
-		}
-		built = true;
-	}
-	for (size_t i = 0; i < sizeof(rn) / sizeof(rn[0]); i++)
-		if (strlen(rn[i].name) == len && !memcmp(rn[i].name, s, len))
-			return &rn[i];
 	return NULL;
 }
 
@@ -233,8 +218,7 @@ static int resolve_sym(void *ctx, const char *name, uint64_t *foff)
 	}
 	if (!r->syms)
 		return -ENOENT;
-	if (up_sym_elf_lookup_object(r->syms, name, &sym) &&
-	    up_sym_elf_lookup(r->syms, name, &sym))
+	if (up_sym_elf_lookup_object(r->syms, name, &sym) && up_sym_elf_lookup(r->syms, name, &sym))
 		return -ENOENT;
 	/* the kernel's @+OFFSET is taken relative to the probed instruction's mapping
 	   (translate_user_vaddr: the probe's address - its file offset + OFFSET), so a
@@ -401,7 +385,8 @@ int up_usdt_open(const char *path, struct up_usdt_file **out)
 		while (data && !rc && (off = gelf_getnote(data, off, &nh, &noff, &doff)) > 0) {
 			const char *d = data->d_buf;
 
-			if (nh.n_type != NT_STAPSDT || nh.n_namesz != 8 || memcmp(d + noff, "stapsdt", 8))
+			if (nh.n_type != NT_STAPSDT || nh.n_namesz != 8 ||
+			    memcmp(d + noff, "stapsdt", 8))
 				continue;
 			rc = add_note(f, r.elf, d + doff, nh.n_descsz, base_now, have_base);
 		}

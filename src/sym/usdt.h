@@ -31,9 +31,9 @@ enum up_usdt_arg_kind {
 
 struct up_usdt_arg {
 	enum up_usdt_arg_kind kind;
-	uint8_t size;	/* bytes: 1, 2, 4 or 8 */
+	uint8_t size; /* bytes: 1, 2, 4 or 8 */
 	bool is_signed;
-	char reg[6];	/* the kernel's name of the whole register: "di", "r8", "ip" */
+	char reg[6]; /* the kernel's name of the whole register: "di", "r8", "ip" */
 	int64_t value;
 };
 

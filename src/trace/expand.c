@@ -383,8 +383,8 @@ static int expand_usdt(struct parts *pt, up_expand_fn fn, void *ctx, struct up_e
 
 		if (!usdt_match(pr, prov, name))
 			continue;
-		rc = names_take(&used, has_event && !has_glob(name, strlen(name)) ? given : pr->name,
-				ev);
+		rc = names_take(&used,
+				has_event && !has_glob(name, strlen(name)) ? given : pr->name, ev);
 		if (rc)
 			break;
 		sb_printf(&b, "p:%s/%s %s:0x%" PRIx64, pt->group, ev, path, pr->offset);
@@ -398,7 +398,8 @@ static int expand_usdt(struct parts *pt, up_expand_fn fn, void *ctx, struct up_e
 	if (!rc && !st->specs) {
 		up_spec_fail(err, (int)(c1 - t) + 1, te - (int)(c1 - t) - 1,
 			     "%s (and the libraries it needs) has no USDT probe %s%s%s (try: "
-			     "uprobe list --usdt %s)", path, prov, prov[0] ? ":" : "", name, path);
+			     "uprobe list --usdt %s)",
+			     path, prov, prov[0] ? ":" : "", name, path);
 		rc = -ENOENT;
 	}
 	free(used.v);
@@ -413,11 +414,11 @@ struct glob_walk {
 	struct up_sym_elf *elf;
 	const char *pattern;
 	const char *path;
-	uint64_t off;	     /* +OFF after the glob */
-	const char *suffix;  /* "%return" or "", as written */
+	uint64_t off;	    /* +OFF after the glob */
+	const char *suffix; /* "%return" or "", as written */
 	int suffix_len;
 	bool is_return;
-	uint64_t *ifuncs;    /* addresses of IFUNC symbols, sorted: every name there is a
+	uint64_t *ifuncs; /* addresses of IFUNC symbols, sorted: every name there is a
 				resolver's (glibc's local strlen_ifunc is strlen's) */
 	size_t nifuncs, capifuncs;
 	/* the matching names of the address being walked: the best one is probed */
@@ -536,7 +537,8 @@ static int expand_glob(struct parts *pt, const char *colon, up_expand_fn fn, voi
 	if (pt->event_len)
 		return up_spec_fail(err, pt->event_pos, pt->event_len,
 				    "a wildcard makes one event per function, named after it: "
-				    "give no event name, or %c:GRP/*", t[pt->head]);
+				    "give no event name, or %c:GRP/*",
+				    t[pt->head]);
 	w.is_return = t[pt->head] == 'r';
 	while (se < te && *se != '+' && *se != '%')
 		se++;
@@ -551,7 +553,8 @@ static int expand_glob(struct parts *pt, const char *colon, up_expand_fn fn, voi
 		w.suffix = se;
 	}
 	w.suffix_len = (int)(te - w.suffix);
-	if ((size_t)(colon - t - pt->target) >= sizeof(path) || (size_t)(se - sym) >= sizeof(pattern))
+	if ((size_t)(colon - t - pt->target) >= sizeof(path) ||
+	    (size_t)(se - sym) >= sizeof(pattern))
 		return up_spec_fail(err, pt->target, pt->target_len, "too long");
 	memcpy(path, t + pt->target, (size_t)(colon - t - pt->target));
 	path[colon - t - pt->target] = '\0';
@@ -679,8 +682,9 @@ static int dwarf_arg(const struct parts *pt, int s, int e, struct up_dwarf *d,
 	expr[te - v] = '\0';
 	rc = up_dwarf_fetch(d, site->vaddr, expr, fetch, sizeof(fetch), why, sizeof(why), &errpos);
 	if (rc) {
-		up_spec_fail(err, v + errpos, te - v - errpos, "'%s' at %s (%s:%d, 0x%" PRIx64 "): %s",
-			     expr, site->func, site->file, site->line, site->vaddr, why);
+		up_spec_fail(err, v + errpos, te - v - errpos,
+			     "'%s' at %s (%s:%d, 0x%" PRIx64 "): %s", expr, site->func, site->file,
+			     site->line, site->vaddr, why);
 		return rc == -ENOMEM ? rc : -EINVAL;
 	}
 	if (v > s) { /* NAME= given */
@@ -727,11 +731,13 @@ static int expand_dwarf(struct parts *pt, const char *colon, up_expand_fn fn, vo
 		goto out;
 	has_event = event_given(pt, given);
 	if (t[pt->head] == 'r' || memmem(t + pt->target, (size_t)pt->target_len, "%return", 7)) {
-		rc = up_spec_fail(err, pt->head, 1, "variables are fetched where a probe is placed: "
-						   "not in a return probe (r:), which fetches $retval");
+		rc = up_spec_fail(err, pt->head, 1,
+				  "variables are fetched where a probe is placed: "
+				  "not in a return probe (r:), which fetches $retval");
 		goto out;
 	}
-	if ((size_t)(colon - t - pt->target) >= sizeof(path) || (size_t)(ae - colon - 1) >= sizeof(what)) {
+	if ((size_t)(colon - t - pt->target) >= sizeof(path) ||
+	    (size_t)(ae - colon - 1) >= sizeof(what)) {
 		rc = up_spec_fail(err, pt->target, pt->target_len, "too long");
 		goto out;
 	}
@@ -743,9 +749,9 @@ static int expand_dwarf(struct parts *pt, const char *colon, up_expand_fn fn, vo
 	if (rc) {
 		up_spec_fail(err, pt->target, (int)(colon - t) - pt->target, "%s: %s", path,
 			     rc == -ENODATA ? "no debug information (DWARF) in it or in a debug "
-					      "file (build-id, .gnu_debuglink)"
-			     : rc == -ENOEXEC ? "not an x86 ELF file"
-					      : strerror(-rc));
+					      "file (build-id, .gnu_debuglink)" :
+			     rc == -ENOEXEC ? "not an x86 ELF file" :
+					      strerror(-rc));
 		rc = rc == -ENODATA ? -EINVAL : rc == -EINVAL ? -EIO : rc;
 		goto out;
 	}
@@ -764,7 +770,8 @@ static int expand_dwarf(struct parts *pt, const char *colon, up_expand_fn fn, vo
 		if (rc == -ENOENT)
 			up_spec_fail(err, (int)(colon - t) + 1, (int)(te - colon) - 1,
 				     is_file ? "no code for line %d of %s" :
-				     "no code %d lines into function %s", line, what);
+					       "no code %d lines into function %s",
+				     line, what);
 	} else {
 		rc = up_dwarf_func_site(d, what, &ds->v[0]);
 		ds->n = rc ? 0 : 1;

@@ -21,7 +21,7 @@ struct up_refctr_set {
 	struct up_refctr {
 		uint64_t addr;
 		unsigned n; /* increments of ours there */
-	} *v;
+	} * v;
 	size_t n, cap;
 };
 

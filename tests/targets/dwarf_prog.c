@@ -23,12 +23,12 @@ static long total;
 
 __attribute__((noinline)) long handle(struct req *r, int flags, const char *tag)
 {
-	long cost = r->size * 2 + flags;		/* line 26 */
+	long cost = r->size * 2 + flags; /* line 26 */
 	int unused_after = (int)strlen(tag);
 
 	total += cost + unused_after;
 	if (flags & 1)
-		total -= r->peer.port;			/* line 31 */
+		total -= r->peer.port; /* line 31 */
 	return total;
 }
 

@@ -61,12 +61,11 @@ static void check_all(const struct vector *v, size_t n)
 static void test_registers(void **state)
 {
 	static const struct vector v[] = {
-		{ "-4@%edi", "%di:s32", 0 },   { "8@%rax", "%ax:u64", 0 },
-		{ "-2@%ax", "%ax:s16", 0 },    { "1@%al", "%ax:u8", 0 },
-		{ "-1@%sil", "%si:s8", 0 },    { "8@%r15", "%r15:u64", 0 },
-		{ "-4@%r8d", "%r8:s32", 0 },   { "2@%r12w", "%r12:u16", 0 },
-		{ "1@%r9b", "%r9:u8", 0 },
-		{ "%rbx", "%bx:u64", 0 }, /* no size: the register's */
+		{ "-4@%edi", "%di:s32", 0 }, { "8@%rax", "%ax:u64", 0 },
+		{ "-2@%ax", "%ax:s16", 0 },  { "1@%al", "%ax:u8", 0 },
+		{ "-1@%sil", "%si:s8", 0 },  { "8@%r15", "%r15:u64", 0 },
+		{ "-4@%r8d", "%r8:s32", 0 }, { "2@%r12w", "%r12:u16", 0 },
+		{ "1@%r9b", "%r9:u8", 0 },   { "%rbx", "%bx:u64", 0 }, /* no size: the register's */
 		{ "%ecx", "%cx:u32", 0 },
 	};
 
@@ -106,11 +105,11 @@ static void test_refused(void **state)
 {
 	static const struct vector v[] = {
 		{ "8@(%rax,%rdx,8)", NULL, -EINVAL }, /* index register */
-		{ "3@%eax", NULL, -EINVAL },	       /* no such size */
+		{ "3@%eax", NULL, -EINVAL },	      /* no such size */
 		{ "4@%xmm0", NULL, -EINVAL },
-		{ "4@%ah", NULL, -EINVAL },	       /* uprobe_events cannot shift */
+		{ "4@%ah", NULL, -EINVAL }, /* uprobe_events cannot shift */
 		{ "4@nosuch(%rip)", NULL, -ENOENT },
-		{ "4@8(%eax)", NULL, -EINVAL },	       /* a 32-bit base in a 64-bit file */
+		{ "4@8(%eax)", NULL, -EINVAL }, /* a 32-bit base in a 64-bit file */
 		{ "4@", NULL, -EINVAL },
 		{ "x@%eax", NULL, -EINVAL },
 	};
