@@ -7,7 +7,9 @@ set -e
 # libfuse3-dev and fuse3 (fusermount3): `uprobe mount`, the control filesystem (src/fs/).
 # valgrind: the tracer is checked under memcheck (tests/reliability.cmake).
 # libc6-dev: its libc.a links a static test target (tests/core.cmake).
-PKGS="cmake make gcc libc6-dev pkg-config libzydis-dev libelf-dev libdw-dev libcmocka-dev gcc-multilib binutils python3 libfuse3-dev fuse3 valgrind"
+# systemtap-sdt-dev: <sys/sdt.h> for the USDT test target; python3.11: Debian's
+# /usr/bin/python3.11 and its SDT probes, a real USDT target (tests/probes.cmake).
+PKGS="cmake make gcc libc6-dev pkg-config libzydis-dev libelf-dev libdw-dev libcmocka-dev gcc-multilib binutils python3 libfuse3-dev fuse3 valgrind systemtap-sdt-dev python3.11"
 
 missing=""
 for p in $PKGS; do

@@ -43,6 +43,7 @@
 #include <fuse3/fuse_lowlevel.h>
 
 #include "fs/ring.h"
+#include "trace/expand.h"
 #include "trace/format.h"
 #include "trace/session.h"
 #include "trace/spec.h"
@@ -550,6 +551,23 @@ static int add_line(struct fsd *d, const char *line)
 	return 0;
 }
 
+static int add_expanded(void *ctx, const char *spec)
+{
+	return add_line(ctx, spec);
+}
+
+/* u: (USDT), wildcard and DWARF lines become the p:/r: lines they stand for
+   (trace/expand.h), each an event of its own. */
+static int add_lines(struct fsd *d, const char *line)
+{
+	struct up_spec_err se;
+	int rc = up_expand(line, add_expanded, d, NULL, &se);
+
+	if (rc && se.msg[0])
+		errlog_parse(d, line, &se);
+	return rc;
+}
+
 /* Lines as the kernel splits them: '#' starts a comment, blank lines do nothing. */
 static int events_write(struct fsd *d, char *text)
 {
@@ -569,7 +587,7 @@ static int events_write(struct fsd *d, char *text)
 			*--e = '\0';
 		if (!*line)
 			continue;
-		rc = line[0] == '-' && line[1] == ':' ? delete_line(d, line) : add_line(d, line);
+		rc = line[0] == '-' && line[1] == ':' ? delete_line(d, line) : add_lines(d, line);
 		if (rc)
 			return rc;
 	}

@@ -821,3 +821,94 @@ int up_sym_elf_offset_to_vaddr(struct up_sym_elf *e, uint64_t offset, uint64_t *
 	}
 	return -ENOENT;
 }
+
+/* ---- needed libraries ---------------------------------------------------------------------- */
+
+/* dir/name when it is a file of the same class; $ORIGIN in dir is the file's directory. */
+static bool lib_in(const struct up_sym_elf *e, const char *dir, size_t dlen, const char *name,
+		   char *out, size_t size)
+{
+	char origin[PATH_MAX], d[PATH_MAX];
+	int cls;
+
+	if (dlen >= 7 && !strncmp(dir, "$ORIGIN", 7)) {
+		if (!abs_dirname(e->path, origin, sizeof(origin)))
+			return false;
+		if ((size_t)snprintf(d, sizeof(d), "%s%.*s", origin, (int)(dlen - 7), dir + 7) >=
+		    sizeof(d))
+			return false;
+	} else {
+		snprintf(d, sizeof(d), "%.*s", (int)dlen, dir);
+	}
+	if ((size_t)snprintf(out, size, "%s/%s", d, name) >= size)
+		return false;
+	return up_sym_elf_identify(out, &cls, NULL) == 0 && cls == e->elf_class;
+}
+
+int up_sym_elf_for_each_needed(struct up_sym_elf *e, up_sym_path_fn fn, void *ctx)
+{
+	static const char *const sys64[] = { "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+					     "/lib64", "/usr/lib64", "/lib", "/usr/lib",
+					     "/usr/local/lib", NULL };
+	static const char *const sys32[] = { "/lib/i386-linux-gnu", "/usr/lib/i386-linux-gnu",
+					     "/lib32", "/usr/lib32", "/lib", "/usr/lib",
+					     "/usr/local/lib", NULL };
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	Elf_Data *data = NULL;
+	const char *runpath = NULL, *rpath = NULL;
+	size_t n;
+	int rc = 0;
+
+	while ((scn = elf_nextscn(e->elf, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNAMIC)
+			break;
+	if (!scn || !(data = elf_getdata(scn, NULL)) || !sh.sh_entsize)
+		return 0; /* static, or not linked: nothing needed */
+	n = sh.sh_size / sh.sh_entsize;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Dyn dyn;
+
+		if (!gelf_getdyn(data, (int)i, &dyn))
+			continue;
+		if (dyn.d_tag == DT_RUNPATH)
+			runpath = elf_strptr(e->elf, sh.sh_link, dyn.d_un.d_val);
+		else if (dyn.d_tag == DT_RPATH)
+			rpath = elf_strptr(e->elf, sh.sh_link, dyn.d_un.d_val);
+	}
+	if (runpath)
+		rpath = NULL; /* DT_RUNPATH makes the linker ignore DT_RPATH */
+	for (size_t i = 0; i < n && !rc; i++) {
+		const char *dirs = runpath ? runpath : rpath, *name;
+		const char *const *sys = e->elf_class == 32 ? sys32 : sys64;
+		char path[PATH_MAX];
+		bool found = false;
+		GElf_Dyn dyn;
+
+		if (!gelf_getdyn(data, (int)i, &dyn) || dyn.d_tag != DT_NEEDED)
+			continue;
+		name = elf_strptr(e->elf, sh.sh_link, dyn.d_un.d_val);
+		if (!name)
+			continue;
+		if (strchr(name, '/')) { /* a path: taken as it is, no search */
+			int cls;
+
+			snprintf(path, sizeof(path), "%s", name);
+			found = up_sym_elf_identify(path, &cls, NULL) == 0 && cls == e->elf_class;
+			dirs = NULL;
+			if (!found)
+				continue;
+		}
+		while (!found && dirs && *dirs) {
+			size_t len = strcspn(dirs, ":");
+
+			found = len && lib_in(e, dirs, len, name, path, sizeof(path));
+			dirs += len + (dirs[len] == ':');
+		}
+		for (; !found && *sys; sys++)
+			found = lib_in(e, *sys, strlen(*sys), name, path, sizeof(path));
+		if (found)
+			rc = fn(ctx, path);
+	}
+	return rc;
+}

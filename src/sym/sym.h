@@ -128,4 +128,15 @@ int up_sym_elf_offset_to_vaddr(struct up_sym_elf *elf, uint64_t offset, uint64_t
    section: jump tables in .rodata too).  0, -ENOENT (not in the file's bytes), -EIO. */
 int up_sym_elf_read(struct up_sym_elf *elf, uint64_t vaddr, void *buf, size_t len);
 
+/*
+ * Calls fn with the path of each shared library the file needs (DT_NEEDED), found
+ * where the dynamic linker looks first: its DT_RUNPATH (or DT_RPATH) directories,
+ * $ORIGIN expanded, then the system's library directories for its class (the
+ * multiarch ones, lib64/lib32, lib, /usr/local/lib).  A library found nowhere is
+ * skipped.  Direct dependencies only, in DT_NEEDED order; a non-zero return from fn
+ * stops the walk and is returned.  0, or a negative errno for an unreadable file.
+ */
+typedef int (*up_sym_path_fn)(void *ctx, const char *path);
+int up_sym_elf_for_each_needed(struct up_sym_elf *elf, up_sym_path_fn fn, void *ctx);
+
 #endif

@@ -24,6 +24,7 @@
 #include "trace/format.h"
 #include "trace/hist.h"
 #include "trace/raw.h"
+#include "trace/refctr.h"
 #include "trace/session.h"
 #include "trace/spec.h"
 #include "trace/stack.h"
@@ -68,6 +69,7 @@ struct tprobe {
 	struct tspec *ts;
 	struct tproc *tp;
 	uint64_t file_bias;
+	uint64_t ref_addr; /* its USDT semaphore, incremented (0: none) */
 	struct tprobe *next;
 };
 
@@ -79,6 +81,7 @@ struct tproc {
 	struct tprobe *probes;
 	struct uprobe ldso; /* the dynamic linker's _dl_debug_state */
 	struct up_stack_syms *syms; /* names of stack addresses, made on demand */
+	struct up_refctr_set refs;  /* USDT semaphores we incremented here */
 	struct up_trace *tr;
 };
 
@@ -1608,6 +1611,19 @@ static void raw_trap(struct tprobe *p, uprobe_regs_t *regs, bool is_return, cons
 		raw_check(tr, errno ? -errno : -EIO);
 }
 
+/* A USDT probe's semaphore goes up where the probe is placed (trace/refctr.h). */
+static void ref_get(struct up_trace *tr, struct tproc *tp, struct tprobe *p)
+{
+	uint64_t a = up_refctr_vaddr(tp->pid, p->ts->dev, p->ts->ino, p->ts->spec.ref_ctr_offset);
+	int rc = a ? up_refctr_get(&tp->refs, tp->pid, a) : -ENOENT;
+
+	if (rc)
+		tlog(tr, "'%s': cannot set its semaphore in process %d: %s", p->ts->text,
+		     (int)tp->pid, strerror(-rc));
+	else
+		p->ref_addr = a;
+}
+
 /* An event whose arguments a 32-bit process cannot give (r8-r15, the 8-byte frames
    of $ustack) is refused there, once, saying which. */
 static int args_for_32bit(struct up_trace *tr, struct tspec *ts, pid_t pid)
@@ -1701,6 +1717,8 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 	p->next = tp->probes;
 	tp->probes = p;
 	tp->armed[i] = true;
+	if (ts->is_file && ts->spec.ref_ctr_offset)
+		ref_get(tr, tp, p);
 	if (tr->opts.raw)
 		raw_site(tr, p); /* before any of its records: they are drained later */
 	if (p->recording && !probe_on(tr, p))
@@ -1765,6 +1783,8 @@ static void disarm_unmapped(struct up_trace *tr, struct tproc *tp)
 		}
 		unregister_uprobe(tr->ctx, &p->u); /* a recording probe's last records first */
 		keep_count(tr, p);
+		if (p->ref_addr)
+			up_refctr_forget(&tp->refs, p->ref_addr); /* unmapped with the file */
 		tp->armed[ts->index] = false;
 		*pp = p->next;
 		if (p->u.kimg) {
@@ -1811,6 +1831,7 @@ static void drop_probes(struct tproc *tp)
 		keep_count(tp->tr, p);
 		tprobe_free(p);
 	}
+	up_refctr_forget(&tp->refs, 0); /* gone with the process's memory, or put back */
 	memset(tp->armed, 0, tp->tr->nspecs * sizeof(*tp->armed));
 	memset(&tp->ldso, 0, sizeof(tp->ldso));
 }
@@ -1884,8 +1905,10 @@ static void cb_fork(void *arg, pid_t parent, pid_t child)
 	struct tproc *pp = proc_of(tr, parent), *cp = proc_add(tr, child);
 
 	/* the child runs the parent's probes (the library copied them) */
-	if (pp && cp)
+	if (pp && cp) {
 		memcpy(cp->armed, pp->armed, tr->nspecs * sizeof(*cp->armed));
+		up_refctr_copy(&cp->refs, &pp->refs); /* and its memory the semaphores */
+	}
 }
 
 /* ---- the session ---------------------------------------------------------------------------- */
@@ -1951,6 +1974,9 @@ void up_trace_free(struct up_trace *tr)
 	if (!tr)
 		return;
 	lost = tr->opts.raw ? up_trace_lost(tr) : 0;
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next)
+		if (!tp->gone)
+			up_refctr_put_all(&tp->refs, tp->pid);
 	/* detaches from everything: the processes run on unprobed (what their rings still
 	   hold is delivered first) */
 	uprobe_ctx_free(tr->ctx);
@@ -1965,6 +1991,7 @@ void up_trace_free(struct up_trace *tr)
 		tr->procs = tp->next;
 		drop_probes(tp);
 		up_stack_syms_free(tp->syms);
+		up_refctr_free(&tp->refs);
 		free(tp->armed);
 		free(tp);
 	}
@@ -2317,6 +2344,8 @@ static void disarm_spec(struct up_trace *tr, unsigned i)
 			*pp = p->next;
 			unregister_uprobe(tr->ctx, &p->u);
 			keep_count(tr, p);
+			if (p->ref_addr)
+				up_refctr_put(&tp->refs, tp->pid, p->ref_addr);
 			if (p->u.kimg) {
 				p->next = tr->retired;
 				tr->retired = p;
@@ -2509,6 +2538,7 @@ void up_trace_detach_all(struct up_trace *tr)
 	for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
 		if (tp->gone)
 			continue;
+		up_refctr_put_all(&tp->refs, tp->pid);
 		uprobe_detach(tr->ctx, tp->pid);
 		tp->gone = true;
 		drop_probes(tp);

@@ -20,6 +20,7 @@
 
 #include "cli.h"
 #include "trace/kernel.h"
+#include "trace/expand.h"
 #include "trace/session.h"
 #include "trace/spec.h"
 
@@ -85,6 +86,12 @@ static void trace_usage(FILE *out)
 	      "             $argN in an r: event: the argument the entry had ($arg1..$arg6)\n"
 	      "             $ustack: the user stack, named frames under the line\n"
 	      "      TYPE   u8..u64 s8..s64 x8..x64 string ustring b<WIDTH>@<OFFSET>/<SIZE>\n"
+	      "SPEC, forms made into p: specs (the same for --backend kernel):\n"
+	      "  u[:[GRP/]EVENT] PATH:[PROVIDER:]NAME [FETCHARG...]   a USDT probe; $argN is\n"
+	      "      its Nth operand; its semaphore is set while probed (uprobe list --usdt)\n"
+	      "  p|r[:GRP/*] PATH:GLOB [FETCHARG...]   one event per matching function\n"
+	      "  p[:[GRP/]EVENT] PATH:FUNC|PATH:SRC.c:LINE|PATH:FUNC:N [VAR...]  with debug\n"
+	      "      info: VAR = [NAME=]variable[->field|.field]...[:TYPE] (uprobe list --vars)\n"
 	      "TRIGGER, the kernel's hist trigger on an event given with -e (aggregated in the\n"
 	      "process on the fast path, nothing lost; printed at the end as the kernel's\n"
 	      "hist file, and every -i PERIOD):\n"
@@ -165,6 +172,49 @@ static int add_text(struct spec_list *l, const char *s)
 		return -ENOMEM;
 	l->n++;
 	return 0;
+}
+
+static int add_expanded(void *ctx, const char *spec)
+{
+	return add_text(ctx, spec);
+}
+
+/*
+ * u: (USDT) specs and wildcards become the p:/r: specs they stand for (trace/expand.h),
+ * so both backends get the same probes.  Returns 0 or a CLI exit status.
+ */
+static int expand_specs(struct spec_list *l, int verbose)
+{
+	struct spec_list out = { 0 };
+	int status = 0;
+
+	for (unsigned i = 0; i < l->n; i++) {
+		struct up_expand_stats st;
+		struct up_spec_err se;
+		char err[1024];
+		int rc = up_expand(l->v[i], add_expanded, &out, &st, &se);
+
+		if (rc == -ENOMEM) {
+			cli_err("trace", "'%s': %s", l->v[i], strerror(-rc));
+			status = CLI_FAIL;
+		} else if (rc) {
+			up_spec_err_format(l->v[i], &se, err, sizeof(err));
+			fprintf(stderr, "uprobe trace: bad probe spec:\n%s", err);
+			status = CLI_USAGE;
+		} else if (verbose > 0 && (st.matched || st.specs > 1)) {
+			fprintf(stderr, "uprobe trace: '%s': %u probe%s", l->v[i], st.specs,
+				st.specs == 1 ? "" : "s");
+			if (st.matched)
+				fprintf(stderr, " (%u functions matched; left out: %u aliases, %u "
+						"IFUNC resolvers)", st.matched, st.aliases, st.ifuncs);
+			fputc('\n', stderr);
+		}
+	}
+	for (unsigned i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	*l = out;
+	return status;
 }
 
 static int add_file(struct spec_list *l, const char *path)
@@ -489,6 +539,9 @@ static int run_trace(int argc, char **argv)
 	}
 	if (!specs.n)
 		return cli_usage_error(&cli_cmd_trace, "no probe: give -e SPEC or -f FILE");
+	status = expand_specs(&specs, opts.verbose);
+	if (status)
+		goto out;
 	if (!npids && optind >= argc && !kernel)
 		return cli_usage_error(&cli_cmd_trace, "nothing to trace: give -p PID or -- COMMAND");
 	if (kernel && npids > 1)
