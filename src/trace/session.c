@@ -2437,6 +2437,11 @@ void up_trace_set_pid_filter(struct up_trace *tr, pid_t pid)
 	sync_enabled(tr);
 }
 
+int up_trace_set_wait_hook(struct up_trace *tr, void (*hook)(void *arg, int fd), void *arg)
+{
+	return uprobe_ctx_set_wait_hook(tr->ctx, hook, arg);
+}
+
 int up_trace_fd(struct up_trace *tr)
 {
 	return uprobe_ctx_fd(tr->ctx);

@@ -128,6 +128,8 @@ void up_trace_set_pid_filter(struct up_trace *tr, pid_t pid);
    ms: -1 forever), then dispatch. */
 int up_trace_timeout(struct up_trace *tr);
 int up_trace_fd(struct up_trace *tr);
+/* uprobe_ctx_set_wait_hook(): what to serve while waiting for a tracee to stop */
+int up_trace_set_wait_hook(struct up_trace *tr, void (*hook)(void *arg, int fd), void *arg);
 int up_trace_dispatch(struct up_trace *tr);
 /* Every process let go, its probes removed (unmount). */
 void up_trace_detach_all(struct up_trace *tr);

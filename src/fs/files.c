@@ -1,0 +1,599 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The control filesystem's files (fsd.h): what reading and writing each one means,
+ * following tracefs where this tracer can honour it.  Never replies to a FUSE request
+ * and never waits for one: fs.c does both.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef UPROBE_HAVE_FUSE3
+
+#include "fs/fsd.h"
+#include "trace/format.h"
+#include "trace/session.h"
+
+void text_put(struct text *t, const char *s, size_t n)
+{
+	if (t->len + n + 1 > t->cap) {
+		size_t cap = (t->len + n + 1) * 2;
+		char *p = realloc(t->p, cap);
+
+		if (!p) {
+			t->oom = true;
+			return;
+		}
+		t->p = p;
+		t->cap = cap;
+	}
+	memcpy(t->p + t->len, s, n);
+	t->len += n;
+	t->p[t->len] = '\0';
+}
+
+void text_printf(struct text *t, const char *fmt, ...)
+{
+	char small[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(small, sizeof(small), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n < sizeof(small)) {
+		text_put(t, small, (size_t)n);
+		return;
+	}
+	char *big = malloc((size_t)n + 1);
+
+	if (!big) {
+		t->oom = true;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(big, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	text_put(t, big, (size_t)n);
+	free(big);
+}
+
+void fslog(struct fsd *d, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (!d->opts->log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	d->opts->log(d->opts->log_arg, msg);
+}
+
+/* The session's messages: kept (the last one explains a failed write) and passed on. */
+void session_log(void *arg, const char *msg)
+{
+	struct fsd *d = arg;
+
+	snprintf(d->lastlog, sizeof(d->lastlog), "%s", msg);
+	if (d->opts->log)
+		d->opts->log(d->opts->log_arg, msg);
+}
+
+/* ---- groups and event nodes ----------------------------------------------------------- */
+
+int group_index(struct fsd *d, const char *name, bool add)
+{
+	for (unsigned g = 0; g < d->ngroups; g++)
+		if (!strcmp(d->groups[g], name))
+			return (int)g;
+	if (!add)
+		return -ENOENT;
+	char **v = realloc(d->groups, (d->ngroups + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	d->groups = v;
+	v[d->ngroups] = strdup(name);
+	if (!v[d->ngroups])
+		return -ENOMEM;
+	return (int)d->ngroups++;
+}
+
+/* The live event spec i, or NULL. */
+const struct up_spec *event_spec(struct fsd *d, unsigned i)
+{
+	const struct up_spec *s;
+
+	if (!up_trace_spec_live(d->tr, i))
+		return NULL;
+	s = up_trace_spec(d->tr, i);
+	return s && s->kind == UP_SPEC_EVENT ? s : NULL;
+}
+
+bool group_live(struct fsd *d, unsigned g)
+{
+	unsigned n = up_trace_nspecs(d->tr);
+
+	if (g >= d->ngroups)
+		return false;
+	for (unsigned i = 0; i < n; i++) {
+		const struct up_spec *s = event_spec(d, i);
+
+		if (s && !strcmp(s->group, d->groups[g]))
+			return true;
+	}
+	return false;
+}
+
+/* What an inode number is; *spec the spec or group index it carries. */
+/* ---- error_log -------------------------------------------------------------------------- */
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void errlog_clear(struct fsd *d)
+{
+	for (unsigned i = 0; i < d->nerr; i++)
+		free(d->errlog[i]);
+	d->nerr = 0;
+}
+
+/*
+ * One entry as the kernel's tracing_log_err() shows it:
+ *   [  123.456789] trace_uprobe: error: MSG
+ *     Command: LINE
+ *              ^~~~          (when the error is at a place in LINE)
+ */
+/* who: what the kernel names as the error's source ("trace_uprobe", "hist:GRP:EVENT") */
+void errlog_add_by(struct fsd *d, const char *who, const char *line, const char *msg,
+			  const char *caret)
+{
+	uint64_t t = now_ns();
+	struct text e = { 0 };
+
+	text_printf(&e, "[%5" PRIu64 ".%06" PRIu64 "] %s: error: %s\n  Command: %s\n",
+		    t / 1000000000u, t % 1000000000u / 1000u, who, msg, line);
+	if (caret)
+		text_printf(&e, "           %s\n", caret);
+	if (e.oom || !e.p) {
+		free(e.p);
+		return;
+	}
+	if (d->nerr == ERRLOG_MAX) {
+		free(d->errlog[0]);
+		memmove(d->errlog, d->errlog + 1, (ERRLOG_MAX - 1) * sizeof(*d->errlog));
+		d->nerr--;
+	}
+	d->errlog[d->nerr++] = e.p;
+	fslog(d, "%s: %s", line, msg);
+}
+
+void errlog_add(struct fsd *d, const char *line, const char *msg, const char *caret)
+{
+	errlog_add_by(d, "trace_uprobe", line, msg, caret);
+}
+
+/* A parse error: the message and the caret line of up_spec_err_format(). */
+void errlog_parse(struct fsd *d, const char *line, const struct up_spec_err *se)
+{
+	char buf[1024], *caret = NULL;
+
+	up_spec_err_format(line, se, buf, sizeof(buf));
+	if (se->pos >= 0) {
+		char *l2 = strchr(buf, '\n'), *end;
+
+		if (l2) {
+			caret = l2 + 1;
+			end = strchr(caret, '\n');
+			if (end)
+				*end = '\0';
+		}
+	}
+	errlog_add(d, line, se->msg, caret);
+}
+
+void trace_reset(struct fsd *d)
+{
+	fflush(d->out);
+	up_fs_ring_clear(&d->ring);
+}
+
+bool header_is_seed(struct fsd *d)
+{
+	unsigned n = up_trace_nspecs(d->tr);
+
+	for (unsigned i = 0; i < n; i++)
+		if (up_trace_spec_live(d->tr, i))
+			return up_trace_spec(d->tr, i)->kind == UP_SPEC_SEED;
+	return d->last_seed;
+}
+
+/* ---- uprobe_events ----------------------------------------------------------------------- */
+
+static void remove_spec(struct fsd *d, unsigned i)
+{
+	up_trace_remove(d->tr, i);
+}
+
+void clear_probes(struct fsd *d)
+{
+	unsigned n = up_trace_nspecs(d->tr);
+	bool any = false;
+
+	for (unsigned i = 0; i < n; i++)
+		if (up_trace_spec_live(d->tr, i)) {
+			remove_spec(d, i);
+			any = true;
+		}
+	if (any)
+		trace_reset(d);
+}
+
+/* "-:[GRP/]EVENT" */
+static int delete_line(struct fsd *d, const char *line)
+{
+	char name[2 * UP_SPEC_NAME_MAX + 2], *slash, *group = NULL, *event = name;
+	const char *s = line + 2;
+	size_t n = strcspn(s, " \t");
+	int i;
+
+	if (!n || n >= sizeof(name)) {
+		errlog_add(d, line, n ? "Event name is too long" : "Event name is not specified",
+			   NULL);
+		return -EINVAL;
+	}
+	memcpy(name, s, n);
+	name[n] = '\0';
+	slash = strchr(name, '/');
+	if (slash) {
+		*slash = '\0';
+		group = name;
+		event = slash + 1;
+	}
+	i = up_trace_find(d->tr, group, event);
+	if (i < 0)
+		return -ENOENT; /* the kernel says no more either */
+	remove_spec(d, (unsigned)i);
+	trace_reset(d);
+	return 0;
+}
+
+static int add_line(struct fsd *d, const char *line)
+{
+	struct up_spec spec;
+	struct up_spec_err se;
+	char err[1024];
+	unsigned idx;
+	int rc;
+
+	rc = up_spec_parse(line, &spec, &se);
+	if (rc == -EINVAL) {
+		errlog_parse(d, line, &se);
+		return rc;
+	}
+	if (rc)
+		return rc;
+	if (spec.kind == UP_SPEC_SEED) {
+		if (!spec.pid) {
+			errlog_add(d, line, "PID 0 names the launched command: give a process id",
+				   NULL);
+			rc = -EINVAL;
+		} else if (kill(spec.pid, 0) < 0 && errno == ESRCH) {
+			errlog_add(d, line, "No such process", NULL);
+			rc = -ESRCH;
+		}
+	} else if (up_trace_find(d->tr, spec.group, spec.event) >= 0) {
+		errlog_add(d, line, "Given group/event name is already used by another event",
+			   NULL);
+		rc = -EEXIST;
+	} else if (group_index(d, spec.group, true) < 0) {
+		rc = -ENOMEM;
+	}
+	up_spec_free(&spec);
+	if (rc)
+		return rc;
+
+	rc = up_trace_add(d->tr, line, err, sizeof(err));
+	if (rc) {
+		errlog_add(d, line, err[0] ? err : strerror(-rc), NULL);
+		return rc;
+	}
+	idx = up_trace_nspecs(d->tr) - 1;
+	d->last_seed = up_trace_spec(d->tr, idx)->kind == UP_SPEC_SEED;
+	d->lastlog[0] = '\0';
+	rc = up_trace_arm_all(d->tr, true);
+	if (rc) {
+		/* refused here and now: no probe is left that could never fire */
+		remove_spec(d, idx);
+		errlog_add(d, line, d->lastlog[0] ? d->lastlog : strerror(-rc), NULL);
+		return rc;
+	}
+	return 0;
+}
+
+/* Lines as the kernel splits them: '#' starts a comment, blank lines do nothing. */
+static int events_write(struct fsd *d, char *text)
+{
+	char *save = NULL;
+
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *hash = strchr(line, '#'), *e;
+		int rc;
+
+		/* a '#' inside \"...\" is text, not a comment: leave those to the parser */
+		if (hash && !strstr(line, "\\\""))
+			*hash = '\0';
+		while (*line == ' ' || *line == '\t')
+			line++;
+		e = line + strlen(line);
+		while (e > line && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+			*--e = '\0';
+		if (!*line)
+			continue;
+		rc = line[0] == '-' && line[1] == ':' ? delete_line(d, line) : add_line(d, line);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- the other files ------------------------------------------------------------------------ */
+
+static int parse_bool(const char *s, bool *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	while (*end == ' ' || *end == '\t' || *end == '\n')
+		end++;
+	if (end == s || *end || errno)
+		return -EINVAL;
+	*out = v != 0;
+	return 0;
+}
+
+void apply_pid_filter(struct fsd *d)
+{
+	up_trace_set_pid_filter(d->tr, d->npids == 1 ? d->pids[0] : 0);
+}
+
+static int event_pid_write(struct fsd *d, char *text)
+{
+	char *save = NULL;
+
+	for (char *tok = strtok_r(text, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save)) {
+		char *end;
+		long v = strtol(tok, &end, 10);
+		pid_t *np;
+		int rc;
+
+		if (*end || v <= 0 || v > INT32_MAX)
+			return -EINVAL;
+		rc = up_trace_attach(d->tr, (pid_t)v);
+		if (rc && rc != -EALREADY) {
+			fslog(d, "set_event_pid: cannot trace process %ld: %s", v, strerror(-rc));
+			return rc;
+		}
+		np = realloc(d->pids, (d->npids + 1) * sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		d->pids = np;
+		np[d->npids++] = (pid_t)v;
+		apply_pid_filter(d);
+		up_trace_arm_all(d->tr, false); /* failures are logged; the process stays */
+	}
+	return 0;
+}
+
+/*
+ * events/GRP/EVENT/trigger: "hist:keys=..." adds the event's hist trigger,
+ * "!hist:keys=..." removes it; an error goes to error_log as the kernel's
+ * "hist:GRP:EVENT: error:" with the command and a caret.
+ */
+static int trigger_write(struct fsd *d, unsigned idx, char *text)
+{
+	const struct up_spec *s = up_trace_spec(d->tr, idx);
+	char err[1024], who[2 * UP_SPEC_NAME_MAX + 8], *e, *caret = NULL, *msg = err;
+	int rc;
+
+	while (*text == ' ' || *text == '\t' || *text == '\n')
+		text++;
+	e = text + strlen(text);
+	while (e > text && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n'))
+		*--e = '\0';
+	if (!*text)
+		return 0;
+	rc = up_trace_set_trigger(d->tr, idx, text, err, sizeof(err));
+	if (!rc)
+		return 0;
+	/* err: the command, a caret line, the message; or one line saying why */
+	if (err[0]) {
+		char *l2 = strchr(err, '\n'), *l3 = l2 ? strchr(l2 + 1, '\n') : NULL;
+
+		if (l2 && l3 && strchr(l2 + 1, '^') && strchr(l2 + 1, '^') < l3) {
+			*l3 = '\0';
+			caret = l2 + 1;
+			msg = l3 + 1;
+		}
+		e = msg + strlen(msg);
+		while (e > msg && e[-1] == '\n')
+			*--e = '\0';
+	} else {
+		snprintf(err, sizeof(err), "%s", strerror(-rc));
+	}
+	snprintf(who, sizeof(who), "hist:%s:%s", s ? s->group : "", s ? s->event : "");
+	errlog_add_by(d, who, text, msg, caret);
+	return rc == -ENOMEM || rc == -EEXIST || rc == -ENOENT ? rc : -EINVAL;
+}
+
+int node_write(struct fsd *d, enum node n, unsigned idx, char *text)
+{
+	bool b;
+	int rc;
+
+	switch (n) {
+	case N_UPROBE_EVENTS:
+	case N_UPROBES_EVENTS:
+		return events_write(d, text);
+	case N_TRACE:
+	case N_ERROR_LOG:
+		return 0; /* what is written does not matter; O_TRUNC cleared it at open */
+	case N_TRACING_ON:
+		rc = parse_bool(text, &b);
+		if (!rc) {
+			d->on = b;
+			up_trace_set_on(d->tr, b);
+		}
+		return rc;
+	case N_ENABLE:
+		rc = parse_bool(text, &b);
+		if (!rc)
+			up_trace_enable(d->tr, idx, b);
+		return rc;
+	case N_FILTER: {
+		char *s = text, *e;
+
+		while (*s == ' ' || *s == '\t' || *s == '\n')
+			s++;
+		e = s + strlen(s);
+		while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n'))
+			*--e = '\0';
+		if (!*s || !strcmp(s, "0"))
+			return 0; /* no filter: the only one there is */
+		errlog_add(d, s, "Event filters are not supported by uprobe mount "
+				 "(write 0 to clear; set_event_pid filters by process)", NULL);
+		return -EINVAL;
+	}
+	case N_SET_EVENT_PID:
+		return event_pid_write(d, text);
+	case N_TRIGGER:
+		return trigger_write(d, idx, text);
+	default:
+		return -EACCES;
+	}
+}
+
+/* What reading node n shows now. */
+int node_text(struct fsd *d, enum node n, unsigned idx, struct text *t)
+{
+	unsigned ns = up_trace_nspecs(d->tr);
+
+	switch (n) {
+	case N_UPROBE_EVENTS:
+	case N_UPROBES_EVENTS:
+		for (unsigned i = 0; i < ns; i++) {
+			char line[1024];
+			int len;
+
+			if (!up_trace_spec_live(d->tr, i))
+				continue;
+			len = up_spec_format(up_trace_spec(d->tr, i), line, sizeof(line));
+			if (len < 0)
+				continue;
+			if ((size_t)len < sizeof(line)) {
+				text_put(t, line, (size_t)len);
+			} else {
+				char *big = malloc((size_t)len + 1);
+
+				if (!big)
+					return -ENOMEM;
+				up_spec_format(up_trace_spec(d->tr, i), big, (size_t)len + 1);
+				text_put(t, big, (size_t)len);
+				free(big);
+			}
+			text_put(t, "\n", 1);
+		}
+		break;
+	case N_TRACE: {
+		char h[512];
+		int hl;
+		size_t len;
+		const char *data;
+
+		fflush(d->out);
+		hl = header_is_seed(d) ? up_fmt_seed_header(h, sizeof(h))
+				       : up_fmt_event_header(h, sizeof(h));
+		if (hl > 0)
+			text_put(t, h, (size_t)hl < sizeof(h) ? (size_t)hl : sizeof(h) - 1);
+		data = up_fs_ring_data(&d->ring, &len);
+		text_put(t, data, len);
+		break;
+	}
+	case N_TRACING_ON:
+		text_put(t, d->on ? "1\n" : "0\n", 2);
+		break;
+	case N_PROFILE: {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+
+		if (!f)
+			return -ENOMEM;
+		up_trace_print_counts(d->tr, f);
+		fclose(f);
+		text_put(t, buf, len);
+		free(buf);
+		break;
+	}
+	case N_ERROR_LOG:
+		for (unsigned i = 0; i < d->nerr; i++)
+			text_put(t, d->errlog[i], strlen(d->errlog[i]));
+		break;
+	case N_SET_EVENT_PID:
+		for (unsigned i = 0; i < d->npids; i++)
+			text_printf(t, "%d\n", (int)d->pids[i]);
+		break;
+	case N_ENABLE:
+		text_put(t, up_trace_enabled(d->tr, idx) ? "1\n" : "0\n", 2);
+		break;
+	case N_FILTER:
+		text_put(t, "none\n", 5);
+		break;
+	case N_TRIGGER: {
+		char info[1024];
+
+		if (up_trace_trigger_text(d->tr, idx, info, sizeof(info)) >= 0)
+			text_printf(t, "%s\n", info);
+		else /* the kernel lists the commands it knows; this one knows hist */
+			text_put(t, "# Available triggers:\n# hist\n", 29);
+		break;
+	}
+	case N_HIST: {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+
+		if (!f)
+			return -ENOMEM;
+		up_trace_print_hist(d->tr, idx, UP_HIST_TEXT, f); /* none: an empty file */
+		fclose(f);
+		text_put(t, buf, len);
+		free(buf);
+		break;
+	}
+	default:
+		return -EISDIR;
+	}
+	if (t->oom)
+		return -ENOMEM;
+	return 0;
+}
+
+#endif /* UPROBE_HAVE_FUSE3 */
