@@ -230,11 +230,15 @@ static void remove_spec(struct fsd *d, unsigned i)
 	up_trace_remove(d->tr, i);
 }
 
-void clear_probes(struct fsd *d)
+int clear_probes(struct fsd *d)
 {
 	unsigned n = up_trace_nspecs(d->tr);
 	bool any = false;
 
+	/* the kernel's dyn_events_release_all: nothing goes while one event is in use */
+	for (unsigned i = 0; i < n; i++)
+		if (event_spec(d, i) && up_trace_enabled(d->tr, i))
+			return -EBUSY;
 	for (unsigned i = 0; i < n; i++)
 		if (up_trace_spec_live(d->tr, i)) {
 			remove_spec(d, i);
@@ -242,6 +246,7 @@ void clear_probes(struct fsd *d)
 		}
 	if (any)
 		trace_reset(d);
+	return 0;
 }
 
 /* "-:[GRP/]EVENT" */

@@ -177,6 +177,177 @@ static void on_interrupt(fuse_req_t req, void *arg)
 	w->interrupted = true; /* answered from the loop, outside libfuse's locks */
 }
 
+/* ---- serving while the tracer waits ----------------------------------------------------------
+ *
+ * One thread serves FUSE and traces, and the tracer sometimes waits for a tracee to stop
+ * (attaching it, quiescing it to place or remove a probe).  A tracee that is itself in a
+ * request to this filesystem stops only once that request is answered, so no such wait
+ * may block the requests: the engine calls wait_hook instead of blocking, and the hook
+ * serves FUSE there.  What reads the state is answered at once; what would call the
+ * tracer (a write, an open's or a truncate's side effect) is queued as work, done in
+ * order once the wait is over.  And the request being served when the tracer waits --
+ * `echo $$ > set_event_pid`, or a traced shell writing uprobe_events -- is the one its
+ * writer is blocked in: the stop interrupts that request, and it is answered then
+ * (cur_*), the work going on after, its errors in error_log as the write has returned.
+ */
+
+/* What O_TRUNC (at open, or truncate(2)) does to node n. */
+static int open_effect(struct fsd *d, enum node n, int flags)
+{
+	if (!(flags & O_TRUNC))
+		return 0;
+	switch (n) {
+	case N_UPROBE_EVENTS:
+	case N_UPROBES_EVENTS:
+	case N_DYNAMIC_EVENTS:
+		return clear_probes(d);
+	case N_TRACE:
+		trace_reset(d);
+		return 0;
+	case N_ERROR_LOG:
+		errlog_clear(d);
+		return 0;
+	case N_SET_EVENT_PID:
+		d->npids = 0;
+		apply_pid_filter(d);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static void work_add(struct fsd *d, struct work *w)
+{
+	if (!d->work_tail)
+		d->work_tail = &d->work;
+	*d->work_tail = w;
+	d->work_tail = &w->next;
+}
+
+/* A side effect to do after the wait.  A failure cannot be told to the opener then. */
+static int work_effect(struct fsd *d, enum node n, unsigned idx, int flags)
+{
+	struct work *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return -ENOMEM;
+	*w = (struct work){ .node = n, .idx = idx, .flags = flags };
+	work_add(d, w);
+	return 0;
+}
+
+static void work_interrupt(fuse_req_t req, void *arg)
+{
+	struct work *w = arg;
+
+	(void)req;
+	w->interrupted = true; /* answered from the hook, outside libfuse's locks */
+}
+
+static void cur_interrupt(fuse_req_t req, void *arg)
+{
+	struct fsd *d = arg;
+
+	if (d->cur.req == req)
+		d->cur.interrupted = true;
+}
+
+static void cur_begin(struct fsd *d, fuse_req_t req, bool open, size_t size,
+		      const struct fuse_file_info *fi)
+{
+	d->cur = (struct cur){ .req = req, .open = open, .size = size };
+	if (fi)
+		d->cur.fi = *fi;
+	fuse_req_interrupt_func(req, cur_interrupt, d);
+}
+
+/* True when the request is still to be answered by its handler. */
+static bool cur_end(struct fsd *d)
+{
+	bool todo = !d->cur.replied;
+
+	d->cur.req = NULL;
+	return todo;
+}
+
+/* Requests whose senders the tracer's stop has reached: answered now. */
+static void answer_interrupted(struct fsd *d)
+{
+	if (d->cur.req && d->cur.interrupted && !d->cur.replied) {
+		d->cur.replied = true;
+		if (d->cur.open)
+			fuse_reply_open(d->cur.req, &d->cur.fi);
+		else
+			fuse_reply_write(d->cur.req, d->cur.size);
+	}
+	for (struct work *w = d->work; w; w = w->next)
+		if (w->req && w->interrupted) {
+			fuse_reply_write(w->req, w->size);
+			w->req = NULL;
+		}
+	serve_waiters(d);
+}
+
+static void wait_hook(void *arg, int fd)
+{
+	struct fsd *d = arg;
+	struct pollfd pfd[2] = {
+		{ .fd = fd, .events = POLLIN },
+		{ .fd = fuse_session_fd(d->se), .events = POLLIN },
+	};
+	char buf[64];
+
+	d->hooked = true;
+	if (poll(pfd, d->in_hook ? 1 : 2, 100) <= 0)
+		return;
+	if (pfd[0].revents)
+		while (read(fd, buf, sizeof(buf)) > 0)
+			;
+	if (!d->in_hook && (pfd[1].revents & POLLIN)) {
+		int res;
+
+		d->in_hook++;
+		res = fuse_session_receive_buf(d->se, &d->hbuf);
+		if (res > 0)
+			fuse_session_process_buf(d->se, &d->hbuf);
+		d->in_hook--;
+	}
+	answer_interrupted(d);
+}
+
+/* The queued work, in order, now that no wait is pending. */
+static void run_work(struct fsd *d)
+{
+	while (d->work) {
+		struct work *w = d->work;
+		unsigned idx;
+		int rc;
+
+		d->work = w->next;
+		if (!d->work)
+			d->work_tail = &d->work;
+		if (!w->text) {
+			open_effect(d, w->node, w->flags);
+		} else if (node_of(d, w->ino, &idx) != w->node) {
+			if (w->req)
+				fuse_reply_err(w->req, ENOENT); /* the event went away meanwhile */
+		} else if (!w->req) {
+			node_write(d, w->node, idx, w->text);
+		} else {
+			cur_begin(d, w->req, false, w->size, NULL);
+			rc = node_write(d, w->node, idx, w->text);
+			if (cur_end(d)) {
+				if (rc)
+					fuse_reply_err(w->req, -rc);
+				else
+					fuse_reply_write(w->req, w->size);
+			}
+		}
+		free(w->text);
+		free(w);
+	}
+}
+
 /* ---- FUSE operations ------------------------------------------------------------------------ */
 
 static struct fsd *fsd_of(fuse_req_t req)
@@ -285,12 +456,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0) {
+	if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0 && (mode_of(n) & 0200)) {
 		/* truncate(2): what O_TRUNC at open does */
-		if (n == N_TRACE)
-			trace_reset(d);
-		else if (n == N_ERROR_LOG)
-			errlog_clear(d);
+		int rc = d->in_hook ? work_effect(d, n, idx, O_TRUNC) : open_effect(d, n, O_TRUNC);
+
+		if (rc) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
 	}
 	fill_attr(&st, ino, n);
 	fuse_reply_attr(req, &st, 0);
@@ -396,38 +569,34 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EACCES); /* root too: these files take no writes */
 		return;
 	}
-	if (wr) {
-		switch (n) {
-		case N_UPROBE_EVENTS:
-		case N_UPROBES_EVENTS:
-			/* seed 008: "we have not used '>>' ... all existing probes will be cleared" */
-			if (!(fi->flags & O_APPEND))
-				clear_probes(d);
-			break;
-		case N_TRACE:
-			if (fi->flags & O_TRUNC)
-				trace_reset(d);
-			break;
-		case N_ERROR_LOG:
-			if (fi->flags & O_TRUNC)
-				errlog_clear(d);
-			break;
-		case N_SET_EVENT_PID:
-			if (fi->flags & O_TRUNC) {
-				d->npids = 0;
-				apply_pid_filter(d);
-			}
-			break;
-		default:
-			break;
-		}
-	}
 	of = calloc(1, sizeof(*of));
 	if (!of) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	of->node = n;
+	fi->fh = (uintptr_t)of;
+	fi->direct_io = 1; /* size 0 in stat, content anyway */
+	fi->keep_cache = 0;
+	if (n == N_TRACE_PIPE)
+		fi->nonseekable = 1;
+	if (wr && (fi->flags & O_TRUNC)) {
+		int rc;
+
+		if (d->in_hook) {
+			rc = work_effect(d, n, idx, fi->flags);
+		} else {
+			cur_begin(d, req, true, 0, fi);
+			rc = open_effect(d, n, fi->flags);
+			if (!cur_end(d))
+				return; /* answered already: the side effect's errors are logged */
+		}
+		if (rc) {
+			free(of);
+			fuse_reply_err(req, -rc);
+			return;
+		}
+	}
 	if (rd && n != N_TRACE_PIPE) {
 		struct text t = { 0 };
 		int rc = node_text(d, n, idx, &t);
@@ -441,11 +610,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		of->data = t.p;
 		of->len = t.len;
 	}
-	fi->fh = (uintptr_t)of;
-	fi->direct_io = 1; /* size 0 in stat, content anyway */
-	fi->keep_cache = 0;
-	if (n == N_TRACE_PIPE)
-		fi->nonseekable = 1;
 	fuse_reply_open(req, fi);
 }
 
@@ -506,8 +670,25 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	}
 	memcpy(text, buf, size);
 	text[size] = '\0';
+	if (d->in_hook) {
+		struct work *w = calloc(1, sizeof(*w));
+
+		if (!w) {
+			free(text);
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		*w = (struct work){ .req = req, .node = n, .idx = idx, .ino = ino, .text = text,
+				    .size = size };
+		work_add(d, w);
+		fuse_req_interrupt_func(req, work_interrupt, w);
+		return;
+	}
+	cur_begin(d, req, false, size, NULL);
 	rc = node_write(d, n, idx, text);
 	free(text);
+	if (!cur_end(d))
+		return;
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -606,6 +787,12 @@ static void serve(struct fsd *d)
 			/* a write may have attached: let the tracer catch up at once */
 			up_trace_dispatch(d->tr);
 		}
+		run_work(d);
+		while (d->hooked) {
+			d->hooked = false;
+			up_trace_dispatch(d->tr);
+			run_work(d);
+		}
 		fflush(d->out);
 		serve_waiters(d);
 	}
@@ -657,9 +844,15 @@ int up_fs_run(const struct up_fs_opts *opts)
 		rc = -EIO;
 		goto out_session;
 	}
+	rc = up_trace_set_wait_hook(d.tr, wait_hook, &d);
+	if (rc) {
+		fslog(&d, "cannot serve requests while waiting for a stop: %s", strerror(-rc));
+		goto out_unmount;
+	}
 	if (opts->on_ready)
 		opts->on_ready(opts->log_arg);
 	serve(&d);
+	run_work(&d);
 
 	/* readers of trace_pipe get the end of the file */
 	while (d.waiters) {
@@ -669,9 +862,11 @@ int up_fs_run(const struct up_fs_opts *opts)
 		fuse_reply_buf(w->req, NULL, 0);
 		free(w);
 	}
+	rc = 0;
+out_unmount:
+	up_trace_set_wait_hook(d.tr, NULL, NULL);
 	up_trace_detach_all(d.tr);
 	fuse_session_unmount(d.se);
-	rc = 0;
 out_session:
 	fuse_session_destroy(d.se);
 out_trace:
@@ -686,6 +881,7 @@ out_ring:
 		free(d.groups[g]);
 	free(d.groups);
 	free(d.pids);
+	free(d.hbuf.mem);
 	fuse_opt_free_args(&args); /* libfuse may have copied them */
 	return rc;
 }

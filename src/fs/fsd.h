@@ -30,6 +30,7 @@ enum node {
 	N_EVENTS_DIR,
 	N_UPROBE_EVENTS,
 	N_UPROBES_EVENTS, /* the seed's spelling, the same file */
+	N_DYNAMIC_EVENTS, /* its uprobe lines, as the kernel's dynamic_events shows them */
 	N_TRACE,
 	N_TRACE_PIPE,
 	N_TRACING_ON,
@@ -51,6 +52,33 @@ struct waiter {
 	struct waiter *next;
 };
 
+/*
+ * A request that came while the tracer waited for a tracee's stop (the wait hook): a
+ * write, or an open's or truncate's side effect, done when the wait is over.  A write
+ * whose writer is interrupted meanwhile (the tracer's stop reaching it) is answered at
+ * once, its errors left to error_log.
+ */
+struct work {
+	fuse_req_t req; /* a write still to be answered; NULL: answered, or a side effect */
+	enum node node;
+	unsigned idx;
+	fuse_ino_t ino;
+	int flags;	/* a side effect: the open's flags (O_TRUNC, O_APPEND) */
+	char *text;	/* a write: its bytes, NUL-terminated */
+	size_t size;
+	bool interrupted;
+	struct work *next;
+};
+
+/* The request being served while the tracer works for it (reply-first window). */
+struct cur {
+	fuse_req_t req;
+	bool interrupted, replied;
+	bool open; /* an open (fi), else a write (size) */
+	size_t size;
+	struct fuse_file_info fi;
+};
+
 struct fsd {
 	const struct up_fs_opts *opts;
 	struct fuse_session *se;
@@ -67,6 +95,12 @@ struct fsd {
 	bool last_seed; /* the kind of the last spec added: which trace header */
 	struct waiter *waiters;
 	char lastlog[512];
+	/* serving while the tracer waits for a stop (fs.c: wait_hook) */
+	int in_hook;		/* > 0: inside the hook: nothing may call the tracer */
+	bool hooked;		/* the hook ran: dispatch again (it drained the wake-ups) */
+	struct fuse_buf hbuf;	/* the hook's request buffer (the loop's is in use) */
+	struct work *work, **work_tail;
+	struct cur cur;
 };
 
 struct ofile {
@@ -92,7 +126,8 @@ bool group_live(struct fsd *d, unsigned g);
 void errlog_clear(struct fsd *d);
 void errlog_add(struct fsd *d, const char *line, const char *msg, const char *caret);
 void trace_reset(struct fsd *d);
-void clear_probes(struct fsd *d);
+/* O_TRUNC on uprobe_events: every probe goes (-EBUSY, none going, if one is enabled). */
+int clear_probes(struct fsd *d);
 void apply_pid_filter(struct fsd *d);
 /* Writing text to node n (idx: its event or group): 0 or a negative errno. */
 int node_write(struct fsd *d, enum node n, unsigned idx, char *text);

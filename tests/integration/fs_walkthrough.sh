@@ -20,6 +20,11 @@
 #   hist       events/GRP/EVENT/trigger takes a hist trigger (listed as the kernel lists
 #              it), hist shows the table (3 hits of one key), a bad trigger is refused with
 #              error_log's "hist:GRP:EVENT: error:" and a caret, "!hist:..." removes it
+#   hang_pid   `sh -c 'echo $$ > set_event_pid'` returns (the daemon attaches the very
+#              process blocked in the write) within 10 s, and the shell is then traced
+#   hang_write a traced shell writes a probe on its own program to uprobe_events and reads
+#              it back within 10 s (placing it stops the writer); a traced `cat trace_pipe`
+#              blocked in a read does not hold up a probe placed in its process either
 #   unmount    fusermount3 -u: the daemon exits, the sample runs on untraced, finishes 0
 #   sigterm    the same through SIGTERM on the daemon
 # Exit 77 (SKIP) with the reason when FUSE cannot be used here.
@@ -390,6 +395,36 @@ hist)
 	printf 'd' >&7
 	wait_for trace_lines_ge 1 || fail "no line after the trigger went"
 	ok "removed: the event prints again"
+	;;
+
+hang_pid)
+	# (timeout -s KILL: a writer stuck in the request ignores every other signal)
+	timeout -s KILL 10 sh -c "echo \$\$ > $M/set_event_pid; grep TracerPid /proc/\$\$/status" > "$W/out" ||
+		fail "the write to set_event_pid hung (or failed): $(cat "$W/out")"
+	grep -q "^TracerPid:[[:space:]]*$DPID\$" "$W/out" || fail "the writer is not traced: $(cat "$W/out")"
+	ok "echo \$\$ > set_event_pid returned; the shell was traced: $(cat "$W/out")"
+	;;
+
+hang_write)
+	SH=$(readlink -f /bin/sh)
+	OFF=$(awk '$2 ~ /x/ && $6 == "'"$SH"'" { print $3; exit }' /proc/self/maps)
+	[ -z "$OFF" ] && OFF=$(sh -c 'cat /proc/$$/maps' | awk '$2 ~ /x/ && $6 == "'"$SH"'" { print $3; exit }')
+	[ -n "$OFF" ] || fail "no executable mapping of $SH"
+	timeout -s KILL 10 sh -c "echo \$\$ > $M/set_event_pid &&
+		echo 'p:grp/sh $SH:0x$OFF' >> $M/uprobe_events && cat $M/uprobe_events" > "$W/out" ||
+		fail "a traced writer of uprobe_events hung (or failed): $(cat "$W/out"; cat "$M/error_log")"
+	grep -q "^p:grp/sh $SH:0x0*$OFF\$" "$W/out" || fail "listing: $(cat "$W/out")"
+	ok "a traced shell placed a probe on its own program: $(cat "$W/out")"
+	LIBC=$(awk '$6 ~ /\/libc[.-]/ { print $6; exit }' /proc/$PID/maps)
+	[ -n "$LIBC" ] || fail "the sample maps no libc"
+	sh -c "echo \$\$ > $M/set_event_pid; exec cat $M/trace_pipe" > /dev/null 2>&1 &
+	CPID=$!
+	wait_for grep -q "^TracerPid:[[:space:]]*$DPID\$" /proc/$CPID/status || fail "cat is not traced"
+	timeout -s KILL 10 sh -c "echo 'p:grp/gp $LIBC:getpid' >> $M/uprobe_events" ||
+		fail "placing a probe in a process blocked in trace_pipe hung"
+	timeout -s KILL 10 cat "$M/uprobe_events" > "$W/out" || fail "the mount hangs after it"
+	grep -q "grp/gp" "$W/out" || fail "listing: $(cat "$W/out")"
+	ok "a probe placed in a process blocked in trace_pipe"
 	;;
 
 unmount|sigterm)
