@@ -764,7 +764,11 @@ static void serve(struct fsd *d)
 		pfd[1].fd = -1;
 	}
 	while (!fuse_session_exited(d->se)) {
-		int r = poll(pfd, nfds, up_trace_timeout(d->tr));
+		int r;
+
+		if (d->opts->argv && up_trace_status(d->tr) != -1)
+			break; /* the command is over: so is the mount */
+		r = poll(pfd, nfds, up_trace_timeout(d->tr));
 
 		if (r < 0) {
 			if (errno == EINTR)
@@ -849,6 +853,15 @@ int up_fs_run(const struct up_fs_opts *opts)
 		fslog(&d, "cannot serve requests while waiting for a stop: %s", strerror(-rc));
 		goto out_unmount;
 	}
+	if (opts->argv) {
+		pid_t pid;
+
+		rc = up_trace_spawn(d.tr, opts->argv, &pid);
+		if (!rc)
+			rc = up_trace_start(d.tr);
+		if (rc)
+			goto out_unmount; /* the library said why; the caller names the command */
+	}
 	if (opts->on_ready)
 		opts->on_ready(opts->log_arg);
 	serve(&d);
@@ -863,6 +876,8 @@ int up_fs_run(const struct up_fs_opts *opts)
 		free(w);
 	}
 	rc = 0;
+	if (opts->status)
+		*opts->status = up_trace_status(d.tr);
 out_unmount:
 	up_trace_set_wait_hook(d.tr, NULL, NULL);
 	up_trace_detach_all(d.tr);

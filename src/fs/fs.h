@@ -40,15 +40,24 @@ struct up_fs_opts {
 	void *log_arg;
 	/* called once the filesystem is mounted and served */
 	void (*on_ready)(void *arg);
+	/*
+	 * A command to run under the mount (argv, NULL-terminated; NULL: none): started once
+	 * DIR is served, it and every descendant traced, so that a probe by path fires in any
+	 * program it starts; the mount ends when it exits, its wait status in *status.
+	 */
+	char *const *argv;
+	int *status;
 };
 
 /* True when built with libfuse3. */
 bool up_fs_supported(void);
 
 /*
- * Mounts, serves until unmounted (fusermount3 -u) or stop_fd is readable, then
+ * Mounts, serves until unmounted (fusermount3 -u), stop_fd is readable or the command
+ * (opts->argv) exited, then
  * lets every traced process go, its probes removed, and unmounts.  Returns 0, or a
- * negative errno (-ENOTSUP when built without libfuse3; -EIO when mounting failed).
+ * negative errno (-ENOTSUP when built without libfuse3; -EIO when mounting failed; the
+ * command's start failing: -ENOENT when it is not found).
  */
 int up_fs_run(const struct up_fs_opts *opts);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -30,7 +31,7 @@ static void on_stop_signal(int sig)
 
 static void mount_usage(FILE *out)
 {
-	fputs("usage: uprobe mount [-p PID]... [-v] [-d] DIR\n"
+	fputs("usage: uprobe mount [-p PID]... [-v] [-d] DIR [-- COMMAND [ARGS]]\n"
 	      "\n"
 	      "Serves in DIR the files tracefs has for uprobes, so that what is written for\n"
 	      "/sys/kernel/tracing works here, without root, on every process you may ptrace:\n"
@@ -81,7 +82,7 @@ static int mount_run(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_stop_signal };
 	pid_t *pids = NULL;
 	unsigned npids = 0;
-	int c, rc;
+	int c, rc, st = -1;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+p:vdh", longopts, NULL)) != -1) {
@@ -121,10 +122,15 @@ static int mount_run(int argc, char **argv)
 			return cli_usage_error(&cli_cmd_mount, "unknown option");
 		}
 	}
-	if (optind != argc - 1) {
+	if (optind == argc) {
 		free(pids);
-		return cli_usage_error(&cli_cmd_mount, optind == argc ? "no mount point: give DIR"
-								      : "one DIR only");
+		return cli_usage_error(&cli_cmd_mount, "no mount point: give DIR");
+	}
+	if (optind + 1 < argc && (strcmp(argv[optind + 1], "--") || optind + 2 == argc)) {
+		free(pids);
+		return cli_usage_error(&cli_cmd_mount, strcmp(argv[optind + 1], "--")
+							       ? "one DIR only (a command comes after --)"
+							       : "no command after --");
 	}
 	if (!up_fs_supported()) {
 		free(pids);
@@ -144,22 +150,32 @@ static int mount_run(int argc, char **argv)
 	o.pids = pids;
 	o.npids = npids;
 	o.stop_fd = stop_pipe[0];
+	if (optind + 2 < argc) {
+		o.argv = argv + optind + 2;
+		o.status = &st;
+	}
 	rc = up_fs_run(&o);
 	free(pids);
 	close(stop_pipe[0]);
 	close(stop_pipe[1]);
 	if (rc) {
+		if (o.argv && rc != -EIO) {
+			cli_err("mount", "%s: %s", o.argv[0], strerror(-rc));
+			return rc == -ENOENT ? 127 : 126; /* as a shell says it */
+		}
 		cli_err("mount", "%s: %s", o.mountpoint,
 			rc == -EIO ? "cannot mount" : strerror(-rc));
 		return CLI_FAIL;
 	}
+	if (o.argv) /* the command's status is ours */
+		return st == -1 ? CLI_FAIL : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	return CLI_OK;
 }
 
 const struct cli_cmd cli_cmd_mount = {
 	.name = "mount",
 	.run = mount_run,
-	.synopsis = "mount [-p PID]... [-v] [-d] DIR",
+	.synopsis = "mount [-p PID]... [-v] [-d] DIR [-- COMMAND [ARGS]]",
 	.summary = "serve tracefs's uprobe files in DIR (FUSE), for shell scripts",
 	.usage = mount_usage,
 };
