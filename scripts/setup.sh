@@ -7,7 +7,9 @@ set -e
 # libfuse3-dev and fuse3 (fusermount3): `uprobe mount`, the control filesystem (src/fs/).
 # valgrind: the tracer is checked under memcheck (tests/reliability.cmake).
 # libc6-dev: its libc.a links a static test target (tests/core.cmake).
-PKGS="cmake make gcc libc6-dev pkg-config libzydis-dev libelf-dev libdw-dev libcmocka-dev gcc-multilib binutils python3 libfuse3-dev fuse3 valgrind"
+# linux-source-6.12: the kernel's ftracetest harness and uprobe selftests, run against
+# `uprobe mount` (tests/ftrace/); its tarball is read, never built.
+PKGS="cmake make gcc libc6-dev pkg-config libzydis-dev libelf-dev libdw-dev libcmocka-dev gcc-multilib binutils python3 libfuse3-dev fuse3 valgrind linux-source-6.12"
 
 missing=""
 for p in $PKGS; do

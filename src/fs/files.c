@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -135,10 +136,9 @@ bool group_live(struct fsd *d, unsigned g)
 	return false;
 }
 
-/* What an inode number is; *spec the spec or group index it carries. */
 /* ---- error_log -------------------------------------------------------------------------- */
 
-uint64_t now_ns(void)
+static uint64_t now_ns(void)
 {
 	struct timespec ts;
 
@@ -157,19 +157,19 @@ void errlog_clear(struct fsd *d)
  * One entry as the kernel's tracing_log_err() shows it:
  *   [  123.456789] trace_uprobe: error: MSG
  *     Command: LINE
- *              ^~~~          (when the error is at a place in LINE)
+ *                ^            (when the error is at a place in LINE: pos)
+ * who: what the kernel names as the error's source ("trace_uprobe", "hist:GRP:EVENT").
  */
-/* who: what the kernel names as the error's source ("trace_uprobe", "hist:GRP:EVENT") */
-void errlog_add_by(struct fsd *d, const char *who, const char *line, const char *msg,
-			  const char *caret)
+static void errlog_add_at(struct fsd *d, const char *who, const char *line, const char *msg,
+			  int pos)
 {
 	uint64_t t = now_ns();
 	struct text e = { 0 };
 
 	text_printf(&e, "[%5" PRIu64 ".%06" PRIu64 "] %s: error: %s\n  Command: %s\n",
 		    t / 1000000000u, t % 1000000000u / 1000u, who, msg, line);
-	if (caret)
-		text_printf(&e, "           %s\n", caret);
+	if (pos >= 0)
+		text_printf(&e, "%*s^\n", 11 + pos, "");
 	if (e.oom || !e.p) {
 		free(e.p);
 		return;
@@ -185,26 +185,21 @@ void errlog_add_by(struct fsd *d, const char *who, const char *line, const char 
 
 void errlog_add(struct fsd *d, const char *line, const char *msg, const char *caret)
 {
-	errlog_add_by(d, "trace_uprobe", line, msg, caret);
+	errlog_add_at(d, "trace_uprobe", line, msg, caret ? (int)(strchr(caret, '^') - caret) : -1);
 }
 
-/* A parse error: the message and the caret line of up_spec_err_format(). */
-void errlog_parse(struct fsd *d, const char *line, const struct up_spec_err *se)
+/*
+ * A parse error.  The parser's messages are the kernel's (trace_probe.h) followed by a
+ * hint after ": expected"; error_log shows the kernel's part, and a caret alone.
+ */
+static void errlog_parse(struct fsd *d, const char *line, const struct up_spec_err *se)
 {
-	char buf[1024], *caret = NULL;
+	char msg[sizeof(se->msg)];
+	const char *hint = strstr(se->msg, ": expected");
 
-	up_spec_err_format(line, se, buf, sizeof(buf));
-	if (se->pos >= 0) {
-		char *l2 = strchr(buf, '\n'), *end;
-
-		if (l2) {
-			caret = l2 + 1;
-			end = strchr(caret, '\n');
-			if (end)
-				*end = '\0';
-		}
-	}
-	errlog_add(d, line, se->msg, caret);
+	snprintf(msg, sizeof(msg), "%.*s", hint ? (int)(hint - se->msg) : (int)sizeof(msg),
+		 se->msg);
+	errlog_add_at(d, "trace_uprobe", line, msg, se->pos);
 }
 
 void trace_reset(struct fsd *d)
@@ -273,8 +268,111 @@ static int delete_line(struct fsd *d, const char *line)
 	i = up_trace_find(d->tr, group, event);
 	if (i < 0)
 		return -ENOENT; /* the kernel says no more either */
-	remove_spec(d, (unsigned)i);
+	if (up_trace_enabled(d->tr, (unsigned)i))
+		return -EBUSY; /* as the kernel's: disable it first */
+	/* every probe of the event (a name may have several places) */
+	group = (char *)up_trace_spec(d->tr, (unsigned)i)->group;
+	{
+		char g[UP_SPEC_NAME_MAX + 1];
+
+		snprintf(g, sizeof(g), "%s", group);
+		while ((i = up_trace_find(d->tr, g, event)) >= 0)
+			remove_spec(d, (unsigned)i);
+	}
 	trace_reset(d);
+	return 0;
+}
+
+/* Where the probe's file starts in line: the second word. */
+static int target_pos(const char *line)
+{
+	size_t i = strcspn(line, " \t");
+
+	return (int)(i + strspn(line + i, " \t"));
+}
+
+static bool same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	if (!a || !b)
+		return a == b;
+	if (stat(a, &sa) || stat(b, &sb))
+		return !strcmp(a, b);
+	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static bool same_place(const struct up_spec *a, const struct up_spec *b)
+{
+	if (a->target != b->target || a->offset != b->offset)
+		return false;
+	if (a->target == UP_TARGET_VADDR)
+		return a->vaddr == b->vaddr;
+	if (a->target == UP_TARGET_SYMBOL && strcmp(a->symbol, b->symbol))
+		return false;
+	return same_file(a->path, b->path);
+}
+
+static bool same_args(const struct up_spec *a, const struct up_spec *b)
+{
+	if (a->nargs != b->nargs)
+		return false;
+	for (int k = 0; k < a->nargs; k++)
+		if (strcmp(a->args[k].name, b->args[k].name) ||
+		    a->args[k].type.kind != b->args[k].type.kind ||
+		    a->args[k].type.size != b->args[k].type.size)
+			return false;
+	return true;
+}
+
+/*
+ * What the kernel checks of a new probe against those there (trace_uprobe.c,
+ * append_trace_uprobe and validate_ref_ctr_offset): the file exists and is a regular
+ * one; another probe on the same place has the same reference counter; a probe named as
+ * an existing event joins it (one event, several places) when it has the same kind and
+ * arguments and is not the same place.  0, or an error logged.
+ */
+static int check_event(struct fsd *d, const char *line, const struct up_spec *spec)
+{
+	unsigned n = up_trace_nspecs(d->tr);
+	struct stat st;
+
+	if (spec->path) {
+		if (stat(spec->path, &st)) {
+			errlog_add_at(d, "trace_uprobe", line, "Failed to find the given file",
+				      target_pos(line));
+			return -ENOENT;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			errlog_add_at(d, "trace_uprobe", line, "Not a regular file", target_pos(line));
+			return -EINVAL;
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		const struct up_spec *o = event_spec(d, i);
+
+		if (!o)
+			continue;
+		if (same_place(o, spec) && o->ref_ctr_offset != spec->ref_ctr_offset) {
+			errlog_add(d, line, "Reference counter offset mismatch", NULL);
+			return -EINVAL;
+		}
+		if (strcmp(o->group, spec->group) || strcmp(o->event, spec->event))
+			continue;
+		if (o->is_return != spec->is_return) {
+			errlog_add(d, line, "Probe type is different from existing probe", NULL);
+			return -EEXIST;
+		}
+		if (!same_args(o, spec)) {
+			errlog_add(d, line, "Argument type or name is different from existing probe",
+				   NULL);
+			return -EEXIST;
+		}
+		if (same_place(o, spec)) {
+			errlog_add(d, line, "There is already the exact same probe event", NULL);
+			return -EEXIST;
+		}
+	}
 	return 0;
 }
 
@@ -302,12 +400,10 @@ static int add_line(struct fsd *d, const char *line)
 			errlog_add(d, line, "No such process", NULL);
 			rc = -ESRCH;
 		}
-	} else if (up_trace_find(d->tr, spec.group, spec.event) >= 0) {
-		errlog_add(d, line, "Given group/event name is already used by another event",
-			   NULL);
-		rc = -EEXIST;
-	} else if (group_index(d, spec.group, true) < 0) {
-		rc = -ENOMEM;
+	} else {
+		rc = check_event(d, line, &spec);
+		if (!rc && group_index(d, spec.group, true) < 0)
+			rc = -ENOMEM;
 	}
 	up_spec_free(&spec);
 	if (rc)
@@ -320,6 +416,14 @@ static int add_line(struct fsd *d, const char *line)
 	}
 	idx = up_trace_nspecs(d->tr) - 1;
 	d->last_seed = up_trace_spec(d->tr, idx)->kind == UP_SPEC_SEED;
+	if (!d->last_seed) {
+		/* the kernel makes an event disabled; one joining an event takes its state */
+		int first = up_trace_find(d->tr, up_trace_spec(d->tr, idx)->group,
+					  up_trace_spec(d->tr, idx)->event);
+
+		up_trace_enable(d->tr, idx, first >= 0 && (unsigned)first != idx &&
+						    up_trace_enabled(d->tr, (unsigned)first));
+	}
 	d->lastlog[0] = '\0';
 	rc = up_trace_arm_all(d->tr, true);
 	if (rc) {
@@ -331,8 +435,11 @@ static int add_line(struct fsd *d, const char *line)
 	return 0;
 }
 
-/* Lines as the kernel splits them: '#' starts a comment, blank lines do nothing. */
-static int events_write(struct fsd *d, char *text)
+/*
+ * Lines as the kernel splits them: '#' starts a comment, blank lines do nothing.
+ * dynamic: dynamic_events, which takes events only (no seed lines).
+ */
+static int events_write(struct fsd *d, char *text, bool dynamic)
 {
 	char *save = NULL;
 
@@ -350,6 +457,8 @@ static int events_write(struct fsd *d, char *text)
 			*--e = '\0';
 		if (!*line)
 			continue;
+		if (dynamic && !strchr("pr-", line[0]))
+			return -EINVAL; /* an event type this filesystem does not have */
 		rc = line[0] == '-' && line[1] == ':' ? delete_line(d, line) : add_line(d, line);
 		if (rc)
 			return rc;
@@ -444,8 +553,62 @@ static int trigger_write(struct fsd *d, unsigned idx, char *text)
 		snprintf(err, sizeof(err), "%s", strerror(-rc));
 	}
 	snprintf(who, sizeof(who), "hist:%s:%s", s ? s->group : "", s ? s->event : "");
-	errlog_add_by(d, who, text, msg, caret);
+	errlog_add_at(d, who, text, msg, caret ? (int)(strchr(caret, '^') - caret) : -1);
 	return rc == -ENOMEM || rc == -EEXIST || rc == -ENOENT ? rc : -EINVAL;
+}
+
+/* Does event spec i belong to what node n (idx) covers: one event, a group, all? */
+static bool covers(struct fsd *d, enum node n, unsigned idx, unsigned i)
+{
+	const struct up_spec *s = event_spec(d, i), *e;
+
+	if (!s)
+		return false;
+	switch (n) {
+	case N_EVENTS_ENABLE:
+		return true;
+	case N_GROUP_ENABLE:
+		return idx < d->ngroups && !strcmp(s->group, d->groups[idx]);
+	default:
+		e = event_spec(d, idx);
+		return e && !strcmp(s->group, e->group) && !strcmp(s->event, e->event);
+	}
+}
+
+static void enable_write(struct fsd *d, enum node n, unsigned idx, bool on)
+{
+	unsigned ns = up_trace_nspecs(d->tr);
+
+	for (unsigned i = 0; i < ns; i++)
+		if (covers(d, n, idx, i))
+			up_trace_enable(d->tr, i, on);
+}
+
+/* "1", "0", or "X" when the events covered differ (the kernel's events/enable). */
+static char enable_state(struct fsd *d, enum node n, unsigned idx)
+{
+	unsigned ns = up_trace_nspecs(d->tr);
+	bool on = false, off = false;
+
+	for (unsigned i = 0; i < ns; i++)
+		if (covers(d, n, idx, i)) {
+			if (up_trace_enabled(d->tr, i))
+				on = true;
+			else
+				off = true;
+		}
+	return on && off ? 'X' : on ? '1' : '0';
+}
+
+/* current_tracer: the nop tracer is the only one (probe events need no other). */
+static int tracer_write(char *text)
+{
+	char *e;
+
+	text += strspn(text, " \t\n");
+	e = text + strcspn(text, " \t\n");
+	*e = '\0';
+	return !*text || !strcmp(text, "nop") ? 0 : -EINVAL;
 }
 
 int node_write(struct fsd *d, enum node n, unsigned idx, char *text)
@@ -456,7 +619,7 @@ int node_write(struct fsd *d, enum node n, unsigned idx, char *text)
 	switch (n) {
 	case N_UPROBE_EVENTS:
 	case N_UPROBES_EVENTS:
-		return events_write(d, text);
+		return events_write(d, text, false);
 	case N_TRACE:
 	case N_ERROR_LOG:
 		return 0; /* what is written does not matter; O_TRUNC cleared it at open */
@@ -468,10 +631,16 @@ int node_write(struct fsd *d, enum node n, unsigned idx, char *text)
 		}
 		return rc;
 	case N_ENABLE:
+	case N_GROUP_ENABLE:
+	case N_EVENTS_ENABLE:
 		rc = parse_bool(text, &b);
 		if (!rc)
-			up_trace_enable(d->tr, idx, b);
+			enable_write(d, n, idx, b);
 		return rc;
+	case N_CURRENT_TRACER:
+		return tracer_write(text);
+	case N_DYNAMIC_EVENTS:
+		return events_write(d, text, true);
 	case N_FILTER: {
 		char *s = text, *e;
 
@@ -503,11 +672,12 @@ int node_text(struct fsd *d, enum node n, unsigned idx, struct text *t)
 	switch (n) {
 	case N_UPROBE_EVENTS:
 	case N_UPROBES_EVENTS:
+	case N_DYNAMIC_EVENTS:
 		for (unsigned i = 0; i < ns; i++) {
 			char line[1024];
 			int len;
 
-			if (!up_trace_spec_live(d->tr, i))
+			if (!up_trace_spec_live(d->tr, i) || (n == N_DYNAMIC_EVENTS && !event_spec(d, i)))
 				continue;
 			len = up_spec_format(up_trace_spec(d->tr, i), line, sizeof(line));
 			if (len < 0)
@@ -566,7 +736,21 @@ int node_text(struct fsd *d, enum node n, unsigned idx, struct text *t)
 			text_printf(t, "%d\n", (int)d->pids[i]);
 		break;
 	case N_ENABLE:
-		text_put(t, up_trace_enabled(d->tr, idx) ? "1\n" : "0\n", 2);
+	case N_GROUP_ENABLE:
+	case N_EVENTS_ENABLE:
+		text_printf(t, "%c\n", enable_state(d, n, idx));
+		break;
+	case N_CURRENT_TRACER:
+		text_put(t, "nop\n", 4);
+		break;
+	case N_README:
+		up_fs_readme(t);
+		break;
+	case N_FORMAT:
+		up_fs_format(d, idx, t);
+		break;
+	case N_ID:
+		text_printf(t, "%u\n", EVENT_ID_BASE + idx);
 		break;
 	case N_FILTER:
 		text_put(t, "none\n", 5);

@@ -58,6 +58,9 @@ static const struct root_file {
 	{ "error_log", N_ERROR_LOG, S_IFREG | 0644 },
 	{ "set_event_pid", N_SET_EVENT_PID, S_IFREG | 0644 },
 	{ "events", N_EVENTS_DIR, S_IFDIR | 0755 },
+	{ "current_tracer", N_CURRENT_TRACER, S_IFREG | 0644 },
+	{ "dynamic_events", N_DYNAMIC_EVENTS, S_IFREG | 0644 },
+	{ "README", N_README, S_IFREG | 0444 },
 };
 #define NROOT (sizeof(root_files) / sizeof(root_files[0]))
 
@@ -70,17 +73,32 @@ static const struct {
 	{ "filter", N_FILTER },
 	{ "trigger", N_TRIGGER },
 	{ "hist", N_HIST },
+	{ "format", N_FORMAT },
+	{ "id", N_ID },
 };
 
 /*
  * Inode numbers are computed, never allocated: 1 the root, 2.. the root's entries in
- * table order, GROUP_INO + g a group directory, EVENT_INO + EVENT_FILES * spec + {0 dir,
- * 1 enable, 2 filter, 3 trigger, 4 hist}.  Nothing to forget.
+ * table order, EVENTS_ENABLE_INO events/enable, GROUP_INO + g a group directory and
+ * GROUP_ENABLE_INO + g its enable, EVENT_INO + EVENT_FILES * spec + {0 dir, then
+ * event_files in order}.  Nothing to forget.  An event named by several probe lines (one
+ * event, several places) is the directory of its first.
  */
 #define ROOT_INO 1
+#define EVENTS_ENABLE_INO 0x8000u
 #define GROUP_INO 0x10000u
+#define GROUP_ENABLE_INO 0x800000u
 #define EVENT_INO 0x1000000u
 #define EVENT_FILES 8u
+#define NEVENT_FILES (sizeof(event_files) / sizeof(event_files[0]))
+
+/* Is spec i the one whose directory its event is (the first of its name)? */
+static bool event_head(struct fsd *d, unsigned i)
+{
+	const struct up_spec *s = event_spec(d, i);
+
+	return s && up_trace_find(d->tr, s->group, s->event) == (int)i;
+}
 
 static enum node node_of(struct fsd *d, fuse_ino_t ino, unsigned *idx)
 {
@@ -89,15 +107,20 @@ static enum node node_of(struct fsd *d, fuse_ino_t ino, unsigned *idx)
 		return N_ROOT;
 	if (ino >= 2 && ino < 2 + NROOT)
 		return root_files[ino - 2].node;
+	if (ino == EVENTS_ENABLE_INO)
+		return N_EVENTS_ENABLE;
 	if (ino >= EVENT_INO) {
-		static const enum node kind[] = { N_EVENT_DIR, N_ENABLE, N_FILTER, N_TRIGGER, N_HIST };
 		unsigned i = (unsigned)((ino - EVENT_INO) / EVENT_FILES);
 		unsigned k = (unsigned)((ino - EVENT_INO) % EVENT_FILES);
 
-		if (!event_spec(d, i) || k >= sizeof(kind) / sizeof(kind[0]))
+		if (!event_head(d, i) || k > NEVENT_FILES)
 			return N_NONE;
 		*idx = i;
-		return kind[k];
+		return k ? event_files[k - 1].node : N_EVENT_DIR;
+	}
+	if (ino >= GROUP_ENABLE_INO && group_live(d, (unsigned)(ino - GROUP_ENABLE_INO))) {
+		*idx = (unsigned)(ino - GROUP_ENABLE_INO);
+		return N_GROUP_ENABLE;
 	}
 	if (ino >= GROUP_INO && group_live(d, (unsigned)(ino - GROUP_INO))) {
 		*idx = (unsigned)(ino - GROUP_INO);
@@ -117,8 +140,12 @@ static mode_t mode_of(enum node n)
 	case N_ENABLE:
 	case N_FILTER:
 	case N_TRIGGER:
+	case N_GROUP_ENABLE:
+	case N_EVENTS_ENABLE:
 		return S_IFREG | 0644;
 	case N_HIST:
+	case N_FORMAT:
+	case N_ID:
 		return S_IFREG | 0444;
 	default:
 		for (size_t i = 0; i < NROOT; i++)
@@ -392,6 +419,11 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	case N_EVENTS_DIR: {
 		int g = group_index(d, name, false);
 
+		if (!strcmp(name, "enable")) {
+			reply_entry(req, EVENTS_ENABLE_INO, N_EVENTS_ENABLE);
+			return;
+		}
+
 		if (g >= 0 && group_live(d, (unsigned)g)) {
 			reply_entry(req, GROUP_INO + (unsigned)g, N_GROUP_DIR);
 			return;
@@ -399,6 +431,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		break;
 	}
 	case N_GROUP_DIR:
+		if (!strcmp(name, "enable")) {
+			reply_entry(req, GROUP_ENABLE_INO + idx, N_GROUP_ENABLE);
+			return;
+		}
 		for (unsigned i = 0; i < ns; i++) {
 			const struct up_spec *s = event_spec(d, i);
 
@@ -518,15 +554,17 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			dirbuf_add(req, &b, root_files[i].name, 2 + i, root_files[i].node);
 		break;
 	case N_EVENTS_DIR:
+		dirbuf_add(req, &b, "enable", EVENTS_ENABLE_INO, N_EVENTS_ENABLE);
 		for (unsigned g = 0; g < d->ngroups; g++)
 			if (group_live(d, g))
 				dirbuf_add(req, &b, d->groups[g], GROUP_INO + g, N_GROUP_DIR);
 		break;
 	case N_GROUP_DIR:
+		dirbuf_add(req, &b, "enable", GROUP_ENABLE_INO + idx, N_GROUP_ENABLE);
 		for (unsigned i = 0; i < ns; i++) {
 			const struct up_spec *s = event_spec(d, i);
 
-			if (s && !strcmp(s->group, d->groups[idx]))
+			if (s && !strcmp(s->group, d->groups[idx]) && event_head(d, i))
 				dirbuf_add(req, &b, s->event, EVENT_INO + EVENT_FILES * i, N_EVENT_DIR);
 		}
 		break;

@@ -30,6 +30,12 @@ enum node {
 	N_EVENTS_DIR,
 	N_UPROBE_EVENTS,
 	N_UPROBES_EVENTS, /* the seed's spelling, the same file */
+	N_CURRENT_TRACER, /* "nop", the only tracer */
+	N_README,	  /* the kernel's mini-HOWTO, the lines of what is here */
+	N_EVENTS_ENABLE,  /* events/enable */
+	N_GROUP_ENABLE,	  /* events/GRP/enable */
+	N_FORMAT,	  /* events/GRP/EVENT/format */
+	N_ID,		  /* events/GRP/EVENT/id */
 	N_DYNAMIC_EVENTS, /* its uprobe lines, as the kernel's dynamic_events shows them */
 	N_TRACE,
 	N_TRACE_PIPE,
@@ -115,6 +121,9 @@ struct text {
 	bool oom;
 };
 
+/* An event's id (its id and format files): a number of its own, above the kernel's. */
+#define EVENT_ID_BASE 20000u
+
 void text_put(struct text *t, const char *s, size_t n);
 void text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void fslog(struct fsd *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -129,6 +138,9 @@ void trace_reset(struct fsd *d);
 /* O_TRUNC on uprobe_events: every probe goes (-EBUSY, none going, if one is enabled). */
 int clear_probes(struct fsd *d);
 void apply_pid_filter(struct fsd *d);
+/* readme.c: README's text; event spec i's format file */
+void up_fs_readme(struct text *t);
+void up_fs_format(struct fsd *d, unsigned i, struct text *t);
 /* Writing text to node n (idx: its event or group): 0 or a negative errno. */
 int node_write(struct fsd *d, enum node n, unsigned idx, char *text);
 /* What reading node n shows now. */

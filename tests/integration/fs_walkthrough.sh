@@ -334,7 +334,17 @@ event)
 	spec="p:grp/foo $SAMPLE:foo a=%di:s32 b=%si:u32 e=%r8:s8"
 	echo "$spec" > "$M/uprobe_events" || fail "p: spec refused: $(cat "$M/error_log")"
 	[ "$(cat "$M/uprobe_events")" = "$spec" ] || fail "listing: $(cat "$M/uprobe_events")"
-	[ "$(cat "$M/events/grp/foo/enable")" = 1 ] || fail "enable is not 1"
+	# the kernel makes an event disabled: its hits are not recorded until enabled
+	[ "$(cat "$M/events/grp/foo/enable")" = 0 ] || fail "a new event's enable is not 0"
+	before=$(rchar)
+	printf 'z' >&7
+	wait_consumed "$before"
+	[ "$(grep -vc '^#' "$M/trace")" -eq 0 ] || fail "a disabled new event recorded: $(cat "$M/trace")"
+	echo 1 > "$M/events/grp/foo/enable" || fail "enable 1"
+	if echo "-:grp/foo" >> "$M/uprobe_events" 2>/dev/null; then fail "-: removed an enabled event"; fi
+	if echo > "$M/uprobe_events" 2>/dev/null; then fail "> uprobe_events removed an enabled event"; fi
+	[ "$(cat "$M/uprobe_events")" = "$spec" ] || fail "the enabled event went: $(cat "$M/uprobe_events")"
+	ok "created disabled; an enabled event cannot be removed (EBUSY)"
 	printf 'a' >&7
 	wait_for trace_lines_ge 1 || fail "the p: probe recorded nothing"
 	grep -q '^#           TASK-PID     CPU#     TIMESTAMP  FUNCTION$' "$M/trace" || fail "event header: $(head -4 "$M/trace")"
@@ -363,6 +373,7 @@ hist)
 	echo "$PID" > "$M/set_event_pid" || fail "set_event_pid refused $PID"
 	echo "p:grp/foo $SAMPLE:foo a=%di:s32 e=%r8:s8" > "$M/uprobe_events" ||
 		fail "p: spec refused: $(cat "$M/error_log")"
+	echo 1 > "$M/events/grp/foo/enable" || fail "enable 1"
 	T=$M/events/grp/foo/trigger
 	[ "$(cat "$T")" = "$(printf '# Available triggers:\n# hist')" ] || fail "trigger reads $(cat "$T")"
 	[ -z "$(cat "$M/events/grp/foo/hist")" ] || fail "hist without a trigger: $(cat "$M/events/grp/foo/hist")"
