@@ -600,6 +600,41 @@ static char enable_state(struct fsd *d, enum node n, unsigned idx)
 	return on && off ? 'X' : on ? '1' : '0';
 }
 
+/*
+ * events/GRP/EVENT/filter: the expression applies to every probe of the event; an error
+ * goes to error_log as the kernel's event filter errors do ("event filter parse error").
+ */
+static int filter_write(struct fsd *d, unsigned idx, char *text)
+{
+	unsigned ns = up_trace_nspecs(d->tr);
+	char err[1024], *e;
+	int rc = 0;
+
+	text += strspn(text, " \t\n");
+	e = text + strlen(text);
+	while (e > text && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n'))
+		*--e = '\0';
+	for (unsigned i = 0; i < ns && !rc; i++)
+		if (covers(d, N_FILTER, idx, i))
+			rc = up_trace_set_event_filter(d->tr, i, text, err, sizeof(err));
+	if (rc == -EINVAL) {
+		/* err: the text, a caret line, the message; or one line */
+		char *l2 = strchr(err, '\n'), *l3 = l2 ? strchr(l2 + 1, '\n') : NULL;
+		int pos = -1;
+		char *msg = err;
+
+		if (l2 && l3 && strchr(l2 + 1, '^') && strchr(l2 + 1, '^') < l3) {
+			pos = (int)(strchr(l2 + 1, '^') - (l2 + 1));
+			msg = l3 + 1;
+		}
+		e = msg + strlen(msg);
+		while (e > msg && e[-1] == '\n')
+			*--e = '\0';
+		errlog_add_at(d, "event filter parse error", text, msg, pos);
+	}
+	return rc;
+}
+
 /* current_tracer: the nop tracer is the only one (probe events need no other). */
 static int tracer_write(char *text)
 {
@@ -641,20 +676,8 @@ int node_write(struct fsd *d, enum node n, unsigned idx, char *text)
 		return tracer_write(text);
 	case N_DYNAMIC_EVENTS:
 		return events_write(d, text, true);
-	case N_FILTER: {
-		char *s = text, *e;
-
-		while (*s == ' ' || *s == '\t' || *s == '\n')
-			s++;
-		e = s + strlen(s);
-		while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n'))
-			*--e = '\0';
-		if (!*s || !strcmp(s, "0"))
-			return 0; /* no filter: the only one there is */
-		errlog_add(d, s, "Event filters are not supported by uprobe mount "
-				 "(write 0 to clear; set_event_pid filters by process)", NULL);
-		return -EINVAL;
-	}
+	case N_FILTER:
+		return filter_write(d, idx, text);
 	case N_SET_EVENT_PID:
 		return event_pid_write(d, text);
 	case N_TRIGGER:
@@ -714,19 +737,28 @@ int node_text(struct fsd *d, enum node n, unsigned idx, struct text *t)
 	case N_TRACING_ON:
 		text_put(t, d->on ? "1\n" : "0\n", 2);
 		break;
-	case N_PROFILE: {
-		char *buf = NULL;
-		size_t len = 0;
-		FILE *f = open_memstream(&buf, &len);
+	case N_PROFILE:
+		/* the kernel's probes_profile_seq_show: file, event name, hits */
+		for (unsigned i = 0; i < ns; i++) {
+			const struct up_spec *s;
+			char where[32];
 
-		if (!f)
-			return -ENOMEM;
-		up_trace_print_counts(d->tr, f);
-		fclose(f);
-		text_put(t, buf, len);
-		free(buf);
+			if (!up_trace_spec_live(d->tr, i))
+				continue;
+			s = up_trace_spec(d->tr, i);
+			if (s->kind == UP_SPEC_SEED) {
+				char label[256];
+
+				snprintf(where, sizeof(where), "%d", (int)s->pid);
+				up_spec_format(s, label, sizeof(label));
+				text_printf(t, "  %s %-44s %15" PRIu64 "\n", where, label,
+					    up_trace_hits(d->tr, i));
+			} else {
+				text_printf(t, "  %s %-44s %15" PRIu64 "\n", s->path ? s->path : "(any)",
+					    s->event, up_trace_hits(d->tr, i));
+			}
+		}
 		break;
-	}
 	case N_ERROR_LOG:
 		for (unsigned i = 0; i < d->nerr; i++)
 			text_put(t, d->errlog[i], strlen(d->errlog[i]));
@@ -752,9 +784,12 @@ int node_text(struct fsd *d, enum node n, unsigned idx, struct text *t)
 	case N_ID:
 		text_printf(t, "%u\n", EVENT_ID_BASE + idx);
 		break;
-	case N_FILTER:
-		text_put(t, "none\n", 5);
+	case N_FILTER: {
+		const char *f = up_trace_event_filter(d->tr, idx);
+
+		text_printf(t, "%s\n", f ? f : "none");
 		break;
+	}
 	case N_TRIGGER: {
 		char info[1024];
 

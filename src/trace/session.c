@@ -49,6 +49,7 @@ struct tspec {
 	struct up_hist *hist;
 	char *hist_text;
 	unsigned hist_conds; /* of conds, the trigger's (the last ones) */
+	char *filter_text;   /* events/GRP/EVENT/filter: the conditions before the trigger's */
 };
 
 struct tproc;
@@ -1928,6 +1929,7 @@ void up_trace_free(struct up_trace *tr)
 		up_hist_free(tr->specs[i]->hist);
 		free(tr->specs[i]->hist);
 		free(tr->specs[i]->hist_text);
+		free(tr->specs[i]->filter_text);
 		up_spec_free(&tr->specs[i]->spec);
 		free(tr->specs[i]->text);
 		free(tr->specs[i]);
@@ -2347,6 +2349,57 @@ int up_trace_set_trigger(struct up_trace *tr, unsigned i, const char *text, char
 	}
 	up_trace_arm_all(tr, false);
 	return 0;
+}
+
+int up_trace_set_event_filter(struct up_trace *tr, unsigned i, const char *text, char *err,
+			      size_t errlen)
+{
+	struct uprobe_cond c[UP_FILTER_MAX];
+	struct up_filter f = { .n = 0 };
+	struct up_spec_err se;
+	struct tspec *ts;
+	unsigned base;
+	char *keep = NULL;
+	int rc;
+
+	err[0] = '\0';
+	if (i >= tr->nspecs || tr->specs[i]->removed)
+		return -ENOENT;
+	ts = tr->specs[i];
+	if (ts->spec.kind != UP_SPEC_EVENT)
+		return -EINVAL;
+	if (text && *text && strcmp(text, "0")) {
+		rc = up_filter_parse(text, &f, &se);
+		if (rc) {
+			if (rc == -EINVAL)
+				up_spec_err_format(text, &se, err, errlen);
+			return rc;
+		}
+		if (up_filter_resolve(&f, &ts->spec, c, err, errlen))
+			return -EINVAL;
+		keep = strdup(text);
+		if (!keep)
+			return -ENOMEM;
+	}
+	if (f.n + ts->hist_conds > sizeof(ts->conds) / sizeof(ts->conds[0])) {
+		free(keep);
+		return -E2BIG;
+	}
+	/* [filter's conditions][trigger's], the filter's replaced */
+	base = ts->nconds - ts->hist_conds;
+	memmove(ts->conds + f.n, ts->conds + base, ts->hist_conds * sizeof(*ts->conds));
+	memcpy(ts->conds, c, f.n * sizeof(*c));
+	ts->nconds = f.n + ts->hist_conds;
+	free(ts->filter_text);
+	ts->filter_text = keep;
+	disarm_spec(tr, i); /* the fast path's agents take conditions when armed */
+	up_trace_arm_all(tr, false);
+	return 0;
+}
+
+const char *up_trace_event_filter(const struct up_trace *tr, unsigned i)
+{
+	return i < tr->nspecs ? tr->specs[i]->filter_text : NULL;
 }
 
 int up_trace_trigger_text(struct up_trace *tr, unsigned i, char *buf, size_t size)

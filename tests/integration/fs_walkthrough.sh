@@ -360,13 +360,27 @@ event)
 	printf 'c' >&7
 	wait_for trace_lines_ge 2 || fail "no line after enable 1"
 	[ "$(grep -vc '^#' "$M/trace")" -eq 2 ] || fail "a hit recorded while disabled"
-	awk '$2 == "grp/foo" { print $3 }' "$M/uprobe_profile" > "$W/hits"
+	awk '$2 == "foo" { print $3 }' "$M/uprobe_profile" > "$W/hits"
 	[ "$(cat "$W/hits")" = 2 ] || fail "uprobe_profile: $(cat "$M/uprobe_profile")"
 	ok "enable 0/1, uprobe_profile: $(cat "$M/uprobe_profile")"
-	echo 0 > "$M/events/grp/foo/filter" || fail "filter 0 refused"
 	[ "$(cat "$M/events/grp/foo/filter")" = none ] || fail "filter reads $(cat "$M/events/grp/foo/filter")"
-	if echo 'a == 4' > "$M/events/grp/foo/filter" 2> /dev/null; then fail "a filter was taken, not applied"; fi
-	ok "filter: 0 taken, 'a == 4' refused"
+	F=$M/events/grp/foo/filter
+	echo 'a == 5 && b > 100' > "$F" || fail "filter 'a == 5 && b > 100' refused: $(cat "$M/error_log")"
+	[ "$(cat "$F")" = 'a == 5 && b > 100' ] || fail "filter reads $(cat "$F")"
+	before=$(rchar)
+	printf 'd' >&7
+	wait_consumed "$before" # a is 4: filtered out
+	echo 'a == 4 && b > 100' > "$F" || fail "filter 'a == 4 && b > 100' refused"
+	printf 'e' >&7
+	wait_for trace_lines_ge 3 || fail "no line with a filter that holds"
+	[ "$(grep -vc '^#' "$M/trace")" -eq 3 ] || fail "a hit the filter rejects was recorded: $(cat "$M/trace")"
+	: > "$M/error_log"
+	if echo 'nosuch == 1' > "$F" 2> /dev/null; then fail "a filter on no argument was taken"; fi
+	grep -q "error: " "$M/error_log" || fail "error_log: $(cat "$M/error_log")"
+	[ "$(cat "$F")" = 'a == 4 && b > 100' ] || fail "a refused filter changed the filter: $(cat "$F")"
+	echo 0 > "$F" || fail "filter 0 refused"
+	[ "$(cat "$F")" = none ] || fail "filter 0 left $(cat "$F")"
+	ok "filter: kept only the hits it holds on; 0 removes it; $(grep error: "$M/error_log" | sed 's/^\[[^]]*\] //')"
 	;;
 
 hist)
