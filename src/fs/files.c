@@ -4,6 +4,7 @@
  * following tracefs where this tracer can honour it.  Never replies to a FUSE request
  * and never waits for one: fs.c does both.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -575,13 +577,87 @@ static bool covers(struct fsd *d, enum node n, unsigned idx, unsigned i)
 	}
 }
 
+/* Does process pid map file (dev, ino), or the file named real? */
+static bool maps_file(pid_t pid, dev_t dev, ino_t ino, const char *real)
+{
+	char path[64], line[4096];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned maj, min;
+		unsigned long long inode;
+		int name = 0;
+		char *nl = strchr(line, '\n');
+
+		if (nl)
+			*nl = '\0';
+		if (sscanf(line, "%*s %*s %*s %x:%x %llu %n", &maj, &min, &inode, &name) < 3)
+			continue;
+		found = (makedev(maj, min) == dev && inode == ino) ||
+			(name > 0 && real && !strcmp(line + name, real));
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * The kernel's uprobe fires in every process that maps the file; a ptrace tracer only
+ * in those it traces.  Without a command (`uprobe mount DIR -- COMMAND` traces all that
+ * it starts), enabling a path probe brings in the processes of the caller's user that
+ * map the file already (found in /proc), as set_event_pid would.  Not this daemon.
+ */
+static void reach_mappers(struct fsd *d, const struct up_spec *s, uid_t uid)
+{
+	char real[4096];
+	struct stat fst;
+	struct dirent *de;
+	bool any = false;
+	DIR *dir;
+
+	if (d->opts->argv || !s->path || stat(s->path, &fst) || !realpath(s->path, real))
+		return;
+	dir = opendir("/proc");
+	if (!dir)
+		return;
+	while ((de = readdir(dir))) {
+		char *end, path[64];
+		long v = strtol(de->d_name, &end, 10);
+		struct stat pst;
+		int rc;
+
+		if (*end || v <= 0 || v > INT32_MAX || (pid_t)v == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld", v);
+		if (stat(path, &pst) || pst.st_uid != uid ||
+		    !maps_file((pid_t)v, fst.st_dev, fst.st_ino, real))
+			continue;
+		rc = up_trace_attach(d->tr, (pid_t)v);
+		if (!rc)
+			any = true;
+		else if (rc != -EALREADY)
+			fslog(d, "%s: cannot trace process %ld, which maps it: %s", s->path, v,
+			      strerror(-rc));
+	}
+	closedir(dir);
+	if (any)
+		up_trace_arm_all(d->tr, false); /* failures are logged; the processes stay */
+}
+
 static void enable_write(struct fsd *d, enum node n, unsigned idx, bool on)
 {
 	unsigned ns = up_trace_nspecs(d->tr);
 
 	for (unsigned i = 0; i < ns; i++)
-		if (covers(d, n, idx, i))
+		if (covers(d, n, idx, i)) {
+			if (on && !up_trace_enabled(d->tr, i))
+				reach_mappers(d, up_trace_spec(d->tr, i), d->caller_uid);
 			up_trace_enable(d->tr, i, on);
+		}
 }
 
 /* "1", "0", or "X" when the events covered differ (the kernel's events/enable). */

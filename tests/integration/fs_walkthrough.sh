@@ -25,6 +25,11 @@
 #   hang_write a traced shell writes a probe on its own program to uprobe_events and reads
 #              it back within 10 s (placing it stops the writer); a traced `cat trace_pipe`
 #              blocked in a read does not hold up a probe placed in its process either
+#   reach      a copy of the sample of its own (parallel tests run theirs), untraced:
+#              enabling a p: event on its file brings it in (the kernel's probe fires in
+#              every process that maps the file) and records its hit
+#   command    `uprobe mount DIR -- COMMAND`: COMMAND sees DIR, a probe by path fires in
+#              a program it starts, uprobe exits with COMMAND's status, DIR goes with it
 #   unmount    fusermount3 -u: the daemon exits, the sample runs on untraced, finishes 0
 #   sigterm    the same through SIGTERM on the daemon
 # Exit 77 (SKIP) with the reason when FUSE cannot be used here.
@@ -77,6 +82,31 @@ trace_lines_ge() { [ "$(grep -vc '^#' "$M/trace")" -ge "$1" ]; }
 command -v fusermount3 >/dev/null || skip "fusermount3 not found (Debian package fuse3)"
 command -v nm >/dev/null || skip "nm not found (Debian package binutils)"
 command -v objdump >/dev/null || skip "objdump not found (Debian package binutils)"
+
+if [ "$MODE" = reach ]; then
+	cp "$SAMPLE" "$W/sample" || fail "cp sample"
+	SAMPLE=$W/sample
+fi
+if [ "$MODE" = command ]; then
+	cp "$SAMPLE" "$W/sample" || fail "cp sample"
+	mkdir "$M"
+	"$UPROBE" mount "$M" -- sh -c "
+		echo 'p:grp/foo $W/sample:foo a=%di:s32' >> $M/uprobe_events || exit 10
+		echo 1 > $M/events/grp/foo/enable || exit 11
+		echo x | $W/sample > /dev/null || exit 12
+		echo 0 > $M/events/grp/foo/enable
+		grep -q 'foo: (0x[0-9a-f]*) a=4' $M/trace || { cat $M/trace; exit 13; }
+		exit 7" > "$W/out" 2> "$W/daemon.err"
+	st=$?
+	[ $st -eq 7 ] || fail "uprobe mount -- sh exited $st, not the command's 7: $(cat "$W/out")"
+	[ -e "$M/uprobe_events" ] && fail "still mounted after the command"
+	"$UPROBE" mount "$M" -- sh -c 'kill -TERM $$'
+	st=$?
+	[ $st -eq 143 ] || fail "a command killed by SIGTERM: uprobe exited $st, not 143"
+	ok "mount DIR -- COMMAND: the probe fired in a program it started; its status is uprobe's"
+	cleanup
+	exit 0
+fi
 
 # ---- the sample, reading a fifo, as the seed's 'ps -a | grep sample' process ----------
 mkfifo "$W/in" || fail "mkfifo"
@@ -420,6 +450,17 @@ hist)
 	printf 'd' >&7
 	wait_for trace_lines_ge 1 || fail "no line after the trigger went"
 	ok "removed: the event prints again"
+	;;
+
+reach)
+	echo "p:grp/foo $SAMPLE:foo a=%di:s32" > "$M/uprobe_events" || fail "p: refused: $(cat "$M/error_log")"
+	grep -q "^TracerPid:[[:space:]]*0\$" /proc/$PID/status || fail "traced before the event is enabled"
+	echo 1 > "$M/events/grp/foo/enable" || fail "enable 1"
+	grep -q "^TracerPid:[[:space:]]*$DPID\$" /proc/$PID/status || fail "enabling did not bring the sample in"
+	printf 'a' >&7
+	wait_for trace_lines_ge 1 || fail "no hit recorded"
+	grep -Eq "foo: \($FOOX\) a=4\$" "$M/trace" || fail "trace: $(cat "$M/trace")"
+	ok "enabling reached the process mapping the file: $(grep -v '^#' "$M/trace")"
 	;;
 
 hang_pid)
