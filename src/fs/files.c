@@ -1,8 +1,20 @@
 // SPDX-License-Identifier: MIT
 /*
  * The control filesystem's files (fsd.h): what reading and writing each one means,
- * following tracefs where this tracer can honour it.  Never replies to a FUSE request
- * and never waits for one: fs.c does both.
+ * following tracefs where this tracer can honour it (docs/design.md section 3 lists
+ * where it cannot).  Never replies to a FUSE request and never waits for one: fs.c does
+ * both.  As tracefs:
+ *  - events are created disabled; an enabled event cannot be removed (EBUSY); only
+ *    O_TRUNC on uprobe_events removes every probe;
+ *  - removing probes resets `trace`, as the kernel does when an event goes
+ *    (trace_remove_event_call resets the buffers) and as seed 008's walkthrough shows;
+ *  - error_log entries are the kernel's message, the command and a caret alone;
+ *  - `filter` takes filter expressions on the event's arguments (src/trace/filter.c);
+ *  - `trigger` takes one hist trigger an event ("hist:keys=...", "!hist:..." removes
+ *    it) and `hist` shows its table; other trigger commands are refused;
+ *  - `set_event_pid` also brings the processes it names under tracing (a ptrace tracer
+ *    sees no process it was not given); the session filters on one process, so with
+ *    several PIDs listed every traced process's hits are kept.
  */
 #include <dirent.h>
 #include <errno.h>

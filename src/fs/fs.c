@@ -2,24 +2,17 @@
 /*
  * The control filesystem (fs.h) over libfuse3's low-level API.
  *
- * What this file owns: the tree of files, what reading and writing each one means, and
- * the one loop that serves both the FUSE channel and the tracer.  It must never call
- * ptrace from another thread (the kernel ties a tracee to its tracer thread), never
- * block in a request (a blocked trace_pipe read keeps its fuse_req_t and is answered
- * when lines come), and never print: messages go to opts->log, and the lines a user
- * must see (bad probe specs) go to error_log, as tracefs's do.
+ * What this file owns: the tree of files (inodes, lookups, directories), the FUSE
+ * operations, and the one loop that serves both the FUSE channel and the tracer,
+ * including while the tracer waits for a stop (wait_hook).  What each file means is
+ * files.c's.  It must never call ptrace from another thread (the kernel ties a tracee to
+ * its tracer thread), never block in a request (a blocked trace_pipe read keeps its
+ * fuse_req_t and is answered when lines come), never let a request wait on a tracee's
+ * stop, and never print: messages go to opts->log, and the lines a user must see (bad
+ * probe specs) go to error_log, as tracefs's do.
  *
- * Semantics follow tracefs where this tracer can honour them:
- *  - removing probes (O_TRUNC on uprobe_events, "-:EVENT") resets `trace`, as the kernel
- *    does when an event goes (trace_remove_event_call resets the buffers) and as seed
- *    008's walkthrough shows;
- *  - `filter` takes "0" (none) only: anything else fails with EINVAL and says why in
- *    error_log rather than being stored and silently not applied;
- *  - `trigger` takes one hist trigger an event ("hist:keys=...", "!hist:..." removes it)
- *    and `hist` shows its table; other trigger commands are refused;
- *  - `set_event_pid` also brings the processes it names under tracing (a ptrace tracer
- *    sees no process it was not given); the session filters on one process, so with
- *    several PIDs listed every traced process's hits are kept.
+ * Semantics follow tracefs where this tracer can honour them (files.c); where they
+ * cannot, docs/design.md's section 3 says why.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * uprobe mount: the control filesystem, tracefs's files for uprobes served by FUSE
- * (src/fs/fs.c does the work).  Runs in the foreground until unmounted.
+ * (src/fs/ does the work).  Runs in the foreground until unmounted, or while the
+ * command after -- runs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,22 +35,31 @@ static void mount_usage(FILE *out)
 	fputs("usage: uprobe mount [-p PID]... [-v] [-d] DIR [-- COMMAND [ARGS]]\n"
 	      "\n"
 	      "Serves in DIR the files tracefs has for uprobes, so that what is written for\n"
-	      "/sys/kernel/tracing works here, without root, on every process you may ptrace:\n"
-	      "  uprobe_events, uprobes_events  write a probe spec a line ('>' clears every\n"
-	      "                   probe first, '>>' adds; '-:[GRP/]EVENT' removes one); read:\n"
-	      "                   the probes.  Seed lines (up PID ADDR D|S|A ...) trace PID.\n"
+	      "/sys/kernel/tracing works here, without root, on every process you may ptrace\n"
+	      "(the kernel's ftrace selftests for uprobe events pass against it):\n"
+	      "  uprobe_events, uprobes_events, dynamic_events  write a probe spec a line\n"
+	      "                   ('>' removes every probe first, '>>' adds; '-:[GRP/]EVENT'\n"
+	      "                   removes one; an enabled event cannot be removed); read: the\n"
+	      "                   probes.  Seed lines (up PID ADDR D|S|A ...) trace PID.\n"
 	      "  error_log        why a written line was refused, with a caret under it\n"
 	      "  trace            the trace (header and lines); '> trace' clears it\n"
 	      "  trace_pipe       the same lines, read as they come (blocking, consuming)\n"
 	      "  tracing_on       1 records, 0 does not\n"
-	      "  uprobe_profile   hits per probe\n"
+	      "  current_tracer   nop;  README  what is here, as the kernel's mini-HOWTO\n"
+	      "  uprobe_profile   hits per event\n"
 	      "  set_event_pid    PIDs written here are traced (p:/r: probes act on them) and,\n"
 	      "                   when there is one, only its hits are recorded\n"
-	      "  events/GRP/EVENT/enable   1 / 0\n"
-	      "  events/GRP/EVENT/filter   0 only (no filter): other filters are refused\n"
-	      "Removing probes clears trace, as the kernel does.  Runs until unmounted\n"
+	      "  events/enable, events/GRP/enable, events/GRP/EVENT/enable   1 / 0 (events\n"
+	      "                   are created disabled)\n"
+	      "  events/GRP/EVENT/filter   an event filter: 'size > 4096 && flags & 0x2'; 0: none\n"
+	      "  events/GRP/EVENT/trigger, hist   a hist trigger and its table\n"
+	      "  events/GRP/EVENT/format, id\n"
+	      "With -- COMMAND, COMMAND runs with DIR served, it and all it starts traced (a\n"
+	      "probe by path fires in any program started under it); the mount ends with it\n"
+	      "and its exit status is uprobe's.  Without, enabling an event by path also\n"
+	      "brings in your processes that map the file, and the mount runs until unmounted\n"
 	      "(fusermount3 -u DIR) or Ctrl-C/SIGTERM: every probe is then taken out and the\n"
-	      "processes run on.\n"
+	      "processes run on.  Removing probes clears trace, as the kernel does.\n"
 	      "\n"
 	      "options:\n"
 	      "  -p, --pid PID     trace this process from the start (repeatable)\n"
