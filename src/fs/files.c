@@ -31,6 +31,7 @@
 
 #ifdef UPROBE_HAVE_FUSE3
 
+#include "agent/ring.h" /* up_mono_ns */
 #include "fs/fsd.h"
 #include "trace/format.h"
 #include "trace/session.h"
@@ -152,14 +153,6 @@ bool group_live(struct fsd *d, unsigned g)
 
 /* ---- error_log -------------------------------------------------------------------------- */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void errlog_clear(struct fsd *d)
 {
 	for (unsigned i = 0; i < d->nerr; i++)
@@ -177,7 +170,7 @@ void errlog_clear(struct fsd *d)
 static void errlog_add_at(struct fsd *d, const char *who, const char *line, const char *msg,
 			  int pos)
 {
-	uint64_t t = now_ns();
+	uint64_t t = up_mono_ns();
 	struct text e = { 0 };
 
 	text_printf(&e, "[%5" PRIu64 ".%06" PRIu64 "] %s: error: %s\n  Command: %s\n",
