@@ -25,8 +25,7 @@
 #   hang_write a traced shell writes a probe on its own program to uprobe_events and reads
 #              it back within 10 s (placing it stops the writer); a traced `cat trace_pipe`
 #              blocked in a read does not hold up a probe placed in its process either
-#   reach      a copy of the sample of its own (parallel tests run theirs), untraced:
-#              enabling a p: event on its file brings it in (the kernel's probe fires in
+#   reach      the sample untraced: enabling a p: event on its file brings it in (the kernel's probe fires in
 #              every process that maps the file) and records its hit
 #   command    `uprobe mount DIR -- COMMAND`: COMMAND sees DIR, a probe by path fires in
 #              a program it starts, uprobe exits with COMMAND's status, DIR goes with it
@@ -83,12 +82,11 @@ command -v fusermount3 >/dev/null || skip "fusermount3 not found (Debian package
 command -v nm >/dev/null || skip "nm not found (Debian package binutils)"
 command -v objdump >/dev/null || skip "objdump not found (Debian package binutils)"
 
-if [ "$MODE" = reach ]; then
-	cp "$SAMPLE" "$W/sample" || fail "cp sample"
-	SAMPLE=$W/sample
-fi
+# a copy of the sample of its own: enabling a probe on a file reaches every process of
+# ours that maps it, and the tests that run beside this one have samples too
+cp "$SAMPLE" "$W/sample" || fail "cp sample"
+SAMPLE=$W/sample
 if [ "$MODE" = command ]; then
-	cp "$SAMPLE" "$W/sample" || fail "cp sample"
 	mkdir "$M"
 	"$UPROBE" mount "$M" -- sh -c "
 		echo 'p:grp/foo $W/sample:foo a=%di:s32' >> $M/uprobe_events || exit 10
