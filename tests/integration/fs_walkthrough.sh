@@ -29,6 +29,11 @@
 #              every process that maps the file) and records its hit
 #   command    `uprobe mount DIR -- COMMAND`: COMMAND sees DIR, a probe by path fires in
 #              a program it starts, uprobe exits with COMMAND's status, DIR goes with it
+#   oracle     the kernel's tracefs as the oracle (SKIP without uprobe events there): the
+#              same event line written to both, then uprobe_events, dynamic_events, the
+#              new event's enable, its format (but the ID), the group's enable,
+#              uprobe_profile, and error_log's message and caret for bad lines, compared;
+#              the kernel's event has a group of its own and is removed after
 #   unmount    fusermount3 -u: the daemon exits, the sample runs on untraced, finishes 0
 #   sigterm    the same through SIGTERM on the daemon
 # Exit 77 (SKIP) with the reason when FUSE cannot be used here.
@@ -459,6 +464,40 @@ reach)
 	wait_for trace_lines_ge 1 || fail "no hit recorded"
 	grep -Eq "foo: \($FOOX\) a=4\$" "$M/trace" || fail "trace: $(cat "$M/trace")"
 	ok "enabling reached the process mapping the file: $(grep -v '^#' "$M/trace")"
+	;;
+
+oracle)
+	K=/sys/kernel/tracing
+	[ -w "$K/uprobe_events" ] || mount -t tracefs nodev "$K" 2>/dev/null
+	[ -w "$K/uprobe_events" ] || skip "no uprobe events in this kernel's tracefs"
+	G=upfs$$
+	OFF=$(objdump -h "$SAMPLE" | awk '$2 == ".text" { print $6 }')
+	L="p:$G/ev $SAMPLE:0x$OFF a=%di:u32 s=+0(%si):string"
+	kclean() { echo "-:$G/ev" >> "$K/uprobe_events" 2>/dev/null; }
+	echo "$L" >> "$K/uprobe_events" || skip "the kernel refused $L"
+	echo "$L" >> "$M/uprobe_events" || { kclean; fail "the mount refused $L: $(cat "$M/error_log")"; }
+	for f in uprobe_events dynamic_events events/$G/ev/enable events/$G/enable; do
+		grep -v '^#' "$K/$f" | grep -F "$G" > "$W/k" 2>/dev/null || cat "$K/$f" > "$W/k"
+		grep -v '^#' "$M/$f" | grep -F "$G" > "$W/m" 2>/dev/null || cat "$M/$f" > "$W/m"
+		cmp -s "$W/k" "$W/m" || { kclean; fail "$f: kernel '$(cat "$W/k")', mount '$(cat "$W/m")'"; }
+	done
+	grep -v '^ID:' "$K/events/$G/ev/format" > "$W/k"
+	grep -v '^ID:' "$M/events/$G/ev/format" > "$W/m"
+	cmp -s "$W/k" "$W/m" || { kclean; fail "format: $(diff "$W/k" "$W/m")"; }
+	grep -F " ev " "$K/uprobe_profile" | tr -s ' ' > "$W/k"
+	grep -F " ev " "$M/uprobe_profile" | tr -s ' ' > "$W/m"
+	cmp -s "$W/k" "$W/m" || { kclean; fail "uprobe_profile: kernel '$(cat "$W/k")', mount '$(cat "$W/m")'"; }
+	kclean
+	for bad in "p:$G/b /nonexistent:0x10" "p:$G/b /sys:0x10" "p:$G/b $SAMPLE:0x1z" \
+		"p:$G/b $SAMPLE:0x10(0x1" "p:$G/b $SAMPLE:0x10 @+0xzz"; do
+		for d in "$K" "$M"; do
+			echo > "$d/error_log"
+			printf '%s' "$bad" >> "$d/uprobe_events" 2>/dev/null && { kclean; fail "$d took '$bad'"; }
+			sed 's/^\[[^]]*\] //' "$d/error_log" > "$W/log.$(basename "$d")"
+		done
+		cmp -s "$W/log.tracing" "$W/log.mnt" || fail "error_log of '$bad': kernel '$(cat "$W/log.tracing")', mount '$(cat "$W/log.mnt")'"
+	done
+	ok "the kernel and the mount agree: listing, enable, format, profile, error_log"
 	;;
 
 hang_pid)
