@@ -50,6 +50,7 @@ struct tspec {
 	char *hist_text;
 	unsigned hist_conds; /* of conds, the trigger's (the last ones) */
 	char *filter_text;   /* events/GRP/EVENT/filter: the conditions before the trigger's */
+	struct up_filter comm; /* its comm term, if any: applied by the tracer */
 };
 
 struct tproc;
@@ -438,6 +439,8 @@ static void report_record(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		flush_pending(tr);
 	if (c->tid != tid || !c->comm[0])
 		c = thread_info(tr, pid, tid, &cpu); /* once per thread: the cpu is the record's */
+	if (!up_filter_comm_holds(&ts->comm, c->comm))
+		return; /* the agent kept it on the numbers; the name says no */
 	env->comm = c->comm;
 	fc.comm = c->comm[0] ? c->comm : NULL;
 	fc.pid = pid;
@@ -759,12 +762,23 @@ static int attach_hist(struct tspec *ts, struct up_hist *h, const char *text, ch
 			 ts->label);
 		return -EEXIST;
 	}
+	if (ts->comm.has_comm) {
+		snprintf(err, errlen, "'%s': a hist trigger and a comm filter on one event are not "
+				      "supported\n", text);
+		return -EINVAL;
+	}
 	if (h->filter) {
 		struct up_filter flt;
 		const char *at = strstr(text, h->filter);
 		char msg[256];
 
 		rc = up_filter_parse(h->filter, &flt, &se);
+		if (!rc && (flt.has_comm || ts->comm.has_comm)) {
+			/* the agent aggregates in the process, where there is no name to match */
+			snprintf(err, errlen, "'%s': a hist trigger and a comm filter on one event "
+					      "are not supported\n", text);
+			return -EINVAL;
+		}
 		if (!rc && ts->nconds + flt.n > sizeof(ts->conds) / sizeof(ts->conds[0]))
 			rc = -E2BIG;
 		if (!rc && up_filter_resolve(&flt, &ts->spec, ts->conds + ts->nconds, msg,
@@ -954,7 +968,8 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 
 		if (is_return)
 			uprobe_current_duration(tr->ctx, &dur);
-		if (ts->nconds && !filter_holds(ts, pd->vals, dur)) {
+		if ((ts->nconds && !filter_holds(ts, pd->vals, dur)) ||
+		    !up_filter_comm_holds(&ts->comm, env.comm)) {
 			tr->npend--; /* the filter says no */
 			return;
 		}
@@ -2089,6 +2104,11 @@ int up_trace_set_filter(struct up_trace *tr, const char *text, char *err, size_t
 			up_spec_err_format(text, &se, err + n, errlen - (size_t)n);
 		return rc;
 	}
+	if (tr->filter.has_comm) {
+		snprintf(err, errlen, "--filter: a comm term is taken by the mount's filter files "
+				      "only (events/GRP/EVENT/filter)");
+		return -EINVAL;
+	}
 	tr->has_filter = tr->filter.n > 0;
 	return 0;
 }
@@ -2377,6 +2397,11 @@ int up_trace_set_event_filter(struct up_trace *tr, unsigned i, const char *text,
 		}
 		if (up_filter_resolve(&f, &ts->spec, c, err, errlen))
 			return -EINVAL;
+		if (f.has_comm && ts->hist) {
+			snprintf(err, errlen, "a comm filter and a hist trigger on one event are not "
+					      "supported (the process aggregates, with no name to match)");
+			return -EINVAL;
+		}
 		keep = strdup(text);
 		if (!keep)
 			return -ENOMEM;
@@ -2392,6 +2417,7 @@ int up_trace_set_event_filter(struct up_trace *tr, unsigned i, const char *text,
 	ts->nconds = f.n + ts->hist_conds;
 	free(ts->filter_text);
 	ts->filter_text = keep;
+	ts->comm = f;
 	disarm_spec(tr, i); /* the fast path's agents take conditions when armed */
 	up_trace_arm_all(tr, false);
 	return 0;

@@ -407,10 +407,18 @@ event)
 	printf 'e' >&7
 	wait_for trace_lines_ge 3 || fail "no line with a filter that holds"
 	[ "$(grep -vc '^#' "$M/trace")" -eq 3 ] || fail "a hit the filter rejects was recorded: $(cat "$M/trace")"
+	echo 'comm == "ls" && a == 4' > "$F" || fail "filter with comm refused: $(cat "$M/error_log")"
+	before=$(rchar)
+	printf 'f' >&7
+	wait_consumed "$before" # the sample is not ls
+	echo 'a == 4 && comm ~ "sam*"' > "$F" || fail "filter with comm ~ refused: $(cat "$M/error_log")"
+	printf 'g' >&7
+	wait_for trace_lines_ge 4 || fail "no line with comm ~ \"sam*\""
+	[ "$(grep -vc '^#' "$M/trace")" -eq 4 ] || fail "comm == \"ls\" let a hit of sample through: $(cat "$M/trace")"
 	: > "$M/error_log"
 	if echo 'nosuch == 1' > "$F" 2> /dev/null; then fail "a filter on no argument was taken"; fi
 	grep -q "error: " "$M/error_log" || fail "error_log: $(cat "$M/error_log")"
-	[ "$(cat "$F")" = 'a == 4 && b > 100' ] || fail "a refused filter changed the filter: $(cat "$F")"
+	[ "$(cat "$F")" = 'a == 4 && comm ~ "sam*"' ] || fail "a refused filter changed the filter: $(cat "$F")"
 	echo 0 > "$F" || fail "filter 0 refused"
 	[ "$(cat "$F")" = none ] || fail "filter 0 left $(cat "$F")"
 	ok "filter: kept only the hits it holds on; 0 removes it; $(grep error: "$M/error_log" | sed 's/^\[[^]]*\] //')"
