@@ -51,7 +51,7 @@ static void mount_usage(FILE *out)
 	      "                   when there is one, only its hits are recorded\n"
 	      "  events/enable, events/GRP/enable, events/GRP/EVENT/enable   1 / 0 (events\n"
 	      "                   are created disabled)\n"
-	      "  events/GRP/EVENT/filter   an event filter: 'size > 4096 && flags & 0x2'; 0: none\n"
+	      "  events/GRP/EVENT/filter   an event filter: 'size > 4096 && comm == \"ls\"'; 0: none\n"
 	      "  events/GRP/EVENT/trigger, hist   a hist trigger and its table\n"
 	      "  events/GRP/EVENT/format, id\n"
 	      "With -- COMMAND, COMMAND runs with DIR served, it and all it starts traced (a\n"
