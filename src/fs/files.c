@@ -232,7 +232,7 @@ static void remove_spec(struct fsd *d, unsigned i)
 	up_trace_remove(d->tr, i);
 }
 
-int clear_probes(struct fsd *d)
+int clear_probes(struct fsd *d, bool events_only)
 {
 	unsigned n = up_trace_nspecs(d->tr);
 	bool any = false;
@@ -242,7 +242,7 @@ int clear_probes(struct fsd *d)
 		if (event_spec(d, i) && up_trace_enabled(d->tr, i))
 			return -EBUSY;
 	for (unsigned i = 0; i < n; i++)
-		if (up_trace_spec_live(d->tr, i)) {
+		if (up_trace_spec_live(d->tr, i) && (!events_only || event_spec(d, i))) {
 			remove_spec(d, i);
 			any = true;
 		}

@@ -220,7 +220,7 @@ static int open_effect(struct fsd *d, enum node n, int flags)
 	case N_UPROBE_EVENTS:
 	case N_UPROBES_EVENTS:
 	case N_DYNAMIC_EVENTS:
-		return clear_probes(d);
+		return clear_probes(d, n == N_DYNAMIC_EVENTS);
 	case N_TRACE:
 		trace_reset(d);
 		return 0;

@@ -137,8 +137,9 @@ bool group_live(struct fsd *d, unsigned g);
 void errlog_clear(struct fsd *d);
 void errlog_add(struct fsd *d, const char *line, const char *msg, const char *caret);
 void trace_reset(struct fsd *d);
-/* O_TRUNC on uprobe_events: every probe goes (-EBUSY, none going, if one is enabled). */
-int clear_probes(struct fsd *d);
+/* O_TRUNC on uprobe_events: every probe goes (-EBUSY, none going, if one is enabled);
+   on dynamic_events (events_only): every p:/r: event, the seed's lines stay. */
+int clear_probes(struct fsd *d, bool events_only);
 void apply_pid_filter(struct fsd *d);
 /* readme.c: README's text; event spec i's format file */
 void up_fs_readme(struct text *t);
