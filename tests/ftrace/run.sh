@@ -11,8 +11,10 @@
 #   uprobe mount DIR -- env FTRACE_MNT=DIR sh ./ftracetest -l - TEST...
 # passes when every test passes.  Exit 77 (SKIP) with the reason when it cannot run here.
 set -u
-UPROBE=$1
-WORK=$2
+mkdir -p "$2" || exit 1
+UPROBE=$(command -v "$1") || { echo "FAIL: $1 not found"; exit 1; }
+case $UPROBE in /*) ;; *) UPROBE=$(pwd)/$UPROBE ;; esac
+WORK=$(cd "$2" && pwd)
 shift 2
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=${FTRACE_SRC:-/usr/src/linux-source-6.12.tar.xz}
