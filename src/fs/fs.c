@@ -711,8 +711,13 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		*w = (struct work){ .req = req, .node = n, .idx = idx, .ino = ino, .text = text,
-				    .size = size, .uid = fuse_req_ctx(req)->uid };
+		*w = (struct work){ .req = req,
+				    .node = n,
+				    .idx = idx,
+				    .ino = ino,
+				    .text = text,
+				    .size = size,
+				    .uid = fuse_req_ctx(req)->uid };
 		work_add(d, w);
 		fuse_req_interrupt_func(req, work_interrupt, w);
 		return;

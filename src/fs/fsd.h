@@ -22,7 +22,7 @@
 #include "trace/spec.h"
 
 #define TRACE_SIZE_DEFAULT (4u << 20)
-#define ERRLOG_MAX 16 /* TRACING_LOG_ERRS_MAX */
+#define ERRLOG_MAX	   16 /* TRACING_LOG_ERRS_MAX */
 
 enum node {
 	N_NONE,
@@ -69,10 +69,10 @@ struct work {
 	enum node node;
 	unsigned idx;
 	fuse_ino_t ino;
-	int flags;	/* a side effect: the open's flags (O_TRUNC, O_APPEND) */
-	char *text;	/* a write: its bytes, NUL-terminated */
+	int flags;  /* a side effect: the open's flags (O_TRUNC, O_APPEND) */
+	char *text; /* a write: its bytes, NUL-terminated */
 	size_t size;
-	uid_t uid;	/* the writer's */
+	uid_t uid; /* the writer's */
 	bool interrupted;
 	struct work *next;
 };
@@ -103,9 +103,9 @@ struct fsd {
 	struct waiter *waiters;
 	char lastlog[512];
 	/* serving while the tracer waits for a stop (fs.c: wait_hook) */
-	int in_hook;		/* > 0: inside the hook: nothing may call the tracer */
-	bool hooked;		/* the hook ran: dispatch again (it drained the wake-ups) */
-	struct fuse_buf hbuf;	/* the hook's request buffer (the loop's is in use) */
+	int in_hook;	      /* > 0: inside the hook: nothing may call the tracer */
+	bool hooked;	      /* the hook ran: dispatch again (it drained the wake-ups) */
+	struct fuse_buf hbuf; /* the hook's request buffer (the loop's is in use) */
 	struct work *work, **work_tail;
 	struct cur cur;
 	uid_t caller_uid; /* of the request being served: whose processes it may reach */

@@ -107,22 +107,27 @@ void up_fs_format(struct fsd *d, unsigned i, struct text *t)
 	if (!s)
 		return;
 	text_printf(t, "name: %s\nID: %u\nformat:\n", s->event, EVENT_ID_BASE + i);
-	text_printf(t, "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
-		       "\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"
-		       "\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"
-		       "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n");
+	text_printf(t,
+		    "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+		    "\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"
+		    "\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"
+		    "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n");
 	if (s->is_return)
-		text_printf(t, "\tfield:unsigned long __probe_func;\toffset:8;\tsize:8;\tsigned:0;\n"
-			       "\tfield:unsigned long __probe_ret_ip;\toffset:16;\tsize:8;\tsigned:0;\n");
+		text_printf(
+			t,
+			"\tfield:unsigned long __probe_func;\toffset:8;\tsize:8;\tsigned:0;\n"
+			"\tfield:unsigned long __probe_ret_ip;\toffset:16;\tsize:8;\tsigned:0;\n");
 	else
-		text_printf(t, "\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n");
+		text_printf(t,
+			    "\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n");
 	for (int k = 0; k < s->nargs; k++) {
 		const struct up_type *ty = &s->args[k].type;
 		unsigned sz = ty->kind == UP_TYPE_STRING ? 4 : ty->size ? ty->size : 8;
 
 		field_type(ty, type, sizeof(type), &fmt);
 		text_printf(t, "\tfield:%s %s;\toffset:%u;\tsize:%u;\tsigned:%d;\n", type,
-			    s->args[k].name, off, sz, ty->kind == UP_TYPE_S || ty->kind == UP_TYPE_STRING);
+			    s->args[k].name, off, sz,
+			    ty->kind == UP_TYPE_S || ty->kind == UP_TYPE_STRING);
 		off += sz;
 	}
 	text_printf(t, "\nprint fmt: \"%s", s->is_return ? "(%lx <- %lx)" : "(%lx)");
@@ -130,12 +135,13 @@ void up_fs_format(struct fsd *d, unsigned i, struct text *t)
 		field_type(&s->args[k].type, type, sizeof(type), &fmt);
 		text_printf(t, " %s=%s", s->args[k].name, fmt);
 	}
-	text_printf(t, "\"%s", s->is_return ? ", REC->__probe_func, REC->__probe_ret_ip"
-					     : ", REC->__probe_ip");
+	text_printf(t, "\"%s",
+		    s->is_return ? ", REC->__probe_func, REC->__probe_ret_ip" :
+				   ", REC->__probe_ip");
 	for (int k = 0; k < s->nargs; k++)
-		text_printf(t, s->args[k].type.kind == UP_TYPE_STRING ? ", __get_str(%s)"
-								       : ", REC->%s",
-			    s->args[k].name);
+		text_printf(
+			t, s->args[k].type.kind == UP_TYPE_STRING ? ", __get_str(%s)" : ", REC->%s",
+			s->args[k].name);
 	text_put(t, "\n", 1);
 }
 

@@ -51,7 +51,8 @@ int up_filter_parse(const char *text, struct up_filter *out, struct up_spec_err 
 			fail(err, (int)(start - text), (int)n, "argument name too long");
 			return -EINVAL;
 		}
-		if ((n == 4 && !memcmp(start, "comm", 4)) || (n == 11 && !memcmp(start, "common_comm", 11))) {
+		if ((n == 4 && !memcmp(start, "comm", 4)) ||
+		    (n == 11 && !memcmp(start, "common_comm", 11))) {
 			const char *q;
 
 			if (out->has_comm) {
@@ -74,11 +75,13 @@ int up_filter_parse(const char *text, struct up_filter *out, struct up_spec_err 
 				s++;
 			q = (*s == '"' || *s == '\'') ? strchr(s + 1, *s) : NULL;
 			if (!q) {
-				fail(err, (int)(s - text), 1, "expected a quoted string after comm's operator");
+				fail(err, (int)(s - text), 1,
+				     "expected a quoted string after comm's operator");
 				return -EINVAL;
 			}
 			if ((size_t)(q - s - 1) > UP_FILTER_COMM_MAX) {
-				fail(err, (int)(s - text), (int)(q - s + 1), "the string is too long");
+				fail(err, (int)(s - text), (int)(q - s + 1),
+				     "the string is too long");
 				return -EINVAL;
 			}
 			memcpy(out->comm, s + 1, (size_t)(q - s - 1));
@@ -161,7 +164,8 @@ int up_filter_resolve(const struct up_filter *f, const struct up_spec *spec,
 			return -ENOENT;
 		}
 		if (spec->args[k].type.kind == UP_TYPE_STRING) {
-			snprintf(msg, msglen, "the filter's '%s' is a string: filters compare numbers",
+			snprintf(msg, msglen,
+				 "the filter's '%s' is a string: filters compare numbers",
 				 f->term[i].name);
 			return -ENOENT;
 		}
