@@ -578,7 +578,11 @@ static int build_desc(struct uprobe *u, struct upa_probe *d, struct upa_fetch *f
 		}
 		o->final = in->final == UPROBE_FETCH_STRING  ? UPA_FINAL_STRING
 			   : in->final == UPROBE_FETCH_BYTES ? UPA_FINAL_BYTES
+			   : in->final == UPROBE_FETCH_STACK ? UPA_FINAL_STACK
 							     : UPA_FINAL_NONE;
+		o->at_entry = in->at_entry;
+		if (o->final == UPA_FINAL_STACK) /* [sp] at an entry: the caller */
+			*save |= 1ull << UPA_RSP;
 		o->final_off = in->final_off;
 		o->final_len = in->final_len;
 		o->size = (uint8_t)(in->size ? in->size : 8);

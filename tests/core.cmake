@@ -160,6 +160,10 @@ add_test(NAME trace.hist
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_hist.py $<TARGET_FILE:uprobe-cli>
     $<TARGET_FILE:hist_prog>)
 set_tests_properties(trace.hist PROPERTIES TIMEOUT 300)
+add_test(NAME trace.ustack
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_ustack.py $<TARGET_FILE:uprobe-cli>
+    $<TARGET_FILE:hist_prog>)
+set_tests_properties(trace.ustack PROPERTIES TIMEOUT 180)
 
 # ---- flags across a return probe's in-process return trampoline --------------------------
 uprobe_core_target(ret_flags ret_flags.c)

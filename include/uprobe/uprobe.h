@@ -111,7 +111,15 @@ struct uprobe {
 #define UPROBE_FETCH_STEPS 16
 
 enum uprobe_fetch_base { UPROBE_FETCH_REG, UPROBE_FETCH_IMM };
-enum uprobe_fetch_final { UPROBE_FETCH_VALUE, UPROBE_FETCH_STRING, UPROBE_FETCH_BYTES };
+enum uprobe_fetch_final {
+	UPROBE_FETCH_VALUE,
+	UPROBE_FETCH_STRING,
+	UPROBE_FETCH_BYTES,
+	/* the user stack: the frame-pointer walk from the value (the frame pointer), at most
+	   final_len frames; the record holds every read it made ([sp] when at_entry, 16
+	   bytes at each frame), so the tracer can walk it again on the record */
+	UPROBE_FETCH_STACK,
+};
 
 struct uprobe_fetch {
 	enum uprobe_fetch_base base;
@@ -131,6 +139,7 @@ struct uprobe_fetch {
 	unsigned size;
 	bool is_signed;
 	unsigned bf_width, bf_offset;
+	bool at_entry; /* STACK: a function's first instruction: [sp] is its caller */
 };
 
 enum uprobe_cmp { UPROBE_EQ, UPROBE_NE, UPROBE_LT, UPROBE_LE, UPROBE_GT, UPROBE_GE, UPROBE_AND };
@@ -276,7 +285,8 @@ struct uprobe_ctx_opts {
 	bool follow_fork; /* keep probing children (fork/vfork/clone); default: clean them */
 	bool no_xol;	  /* never inject a slot area: every hit uses the inline step */
 	bool verbose;	  /* log informational messages too (fast-path fallbacks...) */
-	size_t ring_bytes; /* the fast path's record ring per process; 0: 4 MiB */
+	size_t ring_bytes; /* each of the fast path's record rings (one a thread for up to
+			      16 threads of a process, then a shared one); 0: 4 MiB */
 	void (*log)(void *arg, const char *msg); /* error details; default: dropped */
 	void *log_arg;
 	/* called when a traced process exits or execs (its probes are unregistered);

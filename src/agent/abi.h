@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define UPA_MAGIC 0x746e656761707575ull /* "uupagent" */
-#define UPA_VERSION 4
+#define UPA_VERSION 5
 
 /* ctl.flags */
 #define UPA_F_FS0 1u /* %fs:0 names the thread (every thread has a TLS block); else its rsp */
@@ -26,22 +26,37 @@
 #define UPA_F_RTOWN 4u /* threads hijack returns into tables of their own (the lahf
 			  trampoline's stubs say which at the return) */
 
+/*
+ * A ring of records.  Ring 0 is shared: any thread reserves in it with a locked
+ * compare-and-swap on head.  Ring k + 1 is the thread's in slot k of ctl->rt_owner (the
+ * slot that names its tables of returns and aggregations), written by that thread
+ * alone: a plain cmpxchg, which a signal handler's hit on the same thread cannot split,
+ * reserves in it.  One consumer (the tracer) moves each tail.
+ */
+struct upa_ring {
+	uint64_t base;	/* its address in the target */
+	uint32_t order;	/* 1 << order bytes */
+	uint32_t pad0;
+	uint64_t lost;	/* records dropped because it was full */
+	uint64_t pad1[5];
+	uint64_t head;	/* producers reserve here, bytes ever reserved */
+	uint64_t pad2[7];
+	uint64_t tail;	/* the tracer has consumed up to here */
+	uint64_t pad3[7];
+};
+
+#define UPA_RINGS (1 + 16) /* the shared one, and one a thread slot (UPA_RT_OWNERS) */
+
 struct upa_ctl {
 	uint64_t magic;
 	uint32_t version;
 	uint32_t flags;
 	int32_t pid;	     /* the process, for reads of its own memory (process_vm_readv) */
-	uint32_t ring_order; /* the ring has 1 << ring_order bytes */
-	uint64_t ring;	     /* the ring's address in the target */
-	uint64_t lost;	     /* records dropped because the ring was full */
+	uint32_t pad0;
 	uint64_t rtab;	     /* return probes: the table of hijacked returns */
 	uint32_t rtab_order; /* 1 << rtab_order entries */
-	uint32_t pad0;
+	uint32_t pad1;
 	uint64_t ret_tramp;  /* where a hijacked function returns to: the agent's trampoline */
-	uint64_t head; /* producers reserve here (compare-and-swap), bytes ever reserved */
-	uint64_t pad1[7];
-	uint64_t tail; /* the tracer has consumed up to here */
-	uint64_t pad2[7];
 	/* UPA_F_RSEQ: where glibc's __rseq_offset and __rseq_size are (in ld.so), set by
 	   the time main runs; while the size is 0, lsl */
 	uint64_t rseq_offset_at, rseq_size_at;
@@ -51,6 +66,7 @@ struct upa_ctl {
 	   rt_owner holds UPA_RT_OWNERS %fs:0 words (0: free), rt_own their tables; a
 	   return into table j goes to ret_tramp + UPA_RT_STUB * (j + 1) */
 	uint64_t rt_owner, rt_own;
+	_Alignas(64) struct upa_ring ring[UPA_RINGS]; /* a cache line for each head, tail */
 };
 
 /* A register frame: struct user_regs_struct's layout, word by word. */
@@ -67,7 +83,7 @@ enum upa_reg {
 #define UPA_STEPS 16
 
 enum upa_base { UPA_BASE_REG, UPA_BASE_IMM };
-enum upa_final { UPA_FINAL_NONE, UPA_FINAL_STRING, UPA_FINAL_BYTES };
+enum upa_final { UPA_FINAL_NONE, UPA_FINAL_STRING, UPA_FINAL_BYTES, UPA_FINAL_STACK };
 
 struct upa_fetch {
 	uint8_t base;	   /* enum upa_base */
@@ -79,8 +95,10 @@ struct upa_fetch {
 	uint8_t size;	   /* the value's type size (1..8): masking, for conditions */
 	uint8_t is_signed;
 	uint8_t bf_width, bf_offset; /* a bitfield (bf_width > 0) */
-	uint8_t pad[2];
-	uint32_t final_len; /* STRING: at most this many bytes; BYTES: this many */
+	uint8_t at_entry;  /* STACK: the probe is a function's first instruction */
+	uint8_t pad;
+	uint32_t final_len; /* STRING: at most this many bytes; BYTES: this many; STACK:
+			       frames, the walk from the value (bp), every read logged */
 	int64_t imm;
 	int64_t final_off; /* the string or bytes are at value + final_off */
 	struct {
@@ -121,7 +139,7 @@ struct upa_cond {
 #define UPA_RT_FREE 0
 #define UPA_RT_TOMB 1
 #define UPA_RT_PROBES 64 /* entries tried before the table counts as full */
-#define UPA_RT_OWNERS 16 /* threads with a table of their own */
+#define UPA_RT_OWNERS 16 /* threads with a table (and a ring) of their own */
 #define UPA_RT_OWN_ORDER 10 /* 1024 entries each: deeper, the shared table */
 #define UPA_RT_STUB 8	    /* bytes of each return stub: the shared one, then one a table */
 /* Is addr one of the return trampoline's stubs (ret_tramp the first)? */
@@ -252,5 +270,8 @@ struct upa_mem {
 };
 
 #define UPA_ALIGN8(x) (((x) + 7u) & ~(uint64_t)7u)
+
+_Static_assert(UPA_RINGS == 1 + UPA_RT_OWNERS, "a ring a thread slot");
+_Static_assert(sizeof(struct upa_ctl) <= 4096, "the ctl is one page");
 
 #endif

@@ -6,10 +6,20 @@
  * already has, maps it, and the target's descriptor is closed again: the program sees
  * two mappings and no new file descriptor.
  *
- * The ring is multi-producer (the agent reserves with a compare-and-swap on head) and
- * single-consumer (here).  A record is complete when its first word turns nonzero; the
+ * The rings (abi.h struct upa_ring): the shared one is multi-producer (the agent
+ * reserves with a compare-and-swap on head), a thread's own has one producer; each has
+ * one consumer (here).  A record is complete when its first word turns nonzero; the
  * drain zeroes what it consumed before it moves the tail, so a producer always finds
- * zeroes ahead of it.
+ * zeroes ahead of it.  The live drain merges the rings by time; the raw one copies each
+ * ring's records out in its order (a thread's records stay in order, and each carries
+ * its time).
+ *
+ * A ring's pages come in as its writer first touches them, so only the rings of
+ * threads that record cost memory (a thread writes the shared one only past
+ * UPA_RT_OWNERS threads, or where threads have no TLS).  Paging a ring in from here
+ * instead, when it is first seen written, was measured worse: the drain stops for the
+ * tens of milliseconds it takes while the writer fills the ring (of 4,000,000 raw
+ * records 0.9-2.0 million lost, against 0-0.5 million).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,7 +65,6 @@ extern const size_t up_agent_blob_size;
 #define NR_MADVISE 28
 #define NR_FTRUNCATE 77
 #define NR_MEMFD_CREATE 319
-#define MADV_POPULATE_WRITE_ 23
 
 struct key {
 	uint64_t key;
@@ -146,7 +155,7 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	a->heap_off = CTL_SIZE + RTAB_SIZE + RT_OWN_SIZE;
 	a->ring_off = a->heap_off + HEAP_SIZE;
 	a->ring_size = ring;
-	a->code_off = a->ring_off + ring;
+	a->code_off = a->ring_off + (size_t)UPA_RINGS * ring;
 	a->size = a->code_off + CODE_SIZE;
 	data_len = a->code_off;
 	if (up_agent_blob_size > CODE_SIZE) {
@@ -174,11 +183,6 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 		rc = rsys(t, NR_MADVISE, a->data_addr, data_len, MADV_DONTFORK, 0, 0, 0, &r);
 	if (!rc)
 		rc = rsys(t, NR_MADVISE, a->code_addr, CODE_SIZE, MADV_DONTFORK, 0, 0, 0, &r);
-	if (!rc) { /* the ring's pages in place now, not as a page fault in some later hit
-		      (best effort: MADV_POPULATE_WRITE is Linux 5.14) */
-		rsys(t, NR_MADVISE, a->data_addr + a->ring_off, ring, MADV_POPULATE_WRITE_, 0, 0, 0,
-		     &r);
-	}
 	if (rc) {
 		snprintf(why, whylen, "cannot map the shared ring in the process (%s)",
 			 strerror(-rc));
@@ -200,16 +204,16 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 		goto unmap;
 	}
 	rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
-	/* the tracer's side too: every page written once (zero, as it is: no record yet) */
-	for (size_t off = a->ring_off; off < a->ring_off + ring; off += PAGE)
-		*(volatile uint8_t *)(a->map + off) = 0;
 	a->ctl = (struct upa_ctl *)a->map;
 	a->ctl->magic = UPA_MAGIC;
 	a->ctl->version = UPA_VERSION;
 	a->ctl->flags = UPA_F_FS0;
 	a->ctl->pid = up_proc_pid(p);
-	a->ctl->ring_order = (uint32_t)__builtin_ctzll(ring);
-	a->ctl->ring = a->data_addr + a->ring_off;
+	for (unsigned k = 0; k < UPA_RINGS; k++) {
+		a->ctl->ring[k].order = (uint32_t)__builtin_ctzll(ring);
+		a->ctl->ring[k].base = a->data_addr + a->ring_off + k * ring;
+	}
+
 	a->ctl->rtab = a->data_addr + a->rtab_off;
 	a->ctl->rtab_order = RTAB_ORDER;
 	a->ctl->rt_owner = a->ctl->rtab + RTAB_SIZE;
@@ -227,7 +231,7 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	/* every page of the region touched by the process itself (see upa_touch); best
 	   effort: without it the first lap of records pays the same */
 	rc = up_task_call(t, a->code_addr + UPA_TOUCH_OFF, a->code_addr + UPA_TOUCH_OFF + UPA_TOUCH_LEN,
-			  a->data_addr, a->data_addr + data_len);
+			  a->data_addr, a->data_addr + a->ring_off);
 	if (rc == -ESRCH) {
 		snprintf(why, whylen, "the process is gone");
 		munmap(a->map, a->size);
@@ -258,7 +262,7 @@ void up_agent_free(struct up_agent *a)
 		/* the ring's pages go back (the memfd's hole is the target's too): a process
 		   that lives on keeps the mapping, but not 4 to 128 MiB of records nobody
 		   reads; a thread still writing one gets zero pages, never a fault */
-		madvise(a->map + a->ring_off, a->ring_size, MADV_REMOVE);
+		madvise(a->map + a->ring_off, (size_t)UPA_RINGS * a->ring_size, MADV_REMOVE);
 		munmap(a->map, a->size);
 	}
 	free(a->nregs_of);
@@ -442,6 +446,9 @@ uint32_t up_agent_record_size(uint64_t regs, const struct upa_fetch *f, unsigned
 			n += 2 * sizeof(struct upa_mem) + UPA_ALIGN8(f[i].final_len);
 		else if (f[i].final == UPA_FINAL_BYTES)
 			n += sizeof(struct upa_mem) + UPA_ALIGN8(f[i].final_len);
+		else if (f[i].final == UPA_FINAL_STACK) /* [sp], then 16 bytes a frame */
+			n += sizeof(struct upa_mem) + 8 +
+			     (uint64_t)f[i].final_len * (sizeof(struct upa_mem) + 16);
 	}
 	n = (n + REC_ALIGN - 1) & ~(uint64_t)(REC_ALIGN - 1);
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
@@ -609,7 +616,11 @@ void up_agent_probe_counts(const struct up_agent *a, uint64_t addr, uint64_t *fi
 
 uint64_t up_agent_lost(const struct up_agent *a)
 {
-	return __atomic_load_n(&a->ctl->lost, __ATOMIC_RELAXED);
+	uint64_t n = 0;
+
+	for (unsigned k = 0; k < UPA_RINGS; k++)
+		n += __atomic_load_n(&a->ctl->ring[k].lost, __ATOMIC_RELAXED);
+	return n;
 }
 
 /* ---- records --------------------------------------------------------------------------- */
@@ -628,55 +639,108 @@ static bool rec_sane(const struct up_agent *a, const struct upa_rec *rec, uint32
 	return !(slot % REC_ALIGN) && slot <= a->ring_size - off && rec->len <= slot;
 }
 
+/* The rings written so far. */
+static unsigned rings_in_use(struct up_agent *a, unsigned *ks)
+{
+	unsigned n = 0;
+
+	for (unsigned k = 0; k < UPA_RINGS; k++)
+		if (__atomic_load_n(&a->ctl->ring[k].head, __ATOMIC_ACQUIRE))
+			ks[n++] = k;
+	return n;
+}
+
+/* A drain's place in one ring: from tail to end (head when the drain began, no more:
+   threads that keep writing must not keep the tracer here forever). */
+struct cursor {
+	struct upa_ring *rg;
+	uint8_t *ring;
+	uint64_t tail, end, told;
+	struct upa_rec *rec; /* the next complete record, NULL: none */
+};
+
+/* The cursor's next complete record (pads and foreign records consumed on the way). */
+static void cursor_next(struct up_agent *a, struct cursor *c)
+{
+	uint64_t cap = a->ring_size;
+
+	c->rec = NULL;
+	while (c->tail < c->end) {
+		struct upa_rec *rec = (struct upa_rec *)(c->ring + (c->tail & (cap - 1)));
+		uint32_t slot = __atomic_load_n(&rec->slot, __ATOMIC_ACQUIRE);
+
+		if (!slot || !rec_sane(a, rec, slot, c->tail & (cap - 1)))
+			return;
+		if (rec->id != UPA_REC_PAD && rec->id < a->nids) {
+			c->rec = rec;
+			return;
+		}
+		memset(rec, 0, slot);
+		c->tail += slot;
+	}
+}
+
+/* The cursor's record consumed; the writers read tail at every record: it moves a 32nd
+   of the ring at a time, not at every record (its cache line bounced between CPUs). */
+static void cursor_pop(struct up_agent *a, struct cursor *c)
+{
+	uint32_t slot = c->rec->slot;
+
+	memset(c->rec, 0, slot);
+	c->tail += slot;
+	if (c->tail - c->told >= a->ring_size / 32) {
+		__atomic_store_n(&c->rg->tail, c->tail, __ATOMIC_RELEASE);
+		c->told = c->tail;
+	}
+	cursor_next(a, c);
+}
+
 unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct up_agent_rec *r),
 			void *arg)
 {
-	uint8_t *ring = a->map + a->ring_off;
-	uint64_t cap = a->ring_size, tail = a->ctl->tail;
-	/* what was reserved when the drain began, no more: threads that keep writing
-	   must not keep the tracer here forever */
-	uint64_t end = __atomic_load_n(&a->ctl->head, __ATOMIC_ACQUIRE);
-	/* the writers read tail at every record: it moves a 32nd of the ring at a time,
-	   not at every record (its cache line bounced between the CPUs) */
-	uint64_t step = cap / 32, told = tail;
+	struct cursor c[UPA_RINGS];
+	unsigned ks[UPA_RINGS], nc = rings_in_use(a, ks), n = 0;
 	double tick = ns_per_tick();
-	unsigned n = 0;
 
-	while (tail < end) {
-		struct upa_rec *rec = (struct upa_rec *)(ring + (tail & (cap - 1)));
-		uint32_t slot = __atomic_load_n(&rec->slot, __ATOMIC_ACQUIRE);
-
-		if (!slot)
-			break;
-		if (!rec_sane(a, rec, slot, tail & (cap - 1)))
-			break;
-		if (rec->id != UPA_REC_PAD && rec->id < a->nids) {
-			unsigned nregs = a->nregs_of[rec->id];
-			size_t head = sizeof(*rec) + 8u * nregs;
-			struct up_agent_rec v = {
-				.id = rec->id,
-				.cpu = rec->cpu & UPA_REC_CPU,
-				.is_return = !!(rec->cpu & UPA_REC_RET),
-				.tid = tid_of(a, rec->thread, rec->cpu & UPA_REC_SP),
-				.time_ns = rec_time_ns(a, rec->tsc, tick),
-				.regs = (const uint64_t *)(rec + 1),
-				.nregs = nregs,
-				.mem = (const uint8_t *)rec + head,
-				.memlen = rec->len > head ? rec->len - head : 0,
-			};
-
-			fn(arg, &v);
-			n++;
-		}
-		memset(rec, 0, slot);
-		tail += slot;
-		if (tail - told >= step) {
-			__atomic_store_n(&a->ctl->tail, tail, __ATOMIC_RELEASE);
-			told = tail;
-		}
+	for (unsigned i = 0; i < nc; i++) {
+		c[i].rg = &a->ctl->ring[ks[i]];
+		c[i].ring = a->map + a->ring_off + ks[i] * a->ring_size;
+		c[i].tail = c[i].told = c[i].rg->tail;
+		c[i].end = __atomic_load_n(&c[i].rg->head, __ATOMIC_ACQUIRE);
+		cursor_next(a, &c[i]);
 	}
-	if (tail != told)
-		__atomic_store_n(&a->ctl->tail, tail, __ATOMIC_RELEASE);
+	for (;;) {
+		struct cursor *m = NULL;
+
+		/* the oldest record of all the rings: they come out in time order */
+		for (unsigned i = 0; i < nc; i++)
+			if (c[i].rec && (!m || (int64_t)(c[i].rec->tsc - m->rec->tsc) < 0))
+				m = &c[i];
+		if (!m)
+			break;
+
+		struct upa_rec *rec = m->rec;
+		unsigned nregs = a->nregs_of[rec->id];
+		size_t head = sizeof(*rec) + 8u * nregs;
+		struct up_agent_rec v = {
+			.id = rec->id,
+			.cpu = rec->cpu & UPA_REC_CPU,
+			.is_return = !!(rec->cpu & UPA_REC_RET),
+			.tid = tid_of(a, rec->thread, rec->cpu & UPA_REC_SP),
+			.time_ns = rec_time_ns(a, rec->tsc, tick),
+			.regs = (const uint64_t *)(rec + 1),
+			.nregs = nregs,
+			.mem = (const uint8_t *)rec + head,
+			.memlen = rec->len > head ? rec->len - head : 0,
+		};
+
+		fn(arg, &v);
+		n++;
+		cursor_pop(a, m);
+	}
+	for (unsigned i = 0; i < nc; i++)
+		if (c[i].tail != c[i].told)
+			__atomic_store_n(&c[i].rg->tail, c[i].tail, __ATOMIC_RELEASE);
 	return n;
 }
 
@@ -689,13 +753,15 @@ _Static_assert(UPROBE_RAW_FAULT == UPA_MEM_FAULT && UPROBE_RAW_STRING == UPA_MEM
 		       UPROBE_RAW_RET == UPA_REC_RET && UPROBE_RAW_CPU == UPA_REC_CPU,
 	       "raw flags");
 
-unsigned up_agent_drain_raw(struct up_agent *a, pid_t pid,
-			    uint32_t (*probe_of)(void *arg, uint32_t id),
-			    void (*fn)(void *arg, const void *recs, size_t len), void *arg)
+/* Ring k's records raw, span by span (up_agent_drain_raw). */
+static unsigned drain_raw_ring(struct up_agent *a, unsigned k, pid_t pid,
+			       uint32_t (*probe_of)(void *arg, uint32_t id),
+			       void (*fn)(void *arg, const void *recs, size_t len), void *arg)
 {
-	uint8_t *ring = a->map + a->ring_off;
-	uint64_t cap = a->ring_size, tail = a->ctl->tail;
-	uint64_t end = __atomic_load_n(&a->ctl->head, __ATOMIC_ACQUIRE);
+	struct upa_ring *rg = &a->ctl->ring[k];
+	uint8_t *ring = a->map + a->ring_off + k * a->ring_size;
+	uint64_t cap = a->ring_size, tail = rg->tail;
+	uint64_t end = __atomic_load_n(&rg->head, __ATOMIC_ACQUIRE);
 	double tick = ns_per_tick();
 	uint64_t last_key = 0;
 	bool last_sp = false;
@@ -741,17 +807,37 @@ unsigned up_agent_drain_raw(struct up_agent *a, pid_t pid,
 		fn(arg, ring + off, span - off);
 		memset(ring + off, 0, span - off);
 		tail += span - off;
-		__atomic_store_n(&a->ctl->tail, tail, __ATOMIC_RELEASE);
+		__atomic_store_n(&rg->tail, tail, __ATOMIC_RELEASE);
 	}
+	return n;
+}
+
+
+unsigned up_agent_drain_raw(struct up_agent *a, pid_t pid,
+			    uint32_t (*probe_of)(void *arg, uint32_t id),
+			    void (*fn)(void *arg, const void *recs, size_t len), void *arg)
+{
+	unsigned ks[UPA_RINGS], nr = rings_in_use(a, ks), n = 0;
+
+	for (unsigned i = 0; i < nr; i++)
+		n += drain_raw_ring(a, ks[i], pid, probe_of, fn, arg);
 	return n;
 }
 
 unsigned up_agent_fill(const struct up_agent *a)
 {
-	uint64_t head = __atomic_load_n(&a->ctl->head, __ATOMIC_ACQUIRE), tail = a->ctl->tail;
+	unsigned most = 0;
 
-	return head > tail ? (unsigned)((head - tail) * 256 / a->ring_size) : 0;
+	for (unsigned k = 0; k < UPA_RINGS; k++) {
+		const struct upa_ring *rg = &a->ctl->ring[k];
+		uint64_t head = __atomic_load_n(&rg->head, __ATOMIC_ACQUIRE), tail = rg->tail;
+		unsigned f = head > tail ? (unsigned)((head - tail) * 256 / a->ring_size) : 0;
+
+		most = f > most ? f : most;
+	}
+	return most;
 }
+
 
 int up_agent_rec_read(const struct up_agent_rec *r, uint64_t addr, void *buf, size_t len)
 {

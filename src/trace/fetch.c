@@ -5,6 +5,7 @@
  * each FETCH form and of each TYPE; it must never call ptrace, print or exit.
  */
 #include "trace/fetch.h"
+#include "trace/stack.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -96,7 +97,8 @@ int up_fetch_arg_check(const struct up_fetch_arg *arg, bool is32)
 	if (!arg)
 		return -EINVAL;
 	for (int i = 0; i < arg->nops; i++)
-		if (arg->ops[i].op == UP_FOP_REG && arg->ops[i].reg.only64 && is32)
+		if ((arg->ops[i].op == UP_FOP_REG && arg->ops[i].reg.only64 && is32) ||
+		    (arg->ops[i].op == UP_FOP_USTACK && is32)) /* a walk of 8-byte frames */
 			return -EINVAL;
 	return 0;
 }
@@ -239,6 +241,21 @@ int up_fetch_eval(const struct up_fetch_arg *arg, const struct up_fetch_env *env
 	case UP_FOP_FOFFS:
 		val = addr_wrap(env, env->file_bias + op->imm);
 		break;
+	case UP_FOP_USTACK: {
+		/* the frames go into strbuf, aligned: the caller's arena is bytes */
+		uintptr_t at = ((uintptr_t)strbuf + 7) & ~(uintptr_t)7;
+		size_t room = strbuf ? strsize - (size_t)(at - (uintptr_t)strbuf) : 0;
+		unsigned max = op->param;
+
+		if (!env->read || !strbuf || strsize < 8 || room > strsize)
+			return -EINVAL;
+		if (max > room / 8)
+			max = (unsigned)(room / 8);
+		out->frames = (const uint64_t *)at;
+		out->nframes = up_stack_walk(r, r->rip, env->at_entry, env->read, env->ctx,
+					     (uint64_t *)at, max);
+		return 0;
+	}
 	case UP_FOP_DEREF:
 		return -EINVAL; /* never first */
 	}
@@ -288,15 +305,57 @@ int up_fetch_eval_all(const struct up_spec *spec, const struct up_fetch_env *env
 		size_t room = arena_size - used;
 		int ret;
 
-		if (a->type.kind == UP_TYPE_STRING && room == 0)
+		if ((a->type.kind == UP_TYPE_STRING || a->type.kind == UP_TYPE_STACK) && room == 0)
 			return -ENOBUFS;
 		ret = up_fetch_eval(a, env, &vals[i], arena ? arena + used : NULL, room);
 		if (ret)
 			return ret;
 		if (a->type.kind == UP_TYPE_STRING)
 			used += vals[i].str_len + 1;
+		else if (a->type.kind == UP_TYPE_STACK) /* alignment, then the frames */
+			used = (size_t)((const char *)(vals[i].frames + vals[i].nframes) - arena);
 	}
 	return 0;
+}
+
+void up_fetch_name_stack(struct up_fetch_value *v, char *buf, size_t size,
+			 int (*name)(void *ctx, unsigned i, uint64_t addr, char *buf, size_t size),
+			 void *ctx)
+{
+	size_t len = 0;
+
+	if (!size)
+		return;
+	buf[0] = '\0';
+	for (unsigned i = 0; i < v->nframes && len + 1 < size; i++) {
+		int n = name(ctx, i, v->frames[i], buf + len + !!i, size - len - !!i);
+
+		if (n < 0)
+			break;
+		if (i)
+			buf[len++] = '\n';
+		len += (size_t)n < size - len ? (size_t)n : size - len - 1;
+	}
+	buf[len] = '\0';
+	v->str = buf;
+	v->str_len = len;
+}
+
+/* A stack on one line: its names, or its addresses, joined by ' '. */
+static int format_stack(const struct up_fetch_value *v, char *buf, size_t size)
+{
+	struct up_spec_buf b = { buf, size, 0 };
+
+	if (size)
+		buf[0] = '\0';
+	if (v->str) {
+		for (size_t i = 0; i < v->str_len; i++)
+			up_spec_buf_putc(&b, v->str[i] == '\n' ? ' ' : v->str[i]);
+	} else {
+		for (unsigned i = 0; i < v->nframes; i++)
+			up_spec_buf_printf(&b, "%s0x%" PRIx64, i ? " " : "", v->frames[i]);
+	}
+	return up_spec_buf_result(&b);
 }
 
 int up_fetch_format(const struct up_fetch_value *v, char *buf, size_t size)
@@ -309,6 +368,8 @@ int up_fetch_format(const struct up_fetch_value *v, char *buf, size_t size)
 		return snprintf(buf, size, "(fault)");
 	if (v->type.kind == UP_TYPE_STRING)
 		return snprintf(buf, size, "\"%s\"", v->str ? v->str : "");
+	if (v->type.kind == UP_TYPE_STACK)
+		return format_stack(v, buf, size);
 	u = v->u;
 	switch (v->type.kind) {
 	case UP_TYPE_U:

@@ -39,6 +39,7 @@ struct up_fetch_env {
 	bool has_retval;
 	const char *comm; /* $comm; NULL reads as "" */
 	uint64_t file_bias; /* @+OFFSET reads at file_bias + OFFSET: probe vaddr - file offset */
+	bool at_entry; /* $ustack: the hit is a function's first instruction, [sp] its caller */
 };
 
 struct up_fetch_value {
@@ -49,6 +50,10 @@ struct up_fetch_value {
 	const char *str;     /* strings: NUL-terminated, in the caller's buffer */
 	size_t str_len;	     /* without the NUL */
 	bool truncated;	     /* the string did not fit the buffer (the kernel cuts it too) */
+	/* $ustack: the walk's return addresses (in the caller's buffer, innermost first),
+	   and once a tracer has named them, str holds one name a line (up_fetch_name_stack) */
+	const uint64_t *frames;
+	unsigned nframes;
 };
 
 /*
@@ -63,7 +68,7 @@ int up_fetch_eval(const struct up_fetch_arg *arg, const struct up_fetch_env *env
 
 /*
  * Evaluate every argument of an event spec into vals[0..spec->nargs), sharing arena
- * between the strings.  Returns 0 or the first negative errno.
+ * between the strings and the stacks.  Returns 0 or the first negative errno.
  */
 int up_fetch_eval_all(const struct up_spec *spec, const struct up_fetch_env *env,
 		      struct up_fetch_value *vals, char *arena, size_t arena_size);
@@ -78,7 +83,17 @@ int up_fetch_arg_check(const struct up_fetch_arg *arg, bool is32);
  */
 int up_fetch_abi_arg(const struct up_fetch_env *env, unsigned int n, uint64_t *val);
 
-/* The value as the kernel's trace file shows it.  snprintf semantics. */
+/*
+ * A $ustack value's frames named by name() into buf, one a line (no '\n' after the
+ * last); the walk's garbage tail is cut where name() returns a negative number (a frame
+ * in no executable mapping: code without frame pointers).  str then holds the text.
+ */
+void up_fetch_name_stack(struct up_fetch_value *v, char *buf, size_t size,
+			 int (*name)(void *ctx, unsigned i, uint64_t addr, char *buf, size_t size),
+			 void *ctx);
+
+/* The value as the kernel's trace file shows it (a $ustack: its frames in hex, or its
+   names, joined by ' ').  snprintf semantics. */
 int up_fetch_format(const struct up_fetch_value *v, char *buf, size_t size);
 
 #endif /* UPROBE_TRACE_FETCH_H */

@@ -163,10 +163,11 @@ int up_filter_resolve(const struct up_filter *f, const struct up_spec *spec,
 				 f->term[i].name, spec->group, spec->event);
 			return -ENOENT;
 		}
-		if (spec->args[k].type.kind == UP_TYPE_STRING) {
-			snprintf(msg, msglen,
-				 "the filter's '%s' is a string: filters compare numbers",
-				 f->term[i].name);
+		if (spec->args[k].type.kind == UP_TYPE_STRING ||
+		    spec->args[k].type.kind == UP_TYPE_STACK) {
+			snprintf(msg, msglen, "the filter's '%s' is a %s: filters compare numbers",
+				 f->term[i].name,
+				 spec->args[k].type.kind == UP_TYPE_STRING ? "string" : "stack");
 			return -ENOENT;
 		}
 		conds[i].fetch = (unsigned)k;

@@ -301,6 +301,47 @@ static void put_json_head(struct up_spec_buf *b, const struct up_fmt_ctx *ctx)
 	put_json_string(b, comm, strlen(comm));
 }
 
+/* A stack's frames, one a line as the kernel's stacktrace trigger prints them:
+   " => NAME", the names the tracer gave them, else the addresses. */
+static void put_stack_lines(struct up_spec_buf *b, const struct up_fetch_value *v)
+{
+	if (!v->str) {
+		for (unsigned i = 0; i < v->nframes; i++)
+			up_spec_buf_printf(b, " => 0x%" PRIx64 "\n", v->frames[i]);
+		return;
+	}
+	for (const char *l = v->str, *end = v->str + v->str_len; l < end;) {
+		const char *nl = memchr(l, '\n', (size_t)(end - l));
+		size_t n = nl ? (size_t)(nl - l) : (size_t)(end - l);
+
+		up_spec_buf_put(b, " => ", 4);
+		up_spec_buf_put(b, l, n);
+		up_spec_buf_putc(b, '\n');
+		l += n + 1;
+	}
+}
+
+/* A stack in JSON: an array of its frames' names, or of their addresses. */
+static void put_json_stack(struct up_spec_buf *b, const struct up_fetch_value *v)
+{
+	up_spec_buf_putc(b, '[');
+	if (!v->str) {
+		for (unsigned i = 0; i < v->nframes; i++)
+			up_spec_buf_printf(b, "%s\"0x%" PRIx64 "\"", i ? "," : "", v->frames[i]);
+	} else {
+		for (const char *l = v->str, *end = v->str + v->str_len; l < end;) {
+			const char *nl = memchr(l, '\n', (size_t)(end - l));
+			size_t n = nl ? (size_t)(nl - l) : (size_t)(end - l);
+
+			if (l != v->str)
+				up_spec_buf_putc(b, ',');
+			put_json_string(b, l, n);
+			l += n + 1;
+		}
+	}
+	up_spec_buf_putc(b, ']');
+}
+
 static void put_json_value(struct up_spec_buf *b, const struct up_fetch_value *v)
 {
 	if (v->err) {
@@ -313,6 +354,9 @@ static void put_json_value(struct up_spec_buf *b, const struct up_fetch_value *v
 		return;
 	case UP_TYPE_X:
 		up_spec_buf_printf(b, "\"0x%" PRIx64 "\"", v->u);
+		return;
+	case UP_TYPE_STACK:
+		put_json_stack(b, v);
 		return;
 	case UP_TYPE_U:
 	case UP_TYPE_S: {
@@ -383,6 +427,8 @@ int up_fmt_event_text(char *buf, size_t size, const struct up_fmt_ctx *ctx,
 		char small[64];
 		int n;
 
+		if (v->type.kind == UP_TYPE_STACK)
+			continue; /* under the line */
 		up_spec_buf_printf(&b, " %s=", spec->args[i].name);
 		n = up_fetch_format(v, small, sizeof(small));
 		if (n < 0)
@@ -396,6 +442,9 @@ int up_fmt_event_text(char *buf, size_t size, const struct up_fmt_ctx *ctx,
 		}
 	}
 	up_spec_buf_putc(&b, '\n');
+	for (int i = 0; i < spec->nargs; i++)
+		if (ev->vals[i].type.kind == UP_TYPE_STACK)
+			put_stack_lines(&b, &ev->vals[i]);
 	return up_spec_buf_result(&b);
 }
 

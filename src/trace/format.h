@@ -27,7 +27,9 @@
  *        "%16s-%-7d [%03d] %5lu.%06lu: " EVENT ": (0x%lx)" { " " NAME "=" VALUE }
  *        "%16s-%-7d [%03d] %5lu.%06lu: " EVENT ": (0x%lx <- 0x%lx)" ...   (return:
  *                                                         return address <- function)
- *    VALUE as up_fetch_format() prints it.
+ *    VALUE as up_fetch_format() prints it.  A $ustack argument is not on the line: its
+ *    frames follow it, one a line, as the kernel's stacktrace trigger prints them:
+ *        " => " NAME            (NAME as the tracer named it, else "0x%lx")
  *
  * 3. JSON lines, one object per hit, keys always in this order:
  *
@@ -37,7 +39,8 @@
  *      addr is the probed address (for a return probe, the function's); ret_addr,
  *      only for return probes, is where the function returned to.  VALUE is a JSON
  *      number for u*, s* and bitfield types (s* signed), a string "0xHEX" for x*
- *      types, a JSON string for string types, and null when the read faulted.
+ *      types, a JSON string for string types, an array of strings (the frames) for
+ *      $ustack, and null when the read faulted.
  *    seed spec (up PID ADDR D|S|A ...):
  *      {"time_ns":N, "pid":N, "tid":N, "cpu":N, "comm":"S", "event":"up/D",
  *       "addr":"0xHEX", "type":"D"|"S", "data_addr":"0xHEX", "data":"HEXBYTES"|null}

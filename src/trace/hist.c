@@ -612,6 +612,9 @@ static int resolve_field(struct hparser *p, struct up_hist_field *f, const struc
 		}
 		if (f->arg < 0)
 			return fail(p, f->pos, nl, "Couldn't find field");
+		if (spec->args[f->arg].type.kind == UP_TYPE_STACK)
+			return fail(p, f->pos, f->len, "A $ustack argument is not a field: the "
+						       "stack key is 'stacktrace'");
 		f->is_string = spec->args[f->arg].type.kind == UP_TYPE_STRING;
 		f->is_signed = spec->args[f->arg].type.kind == UP_TYPE_S;
 		if (f->is_string && !is_key)

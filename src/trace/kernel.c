@@ -500,6 +500,12 @@ int up_kb_add(struct up_kb *kb, const struct up_spec *spec)
 				goto fail;
 			}
 		}
+		if (arg_uses(a, UP_FOP_USTACK)) {
+			kb_log(&kb->o, "argument %s=%s: the kernel's uprobe events fetch no user "
+				       "stack; use the ptrace backend", a->name, a->comm);
+			err = -EINVAL;
+			goto fail;
+		}
 		if (arg_uses(a, UP_FOP_ARG)) {
 			if (e->spec.is_return) {
 				kb_log(&kb->o, "argument %s=%s: at a return $argN is the argument "

@@ -346,6 +346,7 @@ static int one_record(struct reader *r, const uint8_t *p, uint32_t size)
 			.has_retval = is_return,
 			.comm = t ? t->comm : NULL,
 			.file_bias = s->bias,
+			.at_entry = up_spec_at_function_entry(&ev->spec),
 		};
 		struct up_fmt_ctx fc = {
 			.comm = t && t->comm[0] ? t->comm : NULL,

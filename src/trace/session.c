@@ -49,6 +49,7 @@ struct tspec {
 	struct up_hist *hist;
 	char *hist_text;
 	unsigned hist_conds; /* of conds, the trigger's (the last ones) */
+	bool stacks;	     /* an argument is a $ustack: named at the hit */
 	char *filter_text;   /* events/GRP/EVENT/filter: the conditions before the trigger's */
 	struct up_filter comm; /* its comm term, if any: applied by the tracer */
 };
@@ -101,6 +102,7 @@ struct comm_entry {
  * arena (snap_*), which the formatter then reads instead of the process.
  */
 #define PEND_MAX 4
+#define STACK_NAMES_MAX (UP_SPEC_USTACK_MAX * 256) /* a $ustack's frames, named */
 
 struct pending {
 	bool seed, is32;
@@ -113,6 +115,7 @@ struct pending {
 	int snap_err;
 	struct up_fetch_value vals[UP_SPEC_MAX_ARGS];
 	char arena[UP_SPEC_SEED_SIZE_MAX]; /* the strings of vals, or the seed's bytes */
+	char stack_names[STACK_NAMES_MAX]; /* the frames of $ustack values, named */
 };
 
 struct up_trace {
@@ -421,6 +424,53 @@ static bool filter_holds(const struct tspec *ts, const struct up_fetch_value *va
 	return up_filter_holds(ts->conds, ts->nconds, vals, dur);
 }
 
+/* ---- stacks ------------------------------------------------------------------------- */
+
+static struct up_stack_syms *syms_of(struct tproc *tp)
+{
+	if (!tp->syms)
+		tp->syms = up_stack_syms_new(tp->pid);
+	return tp->syms;
+}
+
+/* Frame i of a walk, named (up_fetch_name_stack).  The walk ends before the first
+   frame past the hit's own that is in no executable file mapping: it went through code
+   built without frame pointers and read garbage (JIT code ends it too). */
+static int frame_name(void *ctx, unsigned i, uint64_t addr, char *buf, size_t size)
+{
+	struct tproc *tp = ctx;
+
+	if (!addr || (i && !up_stack_mapped(syms_of(tp), addr)))
+		return -1;
+	return up_stack_name(syms_of(tp), addr, buf, size);
+}
+
+/* A stack's addresses as the key's text: one named frame a line. */
+static const char *stack_text(struct tproc *tp, const uint64_t *addr, unsigned n, char *buf,
+			      size_t size)
+{
+	struct up_fetch_value v = { .frames = addr, .nframes = n };
+
+	up_fetch_name_stack(&v, buf, size, frame_name, tp);
+	return buf;
+}
+
+/* The $ustack values of a hit, named while the process's maps are the hit's. */
+static void name_stacks(struct tproc *tp, const struct up_spec *sp, struct up_fetch_value *vals,
+			char *buf, size_t size)
+{
+	size_t used = 0;
+
+	if (!tp)
+		return;
+	for (int i = 0; i < sp->nargs && used < size; i++) {
+		if (vals[i].type.kind != UP_TYPE_STACK)
+			continue;
+		up_fetch_name_stack(&vals[i], buf + used, size - used, frame_name, tp);
+		used += vals[i].str_len + 1;
+	}
+}
+
 /* A fast-path record: its thread ran on long ago, so it is formatted at once. */
 static void report_record(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 			  const struct hit *h, struct up_fetch_env *env)
@@ -456,7 +506,7 @@ static void report_record(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 	}
 	{
 		struct up_fetch_value vals[ts->spec.nargs ? ts->spec.nargs : 1];
-		static char arena[64 * 1024];
+		static char arena[64 * 1024], stack_names[STACK_NAMES_MAX];
 		struct up_fmt_event ev = {
 			.addr = p->u.vaddr,
 			.ret_addr = is_return ? regs->rip : 0,
@@ -464,6 +514,8 @@ static void report_record(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		};
 
 		up_fetch_eval_all(&ts->spec, env, vals, arena, sizeof(arena));
+		if (p->ts->stacks)
+			name_stacks(p->tp, &ts->spec, vals, stack_names, sizeof(stack_names));
 		if (tr->opts.json)
 			FORMAT(tr, up_fmt_event_json(buf, size, &fc, &ts->spec, &ev));
 		else
@@ -474,34 +526,6 @@ static void report_record(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 /* ---- histograms (--trigger) ----------------------------------------------------------- */
 
 #define HIST_TEXT_MAX 4096 /* a key field as text: a string, a symbol, a named stack */
-
-static struct up_stack_syms *syms_of(struct tproc *tp)
-{
-	if (!tp->syms)
-		tp->syms = up_stack_syms_new(tp->pid);
-	return tp->syms;
-}
-
-/* A stack's addresses as the key's text: one named frame a line.  It ends before the
-   first frame past the hit's own that is in no executable file mapping: the walk went
-   through code built without frame pointers and read garbage (JIT code ends it too). */
-static const char *stack_text(struct tproc *tp, const uint64_t *addr, unsigned n, char *buf,
-			      size_t size)
-{
-	struct up_spec_buf b = { buf, size, 0 };
-
-	buf[0] = '\0';
-	for (unsigned i = 0; i < n && addr[i]; i++) {
-		char name[512];
-
-		if (i && !up_stack_mapped(syms_of(tp), addr[i]))
-			break;
-
-		up_stack_name(syms_of(tp), addr[i], name, sizeof(name));
-		up_spec_buf_printf(&b, "%s%s", i ? "\n" : "", name);
-	}
-	return buf;
-}
 
 /* A number as the agent sees it: s-types sign-extended from their size. */
 static uint64_t hist_num(const struct up_fetch_value *v)
@@ -528,12 +552,6 @@ static const char *sym_text(struct tproc *tp, const struct up_hist_field *f, uin
 			*plus = '\0'; /* the kernel's .sym: the name alone */
 	}
 	return buf;
-}
-
-/* A stack at this event starts at a function's first instruction: [rsp] is the caller. */
-static bool at_function_entry(const struct up_spec *sp)
-{
-	return !sp->is_return && sp->target == UP_TARGET_SYMBOL && sp->offset == 0;
 }
 
 /* A trap-path hit of a hist's event: its key and vals, added to the table. */
@@ -582,7 +600,7 @@ static void hist_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return, cons
 			break;
 		case UP_HIST_SRC_STACK:
 			n = up_stack_walk(regs, is_return ? regs->rip : p->u.vaddr,
-					  at_function_entry(&ts->spec),
+					  up_spec_at_function_entry(&ts->spec),
 					  env->read, env->ctx, addr, UP_HIST_STACK_DEPTH);
 			k.str[i] = stack_text(p->tp, addr, n, text[i], sizeof(text[i]));
 			break;
@@ -664,7 +682,7 @@ static int build_agg(struct tprobe *p)
 
 	memset(g, 0, sizeof(*g));
 	g->size = hi->size;
-	g->at_entry = at_function_entry(sp);
+	g->at_entry = up_spec_at_function_entry(sp);
 	g->nkeys = hi->nkeys;
 	for (unsigned i = 0; i < hi->nkeys; i++) {
 		const struct up_hist_field *f = &hi->key[i];
@@ -924,6 +942,7 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		.retval = regs->rax,
 		.has_retval = is_return,
 		.file_bias = p->file_bias,
+		.at_entry = up_spec_at_function_entry(&ts->spec),
 	};
 
 	if (tr->off || !ts->enabled || ts->removed)
@@ -964,6 +983,9 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 	} else {
 		env.comm = comm_cached(tr, pid, tid);
 		up_fetch_eval_all(&ts->spec, &env, pd->vals, pd->arena, sizeof(pd->arena));
+		if (ts->stacks) /* now: the process may be gone when the line is made */
+			name_stacks(tp, &ts->spec, pd->vals, pd->stack_names,
+				    sizeof(pd->stack_names));
 		uint64_t dur = 0;
 
 		if (is_return)
@@ -1294,9 +1316,10 @@ static void step(struct uprobe_fetch *f, int64_t off, unsigned len)
 
 /* One FETCHARG as what the agent must capture for fetch.c to evaluate it afterwards:
    the same reads, in the same order. */
-static int capture_arg(const struct up_fetch_arg *a, uint64_t bias, bool at_return,
+static int capture_arg(const struct up_spec *sp, const struct up_fetch_arg *a, uint64_t bias,
 		       struct uprobe_fetch *f, uint64_t *regs)
 {
+	bool at_return = sp->is_return;
 	const struct up_fetch_insn *op = &a->ops[0];
 	bool is_string = a->type.kind == UP_TYPE_STRING;
 
@@ -1345,6 +1368,13 @@ static int capture_arg(const struct up_fetch_arg *a, uint64_t bias, bool at_retu
 	case UP_FOP_COMM:
 	case UP_FOP_DATA:
 		f->base = UPROBE_FETCH_IMM; /* the tracer's own: nothing to read */
+		return 0;
+	case UP_FOP_USTACK: /* the walk from bp (and [sp] at an entry), up_stack_walk's reads */
+		base_reg(f, regs, offsetof(struct user_regs_struct, rbp), 8, 0);
+		*regs |= BIT(rsp) | BIT(rip);
+		f->final = UPROBE_FETCH_STACK;
+		f->final_len = op->param;
+		f->at_entry = up_spec_at_function_entry(sp);
 		return 0;
 	default:
 		return -ENOTSUP;
@@ -1411,8 +1441,7 @@ static int build_capture(struct up_trace *tr, struct tprobe *p)
 		}
 	} else {
 		for (unsigned k = 0; k < n; k++) {
-			int rc = capture_arg(&sp->args[k], p->file_bias, sp->is_return, &p->fetch[k],
-					     &regs);
+			int rc = capture_arg(sp, &sp->args[k], p->file_bias, &p->fetch[k], &regs);
 
 			if (rc)
 				return rc;
@@ -1595,6 +1624,25 @@ static void raw_trap(struct tprobe *p, uprobe_regs_t *regs, bool is_return, cons
 		raw_check(tr, errno ? -errno : -EIO);
 }
 
+/* An event whose arguments a 32-bit process cannot give (r8-r15, the 8-byte frames
+   of $ustack) is refused there, once, saying which. */
+static int args_for_32bit(struct up_trace *tr, struct tspec *ts, pid_t pid)
+{
+	for (int k = 0; k < ts->spec.nargs; k++) {
+		const struct up_fetch_arg *a = &ts->spec.args[k];
+
+		if (!up_fetch_arg_check(a, true))
+			continue;
+		tlog(tr, "'%s': argument %s=%s cannot be fetched in process %d: it is 32-bit "
+			 "(%s)", ts->text, a->name, a->comm, (int)pid,
+		     a->type.kind == UP_TYPE_STACK ? "$ustack walks 8-byte frames"
+						   : "no such register there");
+		ts->fatal = true;
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 {
 	struct tspec *ts = tr->specs[i];
@@ -1618,6 +1666,8 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 			return -EINVAL;
 		}
 		vaddr = ts->spec.addr;
+	} else if (tp->is32 && (rc = args_for_32bit(tr, ts, tp->pid))) {
+		return rc;
 	} else if (!ts->is_file) {
 		vaddr = ts->spec.vaddr;
 	} else {
@@ -2023,6 +2073,8 @@ int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen
 		up_spec_free(&ts.spec);
 		return -ENOMEM;
 	}
+	for (int k = 0; ts.spec.kind == UP_SPEC_EVENT && k < ts.spec.nargs; k++)
+		ts.stacks |= ts.spec.args[k].type.kind == UP_TYPE_STACK;
 	if (ts.spec.kind == UP_SPEC_EVENT && ts.spec.target != UP_TARGET_VADDR) {
 		rc = resolve_file(&ts, err, errlen);
 		if (rc) {

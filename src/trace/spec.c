@@ -383,6 +383,9 @@ static int parse_fetch(struct parser *p, struct up_fetch_arg *a, int s, int e)
 			insn.op = UP_FOP_RETVAL;
 		} else if (vn == 5 && !memcmp(v, "stack", 5)) {
 			insn.op = UP_FOP_STACKP;
+		} else if (vn == 6 && !memcmp(v, "ustack", 6)) {
+			insn.op = UP_FOP_USTACK;
+			insn.param = UP_SPEC_USTACK_MAX;
 		} else if (vn > 5 && !memcmp(v, "stack", 5) && isdigit((unsigned char)v[5])) {
 			if (!parse_u64(v + 5, vn - 5, 10, &num) || num > UINT32_MAX)
 				return fail(p, s, n, "Invalid $-variable specified: expected "
@@ -402,7 +405,7 @@ static int parse_fetch(struct parser *p, struct up_fetch_arg *a, int s, int e)
 			insn.param = (uint32_t)num;
 		} else {
 			return fail(p, s, n, "Invalid $-variable specified: expected $stackN, "
-					     "$stack, $retval, $comm or $argN");
+					     "$stack, $retval, $comm, $argN or $ustack");
 		}
 		return push_op(p, a, s, n, &insn);
 	}
@@ -472,6 +475,9 @@ static int parse_fetch(struct parser *p, struct up_fetch_arg *a, int s, int e)
 			return ret;
 		if (a->ops[a->nops - 1].op == UP_FOP_COMM || a->ops[a->nops - 1].op == UP_FOP_DATA)
 			return fail(p, open + 1, close - open - 1, "$comm can not be dereferenced");
+		if (a->ops[a->nops - 1].op == UP_FOP_USTACK)
+			return fail(p, open + 1, close - open - 1, "$ustack can not be dereferenced "
+								   "(it is a list of return addresses)");
 		insn.op = UP_FOP_DEREF;
 		insn.offset = off;
 		return push_op(p, a, s, n, &insn);
@@ -617,6 +623,11 @@ static int parse_arg(struct parser *p, int idx, const struct tok *tk)
 				    "%s accepts only the string type",
 				    t[body] == '$' ? "$comm" : "An immediate string");
 		a->type = (struct up_type){ .kind = UP_TYPE_STRING };
+	} else if (colon - body == 7 && !memcmp(t + body, "$ustack", 7)) {
+		if (colon < e)
+			return fail(p, colon + 1, e - colon - 1,
+				    "$ustack takes no type: it prints as named frames");
+		a->type = (struct up_type){ .kind = UP_TYPE_STACK };
 	} else if (colon < e) {
 		ret = parse_type(p, &a->type, colon + 1, e);
 		if (ret)
@@ -895,6 +906,12 @@ out:
 		memset(out, 0, sizeof(*out));
 	}
 	return ret;
+}
+
+bool up_spec_at_function_entry(const struct up_spec *spec)
+{
+	return spec->kind == UP_SPEC_EVENT && !spec->is_return &&
+	       spec->target == UP_TARGET_SYMBOL && spec->offset == 0;
 }
 
 void up_spec_free(struct up_spec *spec)

@@ -13,7 +13,7 @@
  *               | 0xVADDR[%return]
  *     FETCHARGS = [NAME=]FETCH[:TYPE] ...
  *     FETCH     = %REG | @ADDR | @+OFFSET | $stackN | $stack | $retval | $comm | $argN
- *               | \IMM | \"STRING" | +|-[u]OFFS(FETCH)
+ *               | $ustack | \IMM | \"STRING" | +|-[u]OFFS(FETCH)
  *     TYPE      = u8..u64 | s8..s64 | x8..x64 | string | ustring | b<W>@<O>/<C>
  *
  * The rules are the kernel's (trace_probe.c, trace_uprobe.c): default group "uprobes",
@@ -21,7 +21,9 @@
  * default argument names arg1, arg2 ..., default type x64 (x32 for a 32-bit process),
  * string types only on memory ($comm, @ADDR, +OFFS(..), \IMM, \"..."), the same limits
  * and the same error texts where the kernel has one.  Extensions over the kernel:
- * symbol and absolute targets, $argN, and sized register names (eax, r8d, al ...), which
+ * symbol and absolute targets, $argN, $ustack (the user stack: up to UP_SPEC_USTACK_MAX
+ * return addresses by the frame-pointer walk, printed as named frames under the event
+ * line; no type, no dereference), and sized register names (eax, r8d, al ...), which
  * read that part of the register and default to the x type of that width.  The
  * kernel's own names (ax, bx, cx, dx, si, di, bp, sp, ip, flags, r8..r15, cs, ss, ds,
  * es, fs, gs, orig_ax) mean the whole register, as they do in uprobe_events.
@@ -44,6 +46,7 @@
 #define UP_SPEC_SEED_NARGS_MAX 6
 #define UP_SPEC_SEED_SIZE_MAX 65536 /* bytes one D or S probe may dump */
 #define UP_SPEC_DEFAULT_GROUP "uprobes"
+#define UP_SPEC_USTACK_MAX 32	    /* frames of a $ustack */
 
 enum up_spec_kind {
 	UP_SPEC_SEED,  /* up PID ADDR D|S|A ... */
@@ -68,6 +71,7 @@ enum up_type_kind {
 	UP_TYPE_S,	/* signed decimal */
 	UP_TYPE_X,	/* hexadecimal */
 	UP_TYPE_STRING, /* NUL-terminated string, "string" and "ustring" */
+	UP_TYPE_STACK,	/* $ustack's: return addresses, innermost first */
 };
 
 struct up_type {
@@ -100,6 +104,7 @@ enum up_fetch_op {
 	UP_FOP_FOFFS,  /* @+OFFSET: imm is a file offset, turned into an address */
 	UP_FOP_DATA,   /* \"STRING": the arg's own text, data_pos/data_len into comm */
 	UP_FOP_DEREF,  /* read memory at value + offset */
+	UP_FOP_USTACK, /* $ustack: the frame-pointer walk of the user stack (trace/stack.h) */
 };
 
 struct up_fetch_insn {
@@ -163,6 +168,10 @@ struct up_spec_err {
  * NULL, says where and why.
  */
 int up_spec_parse(const char *text, struct up_spec *out, struct up_spec_err *err);
+
+/* Is the probe a function's first instruction (a symbol, no offset, not a return)?
+   There [sp] holds its caller's return address and bp is still the caller's frame. */
+bool up_spec_at_function_entry(const struct up_spec *spec);
 
 /* Release what up_spec_parse allocated; accepts NULL and a zeroed struct. */
 void up_spec_free(struct up_spec *spec);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,8 +61,8 @@ static int setup(void **state)
 	memcpy(code, &ctl, 8); /* the blob's first word */
 	ctl->magic = UPA_MAGIC;
 	ctl->pid = getpid();
-	ctl->ring_order = RING_ORDER;
-	ctl->ring = (uint64_t)(uintptr_t)ring;
+	ctl->ring[0].order = RING_ORDER;
+	ctl->ring[0].base = (uint64_t)(uintptr_t)ring;
 	ctl->flags = UPA_F_FS0;
 	entry = (void (*)(uint64_t *, struct upa_probe *))(void *)(code + UPA_ENTRY_OFF);
 	return 0;
@@ -78,7 +79,7 @@ static int teardown(void **state)
 static void reset(void)
 {
 	memset(ring, 0, 1u << RING_ORDER);
-	ctl->head = ctl->tail = ctl->lost = 0;
+	ctl->ring[0].head = ctl->ring[0].tail = ctl->ring[0].lost = 0;
 }
 
 static void probe_init(struct probe *p, uint64_t regs, unsigned nfetch, unsigned ncond)
@@ -110,7 +111,7 @@ static struct upa_rec *next_record(struct up_agent_rec *v)
 	uint64_t cap = 1u << RING_ORDER;
 
 	for (;;) {
-		struct upa_rec *r = (struct upa_rec *)(ring + (ctl->tail & (cap - 1)));
+		struct upa_rec *r = (struct upa_rec *)(ring + (ctl->ring[0].tail & (cap - 1)));
 
 		if (!r->slot)
 			return NULL;
@@ -118,7 +119,7 @@ static struct upa_rec *next_record(struct up_agent_rec *v)
 			uint32_t slot = r->slot;
 
 			memset(r, 0, slot);
-			ctl->tail += slot;
+			ctl->ring[0].tail += slot;
 			continue;
 		}
 		v->id = r->id;
@@ -132,7 +133,7 @@ static void consume(struct upa_rec *r)
 	uint32_t slot = r->slot;
 
 	memset(r, 0, slot);
-	ctl->tail += slot;
+	ctl->ring[0].tail += slot;
 }
 
 static void mem_view(struct upa_rec *r, unsigned nregs, struct up_agent_rec *v)
@@ -310,7 +311,7 @@ static void test_full_ring_and_pad(void **state)
 		frame[UPA_RDI] = i;
 		entry(frame, &p.d);
 	}
-	assert_int_equal(ctl->lost, 5); /* full: dropped and counted, never waited for */
+	assert_int_equal(ctl->ring[0].lost, 5); /* full: dropped and counted, never waited for */
 	assert_int_equal(p.d.lost, 5);
 	/* the rest in order */
 	for (unsigned i = 0; i < fit; i++) {
@@ -331,9 +332,9 @@ static void test_full_ring_and_pad(void **state)
 		assert_int_equal(v.regs[2], 1000 + i);
 		consume(r);
 	}
-	assert_int_equal(ctl->lost, 0);
-	assert_true(ctl->head > 100 * 96); /* pads were written, and skipped */
-	assert_int_equal(ctl->tail, ctl->head);
+	assert_int_equal(ctl->ring[0].lost, 0);
+	assert_true(ctl->ring[0].head > 100 * 96); /* pads were written, and skipped */
+	assert_int_equal(ctl->ring[0].tail, ctl->ring[0].head);
 }
 
 /* ---- two writers, one of them the reader, at once ---- */
@@ -348,8 +349,8 @@ static bool tw_room(void)
 {
 	uint64_t cap = 1u << RING_ORDER;
 
-	return __atomic_load_n(&ctl->head, __ATOMIC_ACQUIRE) -
-		       __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE) <=
+	return __atomic_load_n(&ctl->ring[0].head, __ATOMIC_ACQUIRE) -
+		       __atomic_load_n(&ctl->ring[0].tail, __ATOMIC_ACQUIRE) <=
 	       cap - 2 * tw_probe.d.max_record;
 }
 
@@ -380,7 +381,7 @@ static uint64_t tw_read(uint64_t *next)
 	uint64_t cap = 1u << RING_ORDER, n = 0;
 
 	for (;;) {
-		uint64_t tail = ctl->tail;
+		uint64_t tail = ctl->ring[0].tail;
 		struct upa_rec *r = (struct upa_rec *)(ring + (tail & (cap - 1)));
 		uint32_t slot = __atomic_load_n(&r->slot, __ATOMIC_ACQUIRE);
 
@@ -395,7 +396,7 @@ static uint64_t tw_read(uint64_t *next)
 			n++;
 		}
 		memset(r, 0, slot);
-		__atomic_store_n(&ctl->tail, tail + slot, __ATOMIC_RELEASE);
+		__atomic_store_n(&ctl->ring[0].tail, tail + slot, __ATOMIC_RELEASE);
 	}
 }
 
@@ -428,13 +429,13 @@ static void test_two_writers(void **state)
 		if (i < TW_N && tw_room())
 			tw_write(frame, i++);
 		got += tw_read(next);
-		assert_int_equal(ctl->lost, 0);
+		assert_int_equal(ctl->ring[0].lost, 0);
 	}
 	pthread_join(th, NULL);
 	got += tw_read(next);
 	print_message("two writers: %" PRIu64 " records, %" PRIu64 " lost\n", got,
-		      (uint64_t)ctl->lost);
-	assert_int_equal(ctl->lost, 0);
+		      (uint64_t)ctl->ring[0].lost);
+	assert_int_equal(ctl->ring[0].lost, 0);
 	assert_int_equal(got, 2 * TW_N);
 }
 
@@ -590,7 +591,7 @@ static void test_agg_log2_and_vals(void **state)
 		frame[UPA_RSI] = (uint64_t)(int64_t)(i % 2 ? -(int64_t)i : (int64_t)i);
 		entry(frame, &p.d);
 	}
-	assert_int_equal(ctl->head, 0); /* no record */
+	assert_int_equal(ctl->ring[0].head, 0); /* no record */
 	assert_int_equal(agg_total(&p), 11);
 	/* 0 and 1: 2^0; 2: 2^1; 3, 4: 2^2; 5, 8: 2^3; 9: 2^4; 1000, 1024: 2^10; 1025: 2^11 */
 	k = 0, assert_true(agg_find(&p, &k, &hits, val)), assert_int_equal(hits, 2);
@@ -844,6 +845,151 @@ static void test_agg_duration(void **state)
 	ctl->rtab = 0;
 }
 
+/* ---- a ring a thread ------------------------------------------------------------------ */
+
+#define TR_ORDER 17 /* 128 KiB: 2048 records of 64 bytes, none has to wait for the reader */
+#define TR_N 1500
+#define TR_RINGS 3 /* thread rings given: a fourth thread writes the shared one */
+
+static struct probe tr_probe;
+static volatile int tr_go;
+static volatile uint64_t tr_sig_hits[4];
+static __thread uint64_t tr_me;
+
+static void tr_handler(int sig)
+{
+	uint64_t frame[UPA_NREGS] = { 0 };
+
+	(void)sig;
+	frame[UPA_RSI] = 100 + tr_me; /* the handler's records: a writer of their own */
+	frame[UPA_RDI] = tr_sig_hits[tr_me]++;
+	entry(frame, &tr_probe.d);
+}
+
+static void *tr_writer(void *arg)
+{
+	uint64_t frame[UPA_NREGS] = { 0 };
+
+	sigset_t usr1;
+
+	tr_me = (uintptr_t)arg;
+	frame[UPA_RSI] = tr_me;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	pthread_sigmask(SIG_UNBLOCK, &usr1, NULL); /* its handler knows whose it is now */
+	while (!tr_go)
+		;
+	for (uint64_t i = 0; i < TR_N; i++) {
+		frame[UPA_RDI] = i;
+		entry(frame, &tr_probe.d);
+	}
+	return NULL;
+}
+
+/* Every record of ring rg, in order: counted per writer (rsi), each writer's in
+   sequence (rdi); no record incomplete. */
+static void tr_parse(struct upa_ring *rg, uint64_t next[], uint64_t *n)
+{
+	uint8_t *r = (uint8_t *)(uintptr_t)rg->base;
+	uint64_t cap = 1ull << rg->order;
+
+	for (uint64_t at = rg->tail; at < rg->head;) {
+		struct upa_rec *rec = (struct upa_rec *)(r + (at & (cap - 1)));
+
+		assert_true(rec->slot != 0);
+		if (rec->id != UPA_REC_PAD) {
+			const uint64_t *regs = (const uint64_t *)(rec + 1); /* rsi, rdi */
+
+			assert_true(regs[0] < 4 || (regs[0] >= 100 && regs[0] < 104));
+			assert_int_equal(regs[1], next[regs[0]]);
+			next[regs[0]]++;
+			(*n)++;
+		}
+		at += rec->slot;
+	}
+}
+
+/*
+ * Four threads write records while signals interrupt them, their handlers writing
+ * records too: the first three threads (slots 0-2) each fill a ring of their own, with
+ * the plain cmpxchg, and their handlers' records land in the same ring, whole; the
+ * fourth has no ring and writes the shared one.  Nothing lost, every writer in order.
+ */
+static void test_thread_rings(void **state)
+{
+	static uint64_t slots[UPA_RT_OWNERS];
+	uint8_t *rings[TR_RINGS + 1];
+	struct upa_ring shared = ctl->ring[0];
+	uint64_t next[104] = { 0 }, n = 0;
+	pthread_t th[4];
+	struct sigaction sa = { .sa_handler = tr_handler };
+
+	(void)state;
+	memset(slots, 0, sizeof(slots));
+	reset();
+	ctl->rt_owner = (uint64_t)(uintptr_t)slots;
+	ctl->flags |= UPA_F_FS0;
+	for (unsigned k = 0; k <= TR_RINGS; k++) { /* the shared one as large, for the test */
+		rings[k] = mmap(NULL, 1u << TR_ORDER, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		assert_true(rings[k] != MAP_FAILED);
+		memset(&ctl->ring[k], 0, sizeof(ctl->ring[k]));
+		ctl->ring[k].base = (uint64_t)(uintptr_t)rings[k];
+		ctl->ring[k].order = TR_ORDER;
+	}
+	probe_init(&tr_probe, 1ull << UPA_RDI | 1ull << UPA_RSI, 0, 0);
+	finish(&tr_probe);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	tr_go = 0;
+	sigset_t usr1, old;
+
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &usr1, &old); /* the writers start with it blocked */
+	for (uintptr_t t = 0; t < 4; t++)
+		assert_int_equal(pthread_create(&th[t], NULL, tr_writer, (void *)t), 0);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	tr_go = 1;
+	for (int i = 0; i < 200; i++)
+		for (unsigned t = 0; t < 4; t++)
+			pthread_kill(th[t], SIGUSR1);
+	for (unsigned t = 0; t < 4; t++)
+		pthread_join(th[t], NULL);
+	signal(SIGUSR1, SIG_DFL);
+	for (unsigned k = 0; k < UPA_RINGS; k++)
+		assert_int_equal(ctl->ring[k].lost, 0);
+	/* which slot each thread took is first-come: find each ring's writer by its
+	   records; three rings with one thread (and its handler) each, the rest shared */
+	for (unsigned k = 1; k <= TR_RINGS; k++) {
+		uint64_t before[104];
+
+		memcpy(before, next, sizeof(before));
+		tr_parse(&ctl->ring[k], next, &n);
+		unsigned writers = 0;
+
+		for (unsigned w = 0; w < 4; w++)
+			writers += next[w] != before[w];
+		assert_int_equal(writers, 1);
+		assert_int_equal(ctl->ring[k].head % 32, 0);
+	}
+	tr_parse(&ctl->ring[0], next, &n);
+	for (unsigned w = 0; w < 4; w++) {
+		assert_int_equal(next[w], TR_N);
+		assert_int_equal(next[100 + w], tr_sig_hits[w]);
+	}
+	print_message("thread rings: %" PRIu64 " records, %" PRIu64 " from signal handlers\n", n,
+		      tr_sig_hits[0] + tr_sig_hits[1] + tr_sig_hits[2] + tr_sig_hits[3]);
+	assert_int_equal(n, 4 * TR_N + tr_sig_hits[0] + tr_sig_hits[1] + tr_sig_hits[2] +
+				    tr_sig_hits[3]);
+	for (unsigned k = 0; k <= TR_RINGS; k++) {
+		memset(&ctl->ring[k], 0, sizeof(ctl->ring[k]));
+		munmap(rings[k], 1u << TR_ORDER);
+	}
+	ctl->ring[0] = shared;
+	ctl->rt_owner = 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -860,6 +1006,7 @@ int main(void)
 		cmocka_unit_test(test_agg_stack_key),
 		cmocka_unit_test(test_agg_two_threads),
 		cmocka_unit_test(test_agg_duration),
+		cmocka_unit_test(test_thread_rings),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -7,6 +7,7 @@
  * bitfields, the ABI arguments and a 32-bit process.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -341,6 +342,69 @@ static void test_eval_all(void **state)
 	up_spec_free(&s);
 }
 
+/* $ustack: the walk over a fake chain of frames, at an entry and inside, its frames
+   in the arena after a string, named by a callback that cuts the garbage tail. */
+static int name_frame(void *ctx, unsigned i, uint64_t addr, char *buf, size_t size)
+{
+	(void)ctx;
+	if (i && addr >= 0x7f0000000000ull) /* "no executable mapping" */
+		return -1;
+	return snprintf(buf, size, "f%u@%" PRIx64, i, addr);
+}
+
+static void test_ustack(void **state)
+{
+	/* three frames: [bp] -> next bp, [bp + 8] -> return address; the last bp is 0 */
+	uint64_t frames[8] = {
+		STACK + 0x100 + 16, 0x401300, /* frame 0 at STACK + 0x100 */
+		STACK + 0x100 + 32, 0x401400, /* frame 1 */
+		0, 0x7f1234567890ull,	      /* frame 2: a return into "no mapping" */
+	};
+	struct up_spec s;
+	struct up_fetch_value vals[3];
+	char arena[256], names[256], buf[256];
+	struct fake_mem m2;
+
+	setup64();
+	m2 = mem;
+	m2.r[m2.n++] = (struct region){ STACK + 0x100, frames, sizeof(frames) };
+	env.ctx = &m2;
+	regs.rbp = STACK + 0x100;
+	assert_int_equal(up_spec_parse("p /bin/x:0 a=+0(%di):string st=$ustack n=%cx", &s, NULL),
+			 0);
+	assert_int_equal(s.args[1].type.kind, UP_TYPE_STACK);
+	/* inside a function: ip, then [bp + 8] up the chain until bp is 0 */
+	assert_int_equal(up_fetch_eval_all(&s, &env, vals, arena + 1, sizeof(arena) - 1), 0);
+	assert_int_equal(vals[1].nframes, 4);
+	assert_int_equal((uintptr_t)vals[1].frames % 8, 0);
+	assert_true((const char *)vals[1].frames >= arena + 1 + 6); /* after "hello\0" */
+	assert_int_equal(vals[1].frames[0], 0x401136);
+	assert_int_equal(vals[1].frames[1], 0x401300);
+	assert_int_equal(vals[1].frames[2], 0x401400);
+	assert_int_equal(vals[1].frames[3], 0x7f1234567890ull);
+	up_fetch_format(&vals[1], buf, sizeof(buf));
+	assert_string_equal(buf, "0x401136 0x401300 0x401400 0x7f1234567890");
+	up_fetch_name_stack(&vals[1], names, sizeof(names), name_frame, NULL);
+	assert_string_equal(vals[1].str, "f0@401136\nf1@401300\nf2@401400");
+	up_fetch_format(&vals[1], buf, sizeof(buf));
+	assert_string_equal(buf, "f0@401136 f1@401300 f2@401400");
+	/* at a function's entry [sp] is the caller's return address, frame 1 */
+	env.at_entry = true;
+	assert_int_equal(up_fetch_eval_all(&s, &env, vals, arena, sizeof(arena)), 0);
+	assert_int_equal(vals[1].nframes, 5);
+	assert_int_equal(vals[1].frames[1], 0x401200);
+	assert_int_equal(vals[1].frames[2], 0x401300);
+	/* a frame pointer into nothing: the hit's address and the caller alone */
+	regs.rbp = 0x10;
+	assert_int_equal(up_fetch_eval_all(&s, &env, vals, arena, sizeof(arena)), 0);
+	assert_int_equal(vals[1].nframes, 2);
+	/* no room for a frame: the arena is refused, as for a string */
+	assert_int_equal(up_fetch_eval_all(&s, &env, vals, arena, 6), -ENOBUFS);
+	/* a 32-bit process has no 8-byte frames */
+	assert_int_equal(up_fetch_arg_check(&s.args[1], true), -EINVAL);
+	up_spec_free(&s);
+}
+
 static void test_abi_args(void **state)
 {
 	uint64_t v;
@@ -367,6 +431,7 @@ int main(void)
 		cmocka_unit_test(test_strings),	  cmocka_unit_test(test_variables),
 		cmocka_unit_test(test_retval),	  cmocka_unit_test(test_32bit),
 		cmocka_unit_test(test_eval_all),  cmocka_unit_test(test_abi_args),
+		cmocka_unit_test(test_ustack),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

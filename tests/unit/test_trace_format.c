@@ -391,6 +391,40 @@ static void test_event_json(void **state)
 				 "\"ret_addr\":\"0x401500\",\"args\":{}}\n");
 }
 
+/* $ustack: its frames under the line (" => "), named or in hex; in JSON an array. */
+static void test_event_stack(void **state)
+{
+	uint64_t chain[2] = { 0, 0x401777 }; /* one frame: [bp] = 0, [bp + 8] */
+	struct fake_mem m = { .r = { { 0x7ff000, chain, sizeof(chain) } }, .n = 1 };
+	struct user_regs_struct r = { .rip = 0x401010, .rbp = 0x7ff000, .rdi = 5 };
+	struct up_fetch_env env = { .regs = &r, .read = fake_read, .ctx = &m };
+	struct up_fmt_ctx ctx = { .comm = "x", .pid = 3, .tid = 3, .cpu = 0, .time_ns = 0 };
+	struct up_spec s;
+	struct up_fetch_value vals[2];
+	uint64_t arena[16];
+	char buf[512];
+	struct up_fmt_event ev = { .addr = 0x401010, .vals = vals };
+
+	event_line("p:g/ev /bin/x:0x10 st=$ustack n=%di:u32", &ctx, 0x401010, 0, &env, buf,
+		   sizeof(buf), false);
+	assert_string_equal(buf, "               x-3       [000]     0.000000: ev: (0x401010) n=5\n"
+				 " => 0x401010\n => 0x401777\n");
+	event_line("p:g/ev /bin/x:0x10 st=$ustack n=%di:u32", &ctx, 0x401010, 0, &env, buf,
+		   sizeof(buf), true);
+	assert_non_null(strstr(buf, "\"args\":{\"st\":[\"0x401010\",\"0x401777\"],\"n\":5}}"));
+	/* named by the tracer */
+	assert_int_equal(up_spec_parse("p:g/ev /bin/x:0x10 st=$ustack", &s, NULL), 0);
+	assert_int_equal(up_fetch_eval_all(&s, &env, vals, (char *)arena, sizeof(arena)), 0);
+	vals[0].str = "main+0x0 [x]\nstart+0x9 [x]";
+	vals[0].str_len = strlen(vals[0].str);
+	up_fmt_event_text(buf, sizeof(buf), &ctx, &s, &ev);
+	assert_string_equal(buf, "               x-3       [000]     0.000000: ev: (0x401010)\n"
+				 " => main+0x0 [x]\n => start+0x9 [x]\n");
+	up_fmt_event_json(buf, sizeof(buf), &ctx, &s, &ev);
+	assert_non_null(strstr(buf, "\"st\":[\"main+0x0 [x]\",\"start+0x9 [x]\"]"));
+	up_spec_free(&s);
+}
+
 static void test_seed_json(void **state)
 {
 	struct up_spec s;
@@ -469,6 +503,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_seed_failures),	  cmocka_unit_test(test_seed_args_32bit),
 		cmocka_unit_test(test_event_text),	  cmocka_unit_test(test_json_string),
 		cmocka_unit_test(test_event_json),	  cmocka_unit_test(test_seed_json),
+		cmocka_unit_test(test_event_stack),
 	};
 
 	if (argc == 3 && !strcmp(argv[1], "--json-out"))

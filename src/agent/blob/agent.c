@@ -174,6 +174,41 @@ static void read_string(const struct upa_ctl *ctl, struct out *o, uint64_t addr,
 	}
 }
 
+/*
+ * A stack fetch: the frame-pointer walk from bp, each read logged, so that the tracer's
+ * walk (trace/stack.c up_stack_walk) on the record reads exactly what this one read and
+ * finds the same frames: frame 0 is the hit's address (the record has it), frame 1 at
+ * a function's entry the return address at [sp], then [bp + 8] of each frame while
+ * [bp] goes up the stack, up to max frames.
+ */
+static void log_stack(const struct upa_ctl *ctl, const uint64_t *frame, const struct upa_fetch *f,
+		      struct out *o)
+{
+	uint64_t fp = frame[UPA_RBP], pair[2];
+	unsigned n = 1, max = f->final_len;
+
+	if (f->at_entry && n < max) {
+		int bad = read_mem(ctl, &pair[1], frame[UPA_RSP], 8);
+
+		log_mem(o, frame[UPA_RSP], 8, bad ? UPA_MEM_FAULT : 0, &pair[1]);
+		if (!bad && pair[1])
+			n++;
+	}
+	while (n < max && fp && !(fp & 7)) {
+		if (read_mem(ctl, pair, fp, 16)) {
+			log_mem(o, fp, 16, UPA_MEM_FAULT, NULL);
+			break;
+		}
+		log_mem(o, fp, 16, 0, pair);
+		if (!pair[1])
+			break;
+		n++;
+		if (pair[0] <= fp)
+			break;
+		fp = pair[0];
+	}
+}
+
 /* Evaluates f: its value into *val; the reads into o.  -1 when a read faulted. */
 static int fetch(const struct upa_ctl *ctl, const uint64_t *frame, const struct upa_fetch *f,
 		 struct out *o, uint64_t *val)
@@ -195,7 +230,10 @@ static int fetch(const struct upa_ctl *ctl, const uint64_t *frame, const struct 
 		log_mem(o, addr, len, 0, &w);
 		v = w;
 	}
-	if (f->final == UPA_FINAL_STRING) {
+	if (f->final == UPA_FINAL_STACK) {
+		if (o)
+			log_stack(ctl, frame, f, o);
+	} else if (f->final == UPA_FINAL_STRING) {
 		if (o)
 			read_string(ctl, o, v + (uint64_t)f->final_off, f->final_len);
 	} else if (f->final == UPA_FINAL_BYTES && o) {
@@ -236,28 +274,58 @@ static int holds(const struct upa_cond *c, uint64_t v, int is_signed)
 	return 0;
 }
 
-static struct upa_rec *reserve(struct upa_ctl *ctl, uint32_t size)
+/* *p += v: one instruction, which a signal cannot split (a private table: only its
+   thread writes it), or a locked one (the shared table). */
+static inline void add(uint64_t *p, uint64_t v, int shared)
 {
-	uint64_t cap = 1ull << ctl->ring_order;
-	uint64_t h = __atomic_load_n(&ctl->head, __ATOMIC_RELAXED), t, off, pad;
-	uint8_t *ring = (uint8_t *)ctl->ring;
+	if (shared)
+		__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+	else
+		__asm__ volatile("addq %1, %0" : "+m"(*p) : "r"(v) : "cc");
+}
+
+/* *p = v if *p is still o: cmpxchg, locked only for the shared table.  1 if it was. */
+static inline int cas(uint64_t *p, uint64_t *o, uint64_t v, int shared)
+{
+	uint8_t ok;
+
+	if (shared)
+		return __atomic_compare_exchange_n(p, o, v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	__asm__ volatile("cmpxchgq %3, %1\n\tsete %2"
+			 : "+a"(*o), "+m"(*p), "=q"(ok)
+			 : "r"(v)
+			 : "cc");
+	return ok;
+}
+
+/*
+ * size bytes in rg, NULL when it is full.  shared: any thread may reserve in it (a
+ * locked compare-and-swap); else only this thread and its signal handlers do, and a
+ * plain cmpxchg, one instruction, is atomic enough.
+ */
+static struct upa_rec *reserve(struct upa_ring *rg, uint32_t size, int shared)
+{
+	uint64_t cap = 1ull << rg->order;
+	uint64_t h = __atomic_load_n(&rg->head, __ATOMIC_RELAXED), t, off, pad;
+	uint8_t *ring = (uint8_t *)rg->base;
 
 	for (;;) {
-		t = __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE);
+		t = __atomic_load_n(&rg->tail, __ATOMIC_ACQUIRE);
 		off = h & (cap - 1);
 		pad = off + size > cap ? cap - off : 0;
 		if (h + pad + size - t > cap) {
 			/* full -- or h is stale: other threads wrote since, and the tracer read
 			   past it (t > h, the difference wrapped); head is at least t now */
-			uint64_t now = __atomic_load_n(&ctl->head, __ATOMIC_RELAXED);
+			uint64_t now = __atomic_load_n(&rg->head, __ATOMIC_RELAXED);
 
 			if (now == h)
 				return NULL;
 			h = now;
 			continue;
 		}
-		if (__atomic_compare_exchange_n(&ctl->head, &h, h + pad + size, 1, __ATOMIC_ACQ_REL,
-						__ATOMIC_RELAXED))
+		if (shared ? __atomic_compare_exchange_n(&rg->head, &h, h + pad + size, 1,
+							 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)
+			   : cas(&rg->head, &h, h + pad + size, 0))
 			break;
 	}
 	if (pad) {
@@ -358,30 +426,6 @@ static void agg_stack(const struct upa_ctl *ctl, const struct upa_probe *d,
 	}
 	while (n < words)
 		w[n++] = 0;
-}
-
-/* *p += v: one instruction, which a signal cannot split (a private table: only its
-   thread writes it), or a locked one (the shared table). */
-static inline void add(uint64_t *p, uint64_t v, int shared)
-{
-	if (shared)
-		__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
-	else
-		__asm__ volatile("addq %1, %0" : "+m"(*p) : "r"(v) : "cc");
-}
-
-/* *p = v if *p is still o: cmpxchg, locked only for the shared table.  1 if it was. */
-static inline int cas(uint64_t *p, uint64_t *o, uint64_t v, int shared)
-{
-	uint8_t ok;
-
-	if (shared)
-		return __atomic_compare_exchange_n(p, o, v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-	__asm__ volatile("cmpxchgq %3, %1\n\tsete %2"
-			 : "+a"(*o), "+m"(*p), "=q"(ok)
-			 : "r"(v)
-			 : "cc");
-	return ok;
 }
 
 static void agg_min(uint64_t *p, uint64_t v, int is_signed, int shared)
@@ -587,18 +631,25 @@ static void aggregate(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *
 
 /* ---- records ---------------------------------------------------------------------- */
 
-/* The record of a hit (ret: a return, frame[UPA_RIP] where it returned to). */
-static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame, int ret)
+/* The record of a hit (ret: a return, frame[UPA_RIP] where it returned to), in the
+   thread's own ring while it has a slot (and the ring is there), else the shared one. */
+static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame, int ret,
+		   int slot)
 {
 	const struct upa_fetch *f = (const struct upa_fetch *)(d + 1);
+	struct upa_ring *rg = &ctl->ring[0];
 	struct upa_rec *r;
 	struct out o;
 	uint64_t regs, v;
 	uint32_t sp;
 
-	r = reserve(ctl, d->max_record);
+	if (slot == SLOT_UNKNOWN)
+		slot = thread_slot(ctl);
+	if (slot >= 0 && ctl->ring[slot + 1].base)
+		rg = &ctl->ring[slot + 1];
+	r = reserve(rg, d->max_record, rg == &ctl->ring[0]);
 	if (!r) {
-		__atomic_fetch_add(&ctl->lost, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&rg->lost, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&d->lost, 1, __ATOMIC_RELAXED);
 		return;
 	}
@@ -628,7 +679,7 @@ static void hit(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame,
 	if (d->flags & UPA_P_AGG)
 		aggregate(ctl, d, frame, dur, slot);
 	else
-		record(ctl, d, frame, ret);
+		record(ctl, d, frame, ret, slot);
 }
 
 static inline struct upa_rt *rt_at(struct upa_rt *tab, unsigned order, uint64_t key, unsigned i)
@@ -706,7 +757,7 @@ static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 		}
 	}
 	/* the table is full: this return goes unrecorded */
-	__atomic_fetch_add(&ctl->lost, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&ctl->ring[0].lost, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&d->lost, 1, __ATOMIC_RELAXED);
 }
 
