@@ -1698,6 +1698,11 @@ int uprobe_ctx_fd(struct uprobe_ctx *ctx)
 	return up_engine_fd(ctx->eng);
 }
 
+int uprobe_ctx_set_wait_hook(struct uprobe_ctx *ctx, void (*hook)(void *arg, int fd), void *arg)
+{
+	return up_engine_set_wait_hook(ctx->eng, hook, arg);
+}
+
 int uprobe_ctx_dispatch(struct uprobe_ctx *ctx)
 {
 	int n = up_engine_dispatch(ctx->eng);

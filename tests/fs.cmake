@@ -15,7 +15,8 @@ endif()
 
 set(_fs_it ${CMAKE_CURRENT_LIST_DIR}/integration)
 set(_fs_tests)
-foreach(mode seed remove error_log pipe tracing_on event hist unmount sigterm)
+foreach(mode seed remove error_log pipe tracing_on event hist reach command oracle hang_pid
+    hang_write unmount sigterm)
   if(NOT FUSE3_FOUND)
     add_test(NAME fs.${mode} COMMAND sh -c
       "echo 'SKIP: built without libfuse3 (Debian package libfuse3-dev)'; exit 77")
@@ -26,3 +27,17 @@ foreach(mode seed remove error_log pipe tracing_on event hist unmount sigterm)
   list(APPEND _fs_tests fs.${mode})
 endforeach()
 set_tests_properties(${_fs_tests} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 30)
+
+# The kernel's own ftrace selftests for uprobe events, by its ftracetest harness, against
+# the mount (tests/ftrace/README): `uprobe mount DIR -- env FTRACE_MNT=DIR sh ./ftracetest
+# ...` must pass 3/3.  Unpacked once into the build tree from Debian's linux-source-6.12.
+if(NOT FUSE3_FOUND)
+  add_test(NAME ftrace.uprobe COMMAND sh -c
+    "echo 'SKIP: built without libfuse3 (Debian package libfuse3-dev)'; exit 77")
+else()
+  add_test(NAME ftrace.uprobe COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/ftrace/run.sh
+    $<TARGET_FILE:uprobe-cli> ${CMAKE_CURRENT_BINARY_DIR}
+    test.d/dynevent/add_remove_uprobe.tc test.d/dynevent/add_remove_uprobe_maps.tc
+    test.d/kprobe/uprobe_syntax_errors.tc)
+endif()
+set_tests_properties(ftrace.uprobe PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)

@@ -397,6 +397,15 @@ UPROBE_API int uprobe_write(struct uprobe_ctx *ctx, pid_t pid, uint64_t addr, co
 
 /* The event loop: a pollable descriptor + a non-blocking dispatch, or a blocking run. */
 UPROBE_API int uprobe_ctx_fd(struct uprobe_ctx *ctx);
+/*
+ * While the library waits for a thread to stop (attaching, quiescing a process to place
+ * or remove a probe), hook(arg, fd) is called instead of blocking: fd becomes readable
+ * when a tracee changes state.  For a tracer that also serves what its tracees may be
+ * blocked on (a FUSE filesystem they write to): serve it there, or the wait never ends.
+ * The hook must not call the library.  NULL restores the blocking wait.
+ */
+UPROBE_API int uprobe_ctx_set_wait_hook(struct uprobe_ctx *ctx, void (*hook)(void *arg, int fd),
+					void *arg);
 UPROBE_API int uprobe_ctx_dispatch(struct uprobe_ctx *ctx);
 /* Runs until no process is traced (0), or *stop became nonzero (-EINTR). */
 UPROBE_API int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop);

@@ -2,24 +2,17 @@
 /*
  * The control filesystem (fs.h) over libfuse3's low-level API.
  *
- * What this file owns: the tree of files, what reading and writing each one means, and
- * the one loop that serves both the FUSE channel and the tracer.  It must never call
- * ptrace from another thread (the kernel ties a tracee to its tracer thread), never
- * block in a request (a blocked trace_pipe read keeps its fuse_req_t and is answered
- * when lines come), and never print: messages go to opts->log, and the lines a user
- * must see (bad probe specs) go to error_log, as tracefs's do.
+ * What this file owns: the tree of files (inodes, lookups, directories), the FUSE
+ * operations, and the one loop that serves both the FUSE channel and the tracer,
+ * including while the tracer waits for a stop (wait_hook).  What each file means is
+ * files.c's.  It must never call ptrace from another thread (the kernel ties a tracee to
+ * its tracer thread), never block in a request (a blocked trace_pipe read keeps its
+ * fuse_req_t and is answered when lines come), never let a request wait on a tracee's
+ * stop, and never print: messages go to opts->log, and the lines a user must see (bad
+ * probe specs) go to error_log, as tracefs's do.
  *
- * Semantics follow tracefs where this tracer can honour them:
- *  - removing probes (O_TRUNC on uprobe_events, "-:EVENT") resets `trace`, as the kernel
- *    does when an event goes (trace_remove_event_call resets the buffers) and as seed
- *    008's walkthrough shows;
- *  - `filter` takes "0" (none) only: anything else fails with EINVAL and says why in
- *    error_log rather than being stored and silently not applied;
- *  - `trigger` takes one hist trigger an event ("hist:keys=...", "!hist:..." removes it)
- *    and `hist` shows its table; other trigger commands are refused;
- *  - `set_event_pid` also brings the processes it names under tracing (a ptrace tracer
- *    sees no process it was not given); the session filters on one process, so with
- *    several PIDs listed every traced process's hits are kept.
+ * Semantics follow tracefs where this tracer can honour them (files.c); where they
+ * cannot, docs/design.md's section 4 says why.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,39 +32,10 @@
 
 #ifdef UPROBE_HAVE_FUSE3
 
-#define FUSE_USE_VERSION 35
-#include <fuse3/fuse_lowlevel.h>
-
-#include "fs/ring.h"
-#include "trace/expand.h"
-#include "trace/format.h"
+#include "fs/fsd.h"
 #include "trace/session.h"
-#include "trace/spec.h"
-
-#define TRACE_SIZE_DEFAULT (4u << 20)
-#define ERRLOG_MAX 16 /* TRACING_LOG_ERRS_MAX */
 
 /* ---- the tree -------------------------------------------------------------------------- */
-
-enum node {
-	N_NONE,
-	N_ROOT,
-	N_EVENTS_DIR,
-	N_UPROBE_EVENTS,
-	N_UPROBES_EVENTS, /* the seed's spelling, the same file */
-	N_TRACE,
-	N_TRACE_PIPE,
-	N_TRACING_ON,
-	N_PROFILE,
-	N_ERROR_LOG,
-	N_SET_EVENT_PID,
-	N_GROUP_DIR, /* events/GRP */
-	N_EVENT_DIR, /* events/GRP/EVENT */
-	N_ENABLE,
-	N_FILTER,
-	N_TRIGGER,
-	N_HIST,
-};
 
 static const struct root_file {
 	const char *name;
@@ -87,6 +51,9 @@ static const struct root_file {
 	{ "error_log", N_ERROR_LOG, S_IFREG | 0644 },
 	{ "set_event_pid", N_SET_EVENT_PID, S_IFREG | 0644 },
 	{ "events", N_EVENTS_DIR, S_IFDIR | 0755 },
+	{ "current_tracer", N_CURRENT_TRACER, S_IFREG | 0644 },
+	{ "dynamic_events", N_DYNAMIC_EVENTS, S_IFREG | 0644 },
+	{ "README", N_README, S_IFREG | 0444 },
 };
 #define NROOT (sizeof(root_files) / sizeof(root_files[0]))
 
@@ -99,173 +66,33 @@ static const struct {
 	{ "filter", N_FILTER },
 	{ "trigger", N_TRIGGER },
 	{ "hist", N_HIST },
+	{ "format", N_FORMAT },
+	{ "id", N_ID },
 };
 
 /*
  * Inode numbers are computed, never allocated: 1 the root, 2.. the root's entries in
- * table order, GROUP_INO + g a group directory, EVENT_INO + EVENT_FILES * spec + {0 dir,
- * 1 enable, 2 filter, 3 trigger, 4 hist}.  Nothing to forget.
+ * table order, EVENTS_ENABLE_INO events/enable, GROUP_INO + g a group directory and
+ * GROUP_ENABLE_INO + g its enable, EVENT_INO + EVENT_FILES * spec + {0 dir, then
+ * event_files in order}.  Nothing to forget.  An event named by several probe lines (one
+ * event, several places) is the directory of its first.
  */
 #define ROOT_INO 1
+#define EVENTS_ENABLE_INO 0x8000u
 #define GROUP_INO 0x10000u
+#define GROUP_ENABLE_INO 0x800000u
 #define EVENT_INO 0x1000000u
 #define EVENT_FILES 8u
+#define NEVENT_FILES (sizeof(event_files) / sizeof(event_files[0]))
 
-struct waiter {
-	fuse_req_t req;
-	size_t size;
-	bool interrupted;
-	struct waiter *next;
-};
-
-struct fsd {
-	const struct up_fs_opts *opts;
-	struct fuse_session *se;
-	struct up_trace *tr;
-	struct up_fs_ring ring;
-	FILE *out;
-	char *errlog[ERRLOG_MAX]; /* oldest first */
-	unsigned nerr;
-	char **groups;
-	unsigned ngroups;
-	pid_t *pids; /* set_event_pid */
-	unsigned npids;
-	bool on;
-	bool last_seed; /* the kind of the last spec added: which trace header */
-	struct waiter *waiters;
-	char lastlog[512];
-};
-
-struct ofile {
-	enum node node;
-	char *data; /* what a read sees: made at open */
-	size_t len;
-};
-
-struct text {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void text_put(struct text *t, const char *s, size_t n)
+/* Is spec i the one whose directory its event is (the first of its name)? */
+static bool event_head(struct fsd *d, unsigned i)
 {
-	if (t->len + n + 1 > t->cap) {
-		size_t cap = (t->len + n + 1) * 2;
-		char *p = realloc(t->p, cap);
+	const struct up_spec *s = event_spec(d, i);
 
-		if (!p) {
-			t->oom = true;
-			return;
-		}
-		t->p = p;
-		t->cap = cap;
-	}
-	memcpy(t->p + t->len, s, n);
-	t->len += n;
-	t->p[t->len] = '\0';
+	return s && up_trace_find(d->tr, s->group, s->event) == (int)i;
 }
 
-static void text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void text_printf(struct text *t, const char *fmt, ...)
-{
-	char small[512];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(small, sizeof(small), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n < sizeof(small)) {
-		text_put(t, small, (size_t)n);
-		return;
-	}
-	char *big = malloc((size_t)n + 1);
-
-	if (!big) {
-		t->oom = true;
-		return;
-	}
-	va_start(ap, fmt);
-	vsnprintf(big, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	text_put(t, big, (size_t)n);
-	free(big);
-}
-
-static void fslog(struct fsd *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fslog(struct fsd *d, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	if (!d->opts->log)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	d->opts->log(d->opts->log_arg, msg);
-}
-
-/* The session's messages: kept (the last one explains a failed write) and passed on. */
-static void session_log(void *arg, const char *msg)
-{
-	struct fsd *d = arg;
-
-	snprintf(d->lastlog, sizeof(d->lastlog), "%s", msg);
-	if (d->opts->log)
-		d->opts->log(d->opts->log_arg, msg);
-}
-
-/* ---- groups and event nodes ----------------------------------------------------------- */
-
-static int group_index(struct fsd *d, const char *name, bool add)
-{
-	for (unsigned g = 0; g < d->ngroups; g++)
-		if (!strcmp(d->groups[g], name))
-			return (int)g;
-	if (!add)
-		return -ENOENT;
-	char **v = realloc(d->groups, (d->ngroups + 1) * sizeof(*v));
-
-	if (!v)
-		return -ENOMEM;
-	d->groups = v;
-	v[d->ngroups] = strdup(name);
-	if (!v[d->ngroups])
-		return -ENOMEM;
-	return (int)d->ngroups++;
-}
-
-/* The live event spec i, or NULL. */
-static const struct up_spec *event_spec(struct fsd *d, unsigned i)
-{
-	const struct up_spec *s;
-
-	if (!up_trace_spec_live(d->tr, i))
-		return NULL;
-	s = up_trace_spec(d->tr, i);
-	return s && s->kind == UP_SPEC_EVENT ? s : NULL;
-}
-
-static bool group_live(struct fsd *d, unsigned g)
-{
-	unsigned n = up_trace_nspecs(d->tr);
-
-	if (g >= d->ngroups)
-		return false;
-	for (unsigned i = 0; i < n; i++) {
-		const struct up_spec *s = event_spec(d, i);
-
-		if (s && !strcmp(s->group, d->groups[g]))
-			return true;
-	}
-	return false;
-}
-
-/* What an inode number is; *spec the spec or group index it carries. */
 static enum node node_of(struct fsd *d, fuse_ino_t ino, unsigned *idx)
 {
 	*idx = 0;
@@ -273,15 +100,20 @@ static enum node node_of(struct fsd *d, fuse_ino_t ino, unsigned *idx)
 		return N_ROOT;
 	if (ino >= 2 && ino < 2 + NROOT)
 		return root_files[ino - 2].node;
+	if (ino == EVENTS_ENABLE_INO)
+		return N_EVENTS_ENABLE;
 	if (ino >= EVENT_INO) {
-		static const enum node kind[] = { N_EVENT_DIR, N_ENABLE, N_FILTER, N_TRIGGER, N_HIST };
 		unsigned i = (unsigned)((ino - EVENT_INO) / EVENT_FILES);
 		unsigned k = (unsigned)((ino - EVENT_INO) % EVENT_FILES);
 
-		if (!event_spec(d, i) || k >= sizeof(kind) / sizeof(kind[0]))
+		if (!event_head(d, i) || k > NEVENT_FILES)
 			return N_NONE;
 		*idx = i;
-		return kind[k];
+		return k ? event_files[k - 1].node : N_EVENT_DIR;
+	}
+	if (ino >= GROUP_ENABLE_INO && group_live(d, (unsigned)(ino - GROUP_ENABLE_INO))) {
+		*idx = (unsigned)(ino - GROUP_ENABLE_INO);
+		return N_GROUP_ENABLE;
 	}
 	if (ino >= GROUP_INO && group_live(d, (unsigned)(ino - GROUP_INO))) {
 		*idx = (unsigned)(ino - GROUP_INO);
@@ -301,8 +133,12 @@ static mode_t mode_of(enum node n)
 	case N_ENABLE:
 	case N_FILTER:
 	case N_TRIGGER:
+	case N_GROUP_ENABLE:
+	case N_EVENTS_ENABLE:
 		return S_IFREG | 0644;
 	case N_HIST:
+	case N_FORMAT:
+	case N_ID:
 		return S_IFREG | 0444;
 	default:
 		for (size_t i = 0; i < NROOT; i++)
@@ -322,77 +158,6 @@ static void fill_attr(struct stat *st, fuse_ino_t ino, enum node n)
 	st->st_gid = getgid();
 	st->st_blksize = 4096;
 	/* size 0, as tracefs says: reads are direct, so they see the content anyway */
-}
-
-/* ---- error_log -------------------------------------------------------------------------- */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void errlog_clear(struct fsd *d)
-{
-	for (unsigned i = 0; i < d->nerr; i++)
-		free(d->errlog[i]);
-	d->nerr = 0;
-}
-
-/*
- * One entry as the kernel's tracing_log_err() shows it:
- *   [  123.456789] trace_uprobe: error: MSG
- *     Command: LINE
- *              ^~~~          (when the error is at a place in LINE)
- */
-/* who: what the kernel names as the error's source ("trace_uprobe", "hist:GRP:EVENT") */
-static void errlog_add_by(struct fsd *d, const char *who, const char *line, const char *msg,
-			  const char *caret)
-{
-	uint64_t t = now_ns();
-	struct text e = { 0 };
-
-	text_printf(&e, "[%5" PRIu64 ".%06" PRIu64 "] %s: error: %s\n  Command: %s\n",
-		    t / 1000000000u, t % 1000000000u / 1000u, who, msg, line);
-	if (caret)
-		text_printf(&e, "           %s\n", caret);
-	if (e.oom || !e.p) {
-		free(e.p);
-		return;
-	}
-	if (d->nerr == ERRLOG_MAX) {
-		free(d->errlog[0]);
-		memmove(d->errlog, d->errlog + 1, (ERRLOG_MAX - 1) * sizeof(*d->errlog));
-		d->nerr--;
-	}
-	d->errlog[d->nerr++] = e.p;
-	fslog(d, "%s: %s", line, msg);
-}
-
-static void errlog_add(struct fsd *d, const char *line, const char *msg, const char *caret)
-{
-	errlog_add_by(d, "trace_uprobe", line, msg, caret);
-}
-
-/* A parse error: the message and the caret line of up_spec_err_format(). */
-static void errlog_parse(struct fsd *d, const char *line, const struct up_spec_err *se)
-{
-	char buf[1024], *caret = NULL;
-
-	up_spec_err_format(line, se, buf, sizeof(buf));
-	if (se->pos >= 0) {
-		char *l2 = strchr(buf, '\n'), *end;
-
-		if (l2) {
-			caret = l2 + 1;
-			end = strchr(caret, '\n');
-			if (end)
-				*end = '\0';
-		}
-	}
-	errlog_add(d, line, se->msg, caret);
 }
 
 /* ---- trace ----------------------------------------------------------------------------- */
@@ -432,410 +197,177 @@ static void on_interrupt(fuse_req_t req, void *arg)
 	w->interrupted = true; /* answered from the loop, outside libfuse's locks */
 }
 
-static void trace_reset(struct fsd *d)
-{
-	fflush(d->out);
-	up_fs_ring_clear(&d->ring);
-}
-
-static bool header_is_seed(struct fsd *d)
-{
-	unsigned n = up_trace_nspecs(d->tr);
-
-	for (unsigned i = 0; i < n; i++)
-		if (up_trace_spec_live(d->tr, i))
-			return up_trace_spec(d->tr, i)->kind == UP_SPEC_SEED;
-	return d->last_seed;
-}
-
-/* ---- uprobe_events ----------------------------------------------------------------------- */
-
-static void remove_spec(struct fsd *d, unsigned i)
-{
-	up_trace_remove(d->tr, i);
-}
-
-static void clear_probes(struct fsd *d)
-{
-	unsigned n = up_trace_nspecs(d->tr);
-	bool any = false;
-
-	for (unsigned i = 0; i < n; i++)
-		if (up_trace_spec_live(d->tr, i)) {
-			remove_spec(d, i);
-			any = true;
-		}
-	if (any)
-		trace_reset(d);
-}
-
-/* "-:[GRP/]EVENT" */
-static int delete_line(struct fsd *d, const char *line)
-{
-	char name[2 * UP_SPEC_NAME_MAX + 2], *slash, *group = NULL, *event = name;
-	const char *s = line + 2;
-	size_t n = strcspn(s, " \t");
-	int i;
-
-	if (!n || n >= sizeof(name)) {
-		errlog_add(d, line, n ? "Event name is too long" : "Event name is not specified",
-			   NULL);
-		return -EINVAL;
-	}
-	memcpy(name, s, n);
-	name[n] = '\0';
-	slash = strchr(name, '/');
-	if (slash) {
-		*slash = '\0';
-		group = name;
-		event = slash + 1;
-	}
-	i = up_trace_find(d->tr, group, event);
-	if (i < 0)
-		return -ENOENT; /* the kernel says no more either */
-	remove_spec(d, (unsigned)i);
-	trace_reset(d);
-	return 0;
-}
-
-static int add_line(struct fsd *d, const char *line)
-{
-	struct up_spec spec;
-	struct up_spec_err se;
-	char err[1024];
-	unsigned idx;
-	int rc;
-
-	rc = up_spec_parse(line, &spec, &se);
-	if (rc == -EINVAL) {
-		errlog_parse(d, line, &se);
-		return rc;
-	}
-	if (rc)
-		return rc;
-	if (spec.kind == UP_SPEC_SEED) {
-		if (!spec.pid) {
-			errlog_add(d, line, "PID 0 names the launched command: give a process id",
-				   NULL);
-			rc = -EINVAL;
-		} else if (kill(spec.pid, 0) < 0 && errno == ESRCH) {
-			errlog_add(d, line, "No such process", NULL);
-			rc = -ESRCH;
-		}
-	} else if (up_trace_find(d->tr, spec.group, spec.event) >= 0) {
-		errlog_add(d, line, "Given group/event name is already used by another event",
-			   NULL);
-		rc = -EEXIST;
-	} else if (group_index(d, spec.group, true) < 0) {
-		rc = -ENOMEM;
-	}
-	up_spec_free(&spec);
-	if (rc)
-		return rc;
-
-	rc = up_trace_add(d->tr, line, err, sizeof(err));
-	if (rc) {
-		errlog_add(d, line, err[0] ? err : strerror(-rc), NULL);
-		return rc;
-	}
-	idx = up_trace_nspecs(d->tr) - 1;
-	d->last_seed = up_trace_spec(d->tr, idx)->kind == UP_SPEC_SEED;
-	d->lastlog[0] = '\0';
-	rc = up_trace_arm_all(d->tr, true);
-	if (rc) {
-		/* refused here and now: no probe is left that could never fire */
-		remove_spec(d, idx);
-		errlog_add(d, line, d->lastlog[0] ? d->lastlog : strerror(-rc), NULL);
-		return rc;
-	}
-	return 0;
-}
-
-static int add_expanded(void *ctx, const char *spec)
-{
-	return add_line(ctx, spec);
-}
-
-/* u: (USDT), wildcard and DWARF lines become the p:/r: lines they stand for
-   (trace/expand.h), each an event of its own. */
-static int add_lines(struct fsd *d, const char *line)
-{
-	struct up_spec_err se;
-	int rc = up_expand(line, add_expanded, d, NULL, &se);
-
-	if (rc && se.msg[0])
-		errlog_parse(d, line, &se);
-	return rc;
-}
-
-/* Lines as the kernel splits them: '#' starts a comment, blank lines do nothing. */
-static int events_write(struct fsd *d, char *text)
-{
-	char *save = NULL;
-
-	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *hash = strchr(line, '#'), *e;
-		int rc;
-
-		/* a '#' inside \"...\" is text, not a comment: leave those to the parser */
-		if (hash && !strstr(line, "\\\""))
-			*hash = '\0';
-		while (*line == ' ' || *line == '\t')
-			line++;
-		e = line + strlen(line);
-		while (e > line && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
-			*--e = '\0';
-		if (!*line)
-			continue;
-		rc = line[0] == '-' && line[1] == ':' ? delete_line(d, line) : add_lines(d, line);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-/* ---- the other files ------------------------------------------------------------------------ */
-
-static int parse_bool(const char *s, bool *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	while (*end == ' ' || *end == '\t' || *end == '\n')
-		end++;
-	if (end == s || *end || errno)
-		return -EINVAL;
-	*out = v != 0;
-	return 0;
-}
-
-static void apply_pid_filter(struct fsd *d)
-{
-	up_trace_set_pid_filter(d->tr, d->npids == 1 ? d->pids[0] : 0);
-}
-
-static int event_pid_write(struct fsd *d, char *text)
-{
-	char *save = NULL;
-
-	for (char *tok = strtok_r(text, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save)) {
-		char *end;
-		long v = strtol(tok, &end, 10);
-		pid_t *np;
-		int rc;
-
-		if (*end || v <= 0 || v > INT32_MAX)
-			return -EINVAL;
-		rc = up_trace_attach(d->tr, (pid_t)v);
-		if (rc && rc != -EALREADY) {
-			fslog(d, "set_event_pid: cannot trace process %ld: %s", v, strerror(-rc));
-			return rc;
-		}
-		np = realloc(d->pids, (d->npids + 1) * sizeof(*np));
-		if (!np)
-			return -ENOMEM;
-		d->pids = np;
-		np[d->npids++] = (pid_t)v;
-		apply_pid_filter(d);
-		up_trace_arm_all(d->tr, false); /* failures are logged; the process stays */
-	}
-	return 0;
-}
-
-/*
- * events/GRP/EVENT/trigger: "hist:keys=..." adds the event's hist trigger,
- * "!hist:keys=..." removes it; an error goes to error_log as the kernel's
- * "hist:GRP:EVENT: error:" with the command and a caret.
+/* ---- serving while the tracer waits ----------------------------------------------------------
+ *
+ * One thread serves FUSE and traces, and the tracer sometimes waits for a tracee to stop
+ * (attaching it, quiescing it to place or remove a probe).  A tracee that is itself in a
+ * request to this filesystem stops only once that request is answered, so no such wait
+ * may block the requests: the engine calls wait_hook instead of blocking, and the hook
+ * serves FUSE there.  What reads the state is answered at once; what would call the
+ * tracer (a write, an open's or a truncate's side effect) is queued as work, done in
+ * order once the wait is over.  And the request being served when the tracer waits --
+ * `echo $$ > set_event_pid`, or a traced shell writing uprobe_events -- is the one its
+ * writer is blocked in: the stop interrupts that request, and it is answered then
+ * (cur_*), the work going on after, its errors in error_log as the write has returned.
  */
-static int trigger_write(struct fsd *d, unsigned idx, char *text)
+
+/* What O_TRUNC (at open, or truncate(2)) does to node n. */
+static int open_effect(struct fsd *d, enum node n, int flags)
 {
-	const struct up_spec *s = up_trace_spec(d->tr, idx);
-	char err[1024], who[2 * UP_SPEC_NAME_MAX + 8], *e, *caret = NULL, *msg = err;
-	int rc;
-
-	while (*text == ' ' || *text == '\t' || *text == '\n')
-		text++;
-	e = text + strlen(text);
-	while (e > text && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n'))
-		*--e = '\0';
-	if (!*text)
+	if (!(flags & O_TRUNC))
 		return 0;
-	rc = up_trace_set_trigger(d->tr, idx, text, err, sizeof(err));
-	if (!rc)
-		return 0;
-	/* err: the command, a caret line, the message; or one line saying why */
-	if (err[0]) {
-		char *l2 = strchr(err, '\n'), *l3 = l2 ? strchr(l2 + 1, '\n') : NULL;
-
-		if (l2 && l3 && strchr(l2 + 1, '^') && strchr(l2 + 1, '^') < l3) {
-			*l3 = '\0';
-			caret = l2 + 1;
-			msg = l3 + 1;
-		}
-		e = msg + strlen(msg);
-		while (e > msg && e[-1] == '\n')
-			*--e = '\0';
-	} else {
-		snprintf(err, sizeof(err), "%s", strerror(-rc));
-	}
-	snprintf(who, sizeof(who), "hist:%s:%s", s ? s->group : "", s ? s->event : "");
-	errlog_add_by(d, who, text, msg, caret);
-	return rc == -ENOMEM || rc == -EEXIST || rc == -ENOENT ? rc : -EINVAL;
-}
-
-static int node_write(struct fsd *d, enum node n, unsigned idx, char *text)
-{
-	bool b;
-	int rc;
-
 	switch (n) {
 	case N_UPROBE_EVENTS:
 	case N_UPROBES_EVENTS:
-		return events_write(d, text);
+	case N_DYNAMIC_EVENTS:
+		return clear_probes(d, n == N_DYNAMIC_EVENTS);
 	case N_TRACE:
+		trace_reset(d);
+		return 0;
 	case N_ERROR_LOG:
-		return 0; /* what is written does not matter; O_TRUNC cleared it at open */
-	case N_TRACING_ON:
-		rc = parse_bool(text, &b);
-		if (!rc) {
-			d->on = b;
-			up_trace_set_on(d->tr, b);
-		}
-		return rc;
-	case N_ENABLE:
-		rc = parse_bool(text, &b);
-		if (!rc)
-			up_trace_enable(d->tr, idx, b);
-		return rc;
-	case N_FILTER: {
-		char *s = text, *e;
-
-		while (*s == ' ' || *s == '\t' || *s == '\n')
-			s++;
-		e = s + strlen(s);
-		while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n'))
-			*--e = '\0';
-		if (!*s || !strcmp(s, "0"))
-			return 0; /* no filter: the only one there is */
-		errlog_add(d, s, "Event filters are not supported by uprobe mount "
-				 "(write 0 to clear; set_event_pid filters by process)", NULL);
-		return -EINVAL;
-	}
+		errlog_clear(d);
+		return 0;
 	case N_SET_EVENT_PID:
-		return event_pid_write(d, text);
-	case N_TRIGGER:
-		return trigger_write(d, idx, text);
+		d->npids = 0;
+		apply_pid_filter(d);
+		return 0;
 	default:
-		return -EACCES;
+		return 0;
 	}
 }
 
-/* What reading node n shows now. */
-static int node_text(struct fsd *d, enum node n, unsigned idx, struct text *t)
+static void work_add(struct fsd *d, struct work *w)
 {
-	unsigned ns = up_trace_nspecs(d->tr);
+	if (!d->work_tail)
+		d->work_tail = &d->work;
+	*d->work_tail = w;
+	d->work_tail = &w->next;
+}
 
-	switch (n) {
-	case N_UPROBE_EVENTS:
-	case N_UPROBES_EVENTS:
-		for (unsigned i = 0; i < ns; i++) {
-			char line[1024];
-			int len;
+/* A side effect to do after the wait.  A failure cannot be told to the opener then. */
+static int work_effect(struct fsd *d, enum node n, unsigned idx, int flags)
+{
+	struct work *w = calloc(1, sizeof(*w));
 
-			if (!up_trace_spec_live(d->tr, i))
-				continue;
-			len = up_spec_format(up_trace_spec(d->tr, i), line, sizeof(line));
-			if (len < 0)
-				continue;
-			if ((size_t)len < sizeof(line)) {
-				text_put(t, line, (size_t)len);
-			} else {
-				char *big = malloc((size_t)len + 1);
-
-				if (!big)
-					return -ENOMEM;
-				up_spec_format(up_trace_spec(d->tr, i), big, (size_t)len + 1);
-				text_put(t, big, (size_t)len);
-				free(big);
-			}
-			text_put(t, "\n", 1);
-		}
-		break;
-	case N_TRACE: {
-		char h[512];
-		int hl;
-		size_t len;
-		const char *data;
-
-		fflush(d->out);
-		hl = header_is_seed(d) ? up_fmt_seed_header(h, sizeof(h))
-				       : up_fmt_event_header(h, sizeof(h));
-		if (hl > 0)
-			text_put(t, h, (size_t)hl < sizeof(h) ? (size_t)hl : sizeof(h) - 1);
-		data = up_fs_ring_data(&d->ring, &len);
-		text_put(t, data, len);
-		break;
-	}
-	case N_TRACING_ON:
-		text_put(t, d->on ? "1\n" : "0\n", 2);
-		break;
-	case N_PROFILE: {
-		char *buf = NULL;
-		size_t len = 0;
-		FILE *f = open_memstream(&buf, &len);
-
-		if (!f)
-			return -ENOMEM;
-		up_trace_print_counts(d->tr, f);
-		fclose(f);
-		text_put(t, buf, len);
-		free(buf);
-		break;
-	}
-	case N_ERROR_LOG:
-		for (unsigned i = 0; i < d->nerr; i++)
-			text_put(t, d->errlog[i], strlen(d->errlog[i]));
-		break;
-	case N_SET_EVENT_PID:
-		for (unsigned i = 0; i < d->npids; i++)
-			text_printf(t, "%d\n", (int)d->pids[i]);
-		break;
-	case N_ENABLE:
-		text_put(t, up_trace_enabled(d->tr, idx) ? "1\n" : "0\n", 2);
-		break;
-	case N_FILTER:
-		text_put(t, "none\n", 5);
-		break;
-	case N_TRIGGER: {
-		char info[1024];
-
-		if (up_trace_trigger_text(d->tr, idx, info, sizeof(info)) >= 0)
-			text_printf(t, "%s\n", info);
-		else /* the kernel lists the commands it knows; this one knows hist */
-			text_put(t, "# Available triggers:\n# hist\n", 29);
-		break;
-	}
-	case N_HIST: {
-		char *buf = NULL;
-		size_t len = 0;
-		FILE *f = open_memstream(&buf, &len);
-
-		if (!f)
-			return -ENOMEM;
-		up_trace_print_hist(d->tr, idx, UP_HIST_TEXT, f); /* none: an empty file */
-		fclose(f);
-		text_put(t, buf, len);
-		free(buf);
-		break;
-	}
-	default:
-		return -EISDIR;
-	}
-	if (t->oom)
+	if (!w)
 		return -ENOMEM;
+	*w = (struct work){ .node = n, .idx = idx, .flags = flags };
+	work_add(d, w);
 	return 0;
+}
+
+static void work_interrupt(fuse_req_t req, void *arg)
+{
+	struct work *w = arg;
+
+	(void)req;
+	w->interrupted = true; /* answered from the hook, outside libfuse's locks */
+}
+
+static void cur_interrupt(fuse_req_t req, void *arg)
+{
+	struct fsd *d = arg;
+
+	if (d->cur.req == req)
+		d->cur.interrupted = true;
+}
+
+static void cur_begin(struct fsd *d, fuse_req_t req, bool open, size_t size,
+		      const struct fuse_file_info *fi)
+{
+	d->cur = (struct cur){ .req = req, .open = open, .size = size };
+	if (fi)
+		d->cur.fi = *fi;
+	fuse_req_interrupt_func(req, cur_interrupt, d);
+}
+
+/* True when the request is still to be answered by its handler. */
+static bool cur_end(struct fsd *d)
+{
+	bool todo = !d->cur.replied;
+
+	d->cur.req = NULL;
+	return todo;
+}
+
+/* Requests whose senders the tracer's stop has reached: answered now. */
+static void answer_interrupted(struct fsd *d)
+{
+	if (d->cur.req && d->cur.interrupted && !d->cur.replied) {
+		d->cur.replied = true;
+		if (d->cur.open)
+			fuse_reply_open(d->cur.req, &d->cur.fi);
+		else
+			fuse_reply_write(d->cur.req, d->cur.size);
+	}
+	for (struct work *w = d->work; w; w = w->next)
+		if (w->req && w->interrupted) {
+			fuse_reply_write(w->req, w->size);
+			w->req = NULL;
+		}
+	serve_waiters(d);
+}
+
+static void wait_hook(void *arg, int fd)
+{
+	struct fsd *d = arg;
+	struct pollfd pfd[2] = {
+		{ .fd = fd, .events = POLLIN },
+		{ .fd = fuse_session_fd(d->se), .events = POLLIN },
+	};
+	char buf[64];
+
+	d->hooked = true;
+	if (poll(pfd, d->in_hook ? 1 : 2, 100) <= 0)
+		return;
+	if (pfd[0].revents)
+		while (read(fd, buf, sizeof(buf)) > 0)
+			;
+	if (!d->in_hook && (pfd[1].revents & POLLIN)) {
+		int res;
+
+		d->in_hook++;
+		res = fuse_session_receive_buf(d->se, &d->hbuf);
+		if (res > 0)
+			fuse_session_process_buf(d->se, &d->hbuf);
+		d->in_hook--;
+	}
+	answer_interrupted(d);
+}
+
+/* The queued work, in order, now that no wait is pending. */
+static void run_work(struct fsd *d)
+{
+	while (d->work) {
+		struct work *w = d->work;
+		unsigned idx;
+		int rc;
+
+		d->work = w->next;
+		if (!d->work)
+			d->work_tail = &d->work;
+		if (!w->text) {
+			open_effect(d, w->node, w->flags);
+		} else if (node_of(d, w->ino, &idx) != w->node) {
+			if (w->req)
+				fuse_reply_err(w->req, ENOENT); /* the event went away meanwhile */
+		} else if (!w->req) {
+			d->caller_uid = w->uid;
+			node_write(d, w->node, idx, w->text);
+		} else {
+			cur_begin(d, w->req, false, w->size, NULL);
+			d->caller_uid = w->uid;
+			rc = node_write(d, w->node, idx, w->text);
+			if (cur_end(d)) {
+				if (rc)
+					fuse_reply_err(w->req, -rc);
+				else
+					fuse_reply_write(w->req, w->size);
+			}
+		}
+		free(w->text);
+		free(w);
+	}
 }
 
 /* ---- FUSE operations ------------------------------------------------------------------------ */
@@ -882,6 +414,11 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	case N_EVENTS_DIR: {
 		int g = group_index(d, name, false);
 
+		if (!strcmp(name, "enable")) {
+			reply_entry(req, EVENTS_ENABLE_INO, N_EVENTS_ENABLE);
+			return;
+		}
+
 		if (g >= 0 && group_live(d, (unsigned)g)) {
 			reply_entry(req, GROUP_INO + (unsigned)g, N_GROUP_DIR);
 			return;
@@ -889,6 +426,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		break;
 	}
 	case N_GROUP_DIR:
+		if (!strcmp(name, "enable")) {
+			reply_entry(req, GROUP_ENABLE_INO + idx, N_GROUP_ENABLE);
+			return;
+		}
 		for (unsigned i = 0; i < ns; i++) {
 			const struct up_spec *s = event_spec(d, i);
 
@@ -946,12 +487,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0) {
+	if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0 && (mode_of(n) & 0200)) {
 		/* truncate(2): what O_TRUNC at open does */
-		if (n == N_TRACE)
-			trace_reset(d);
-		else if (n == N_ERROR_LOG)
-			errlog_clear(d);
+		int rc = d->in_hook ? work_effect(d, n, idx, O_TRUNC) : open_effect(d, n, O_TRUNC);
+
+		if (rc) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
 	}
 	fill_attr(&st, ino, n);
 	fuse_reply_attr(req, &st, 0);
@@ -1006,15 +549,17 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			dirbuf_add(req, &b, root_files[i].name, 2 + i, root_files[i].node);
 		break;
 	case N_EVENTS_DIR:
+		dirbuf_add(req, &b, "enable", EVENTS_ENABLE_INO, N_EVENTS_ENABLE);
 		for (unsigned g = 0; g < d->ngroups; g++)
 			if (group_live(d, g))
 				dirbuf_add(req, &b, d->groups[g], GROUP_INO + g, N_GROUP_DIR);
 		break;
 	case N_GROUP_DIR:
+		dirbuf_add(req, &b, "enable", GROUP_ENABLE_INO + idx, N_GROUP_ENABLE);
 		for (unsigned i = 0; i < ns; i++) {
 			const struct up_spec *s = event_spec(d, i);
 
-			if (s && !strcmp(s->group, d->groups[idx]))
+			if (s && !strcmp(s->group, d->groups[idx]) && event_head(d, i))
 				dirbuf_add(req, &b, s->event, EVENT_INO + EVENT_FILES * i, N_EVENT_DIR);
 		}
 		break;
@@ -1057,38 +602,34 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EACCES); /* root too: these files take no writes */
 		return;
 	}
-	if (wr) {
-		switch (n) {
-		case N_UPROBE_EVENTS:
-		case N_UPROBES_EVENTS:
-			/* seed 008: "we have not used '>>' ... all existing probes will be cleared" */
-			if (!(fi->flags & O_APPEND))
-				clear_probes(d);
-			break;
-		case N_TRACE:
-			if (fi->flags & O_TRUNC)
-				trace_reset(d);
-			break;
-		case N_ERROR_LOG:
-			if (fi->flags & O_TRUNC)
-				errlog_clear(d);
-			break;
-		case N_SET_EVENT_PID:
-			if (fi->flags & O_TRUNC) {
-				d->npids = 0;
-				apply_pid_filter(d);
-			}
-			break;
-		default:
-			break;
-		}
-	}
 	of = calloc(1, sizeof(*of));
 	if (!of) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	of->node = n;
+	fi->fh = (uintptr_t)of;
+	fi->direct_io = 1; /* size 0 in stat, content anyway */
+	fi->keep_cache = 0;
+	if (n == N_TRACE_PIPE)
+		fi->nonseekable = 1;
+	if (wr && (fi->flags & O_TRUNC)) {
+		int rc;
+
+		if (d->in_hook) {
+			rc = work_effect(d, n, idx, fi->flags);
+		} else {
+			cur_begin(d, req, true, 0, fi);
+			rc = open_effect(d, n, fi->flags);
+			if (!cur_end(d))
+				return; /* answered already: the side effect's errors are logged */
+		}
+		if (rc) {
+			free(of);
+			fuse_reply_err(req, -rc);
+			return;
+		}
+	}
 	if (rd && n != N_TRACE_PIPE) {
 		struct text t = { 0 };
 		int rc = node_text(d, n, idx, &t);
@@ -1102,11 +643,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		of->data = t.p;
 		of->len = t.len;
 	}
-	fi->fh = (uintptr_t)of;
-	fi->direct_io = 1; /* size 0 in stat, content anyway */
-	fi->keep_cache = 0;
-	if (n == N_TRACE_PIPE)
-		fi->nonseekable = 1;
 	fuse_reply_open(req, fi);
 }
 
@@ -1167,8 +703,31 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	}
 	memcpy(text, buf, size);
 	text[size] = '\0';
+	if (d->in_hook) {
+		struct work *w = calloc(1, sizeof(*w));
+
+		if (!w) {
+			free(text);
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		*w = (struct work){ .req = req,
+				    .node = n,
+				    .idx = idx,
+				    .ino = ino,
+				    .text = text,
+				    .size = size,
+				    .uid = fuse_req_ctx(req)->uid };
+		work_add(d, w);
+		fuse_req_interrupt_func(req, work_interrupt, w);
+		return;
+	}
+	cur_begin(d, req, false, size, NULL);
+	d->caller_uid = fuse_req_ctx(req)->uid;
 	rc = node_write(d, n, idx, text);
 	free(text);
+	if (!cur_end(d))
+		return;
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -1244,7 +803,11 @@ static void serve(struct fsd *d)
 		pfd[1].fd = -1;
 	}
 	while (!fuse_session_exited(d->se)) {
-		int r = poll(pfd, nfds, up_trace_timeout(d->tr));
+		int r;
+
+		if (d->opts->argv && up_trace_status(d->tr) != -1)
+			break; /* the command is over: so is the mount */
+		r = poll(pfd, nfds, up_trace_timeout(d->tr));
 
 		if (r < 0) {
 			if (errno == EINTR)
@@ -1266,6 +829,12 @@ static void serve(struct fsd *d)
 			fuse_session_process_buf(d->se, &fbuf);
 			/* a write may have attached: let the tracer catch up at once */
 			up_trace_dispatch(d->tr);
+		}
+		run_work(d);
+		while (d->hooked) {
+			d->hooked = false;
+			up_trace_dispatch(d->tr);
+			run_work(d);
 		}
 		fflush(d->out);
 		serve_waiters(d);
@@ -1318,9 +887,24 @@ int up_fs_run(const struct up_fs_opts *opts)
 		rc = -EIO;
 		goto out_session;
 	}
+	rc = up_trace_set_wait_hook(d.tr, wait_hook, &d);
+	if (rc) {
+		fslog(&d, "cannot serve requests while waiting for a stop: %s", strerror(-rc));
+		goto out_unmount;
+	}
+	if (opts->argv) {
+		pid_t pid;
+
+		rc = up_trace_spawn(d.tr, opts->argv, &pid);
+		if (!rc)
+			rc = up_trace_start(d.tr);
+		if (rc)
+			goto out_unmount; /* the library said why; the caller names the command */
+	}
 	if (opts->on_ready)
 		opts->on_ready(opts->log_arg);
 	serve(&d);
+	run_work(&d);
 
 	/* readers of trace_pipe get the end of the file */
 	while (d.waiters) {
@@ -1330,9 +914,13 @@ int up_fs_run(const struct up_fs_opts *opts)
 		fuse_reply_buf(w->req, NULL, 0);
 		free(w);
 	}
+	rc = 0;
+	if (opts->status)
+		*opts->status = up_trace_status(d.tr);
+out_unmount:
+	up_trace_set_wait_hook(d.tr, NULL, NULL);
 	up_trace_detach_all(d.tr);
 	fuse_session_unmount(d.se);
-	rc = 0;
 out_session:
 	fuse_session_destroy(d.se);
 out_trace:
@@ -1347,6 +935,7 @@ out_ring:
 		free(d.groups[g]);
 	free(d.groups);
 	free(d.pids);
+	free(d.hbuf.mem);
 	fuse_opt_free_args(&args); /* libfuse may have copied them */
 	return rc;
 }

@@ -5,21 +5,29 @@
  * this tracer unchanged, without root (seeds/008's interface):
  *
  *   uprobe_events, uprobes_events  a written line adds a probe (either spec form; a
- *                                  seed line traces the PID it names); opening without
- *                                  O_APPEND clears every probe first; "-:[GRP/]EVENT"
+ *                                  seed line traces the PID it names); opening with
+ *                                  O_TRUNC removes every probe first; "-:[GRP/]EVENT"
  *                                  removes one; reading lists them (up_spec_format)
- *   error_log                      why the last bad lines failed, with a caret
+ *   dynamic_events                 the same for p:/r: events only
+ *   error_log                      why the last bad lines failed: the kernel's message,
+ *                                  the command and a caret
  *   trace                          header + lines; opening with O_TRUNC clears it
  *   trace_pipe                     blocking reads that consume the lines
  *   tracing_on                     0 / 1
- *   uprobe_profile                 hits per probe
+ *   current_tracer                 nop
+ *   README                         the kernel's mini-HOWTO for what is here
+ *   uprobe_profile                 hits per event
  *   set_event_pid                  processes to trace (attached) and filter on
- *   events/GRP/EVENT/enable        0 / 1
- *   events/GRP/EVENT/filter        "0" (no filter) only: other filters are refused
+ *   events/enable, events/GRP/enable, events/GRP/EVENT/enable   0 / 1 (created 0)
+ *   events/GRP/EVENT/filter        a filter expression on the event's arguments
+ *   events/GRP/EVENT/trigger, hist a hist trigger and its table
+ *   events/GRP/EVENT/format, id    the event's fields, its number
  *
  * One thread does everything: the FUSE requests and every ptrace call of the session
  * are served from one poll() loop, so no lock is needed and the tracees are only ever
- * touched by their tracer thread.  Prefix: up_fs_.
+ * touched by their tracer thread.  While the tracer waits for a tracee to stop, the
+ * library calls back (uprobe_ctx_set_wait_hook) and the loop serves FUSE there, so
+ * that no request -- a tracee's included -- waits on the tracer.  Prefix: up_fs_.
  */
 #ifndef UPROBE_FS_FS_H
 #define UPROBE_FS_FS_H
@@ -40,15 +48,24 @@ struct up_fs_opts {
 	void *log_arg;
 	/* called once the filesystem is mounted and served */
 	void (*on_ready)(void *arg);
+	/*
+	 * A command to run under the mount (argv, NULL-terminated; NULL: none): started once
+	 * DIR is served, it and every descendant traced, so that a probe by path fires in any
+	 * program it starts; the mount ends when it exits, its wait status in *status.
+	 */
+	char *const *argv;
+	int *status;
 };
 
 /* True when built with libfuse3. */
 bool up_fs_supported(void);
 
 /*
- * Mounts, serves until unmounted (fusermount3 -u) or stop_fd is readable, then
+ * Mounts, serves until unmounted (fusermount3 -u), stop_fd is readable or the command
+ * (opts->argv) exited, then
  * lets every traced process go, its probes removed, and unmounts.  Returns 0, or a
- * negative errno (-ENOTSUP when built without libfuse3; -EIO when mounting failed).
+ * negative errno (-ENOTSUP when built without libfuse3; -EIO when mounting failed; the
+ * command's start failing: -ENOENT when it is not found).
  */
 int up_fs_run(const struct up_fs_opts *opts);
 

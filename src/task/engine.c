@@ -451,7 +451,12 @@ int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 
 		if (exec_deferred(e, tid))
 			return -ESRCH;
-		r = waitpid(-1, &st, __WALL);
+		r = waitpid(-1, &st, __WALL | (e->wait_hook ? WNOHANG : 0));
+		if (r == 0) {
+			/* nothing yet: the hook serves what the tracee may be waiting on */
+			e->wait_hook(e->wait_arg, sigchld_pipe[0]);
+			continue;
+		}
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
@@ -1049,6 +1054,17 @@ void up_engine_free(struct up_engine *e)
 	pin_release(e);
 	free(e->dq);
 	free(e);
+}
+
+int up_engine_set_wait_hook(struct up_engine *e, void (*hook)(void *arg, int fd), void *arg)
+{
+	int err = hook ? sigchld_install() : 0;
+
+	if (err < 0)
+		return err;
+	e->wait_hook = hook;
+	e->wait_arg = arg;
+	return 0;
 }
 
 int up_engine_fd(struct up_engine *e)

@@ -87,6 +87,9 @@ struct up_engine {
 	int pin_cpu;	    /* the CPU the engine thread is pinned to, -1: none (its own mask) */
 	uint64_t pin_next;  /* CLOCK_MONOTONIC_COARSE ns of the next look at a tracee's CPU */
 	cpu_set_t pin_orig; /* the engine thread's own mask: restored, and given to spawns */
+	/* while a wait for one thread blocks: called with the wake descriptor instead */
+	void (*wait_hook)(void *arg, int fd);
+	void *wait_arg;
 };
 
 #define UP_PTRACE_OPTIONS                                                                  \

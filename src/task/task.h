@@ -98,6 +98,14 @@ void up_engine_free(struct up_engine *e);
  * poll/epoll; then call up_engine_dispatch.
  */
 int up_engine_fd(struct up_engine *e);
+/*
+ * A wait for one thread's stop (an attach, a quiesce, a remote syscall) blocks no more:
+ * while the thread has not reported, hook(arg, fd) is called, fd the descriptor that
+ * becomes readable when a tracee changes state.  The hook may sleep (poll fd) and serve
+ * what the tracee waits on before it can stop (a FUSE request it made); it must not
+ * call into the engine.  NULL: block in waitpid as before.
+ */
+int up_engine_set_wait_hook(struct up_engine *e, void (*hook)(void *arg, int fd), void *arg);
 /* Handles every pending event without blocking; returns how many, or -errno. */
 int up_engine_dispatch(struct up_engine *e);
 /*

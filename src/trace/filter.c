@@ -5,6 +5,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,45 @@ int up_filter_parse(const char *text, struct up_filter *out, struct up_spec_err 
 			fail(err, (int)(start - text), (int)n, "argument name too long");
 			return -EINVAL;
 		}
+		if ((n == 4 && !memcmp(start, "comm", 4)) ||
+		    (n == 11 && !memcmp(start, "common_comm", 11))) {
+			const char *q;
+
+			if (out->has_comm) {
+				fail(err, (int)(start - text), (int)n, "one comm term only");
+				return -EINVAL;
+			}
+			out->comm_pos = (int)(start - text);
+			while (isspace((unsigned char)*s))
+				s++;
+			if (!strncmp(s, "==", 2) || !strncmp(s, "!=", 2)) {
+				out->comm_ne = *s == '!';
+				s += 2;
+			} else if (*s == '~') {
+				s++;
+			} else {
+				fail(err, (int)(s - text), 1, "expected == != or ~ after comm");
+				return -EINVAL;
+			}
+			while (isspace((unsigned char)*s))
+				s++;
+			q = (*s == '"' || *s == '\'') ? strchr(s + 1, *s) : NULL;
+			if (!q) {
+				fail(err, (int)(s - text), 1,
+				     "expected a quoted string after comm's operator");
+				return -EINVAL;
+			}
+			if ((size_t)(q - s - 1) > UP_FILTER_COMM_MAX) {
+				fail(err, (int)(s - text), (int)(q - s + 1),
+				     "the string is too long");
+				return -EINVAL;
+			}
+			memcpy(out->comm, s + 1, (size_t)(q - s - 1));
+			out->comm[q - s - 1] = '\0';
+			out->has_comm = true;
+			s = q + 1;
+			goto next;
+		}
 		memcpy(out->term[out->n].name, start, n);
 		out->term[out->n].pos = (int)(start - text);
 		while (isspace((unsigned char)*s))
@@ -85,6 +125,7 @@ int up_filter_parse(const char *text, struct up_filter *out, struct up_spec_err 
 		}
 		s = end;
 		out->n++;
+next:
 		while (isspace((unsigned char)*s))
 			s++;
 		if (!*s)
@@ -169,4 +210,11 @@ bool up_filter_holds(const struct uprobe_cond *conds, unsigned n,
 			return false;
 	}
 	return true;
+}
+
+bool up_filter_comm_holds(const struct up_filter *f, const char *name)
+{
+	if (!f->has_comm)
+		return true;
+	return (fnmatch(f->comm, name ? name : "", 0) == 0) != f->comm_ne;
 }

@@ -2,7 +2,8 @@
 /*
  * Event filters: `--filter 'size > 4096 && flags & 0x2'`, a conjunction of comparisons
  * of a named fetch argument with a number, as the kernel's event filters write them
- * (ops == != < <= > >= &).  Parsed once, resolved against each event spec's
+ * (ops == != < <= > >= &), and at most one `comm == "ls"` term (== != ~, a glob) on the
+ * thread's name, which the tracer evaluates (the agent has no name to compare).  Parsed once, resolved against each event spec's
  * arguments, evaluated on the trap path here and in-process by the fast path's agent
  * (as struct uprobe_cond).  Never prints, never exits.  Prefix: up_filter_.
  */
@@ -19,6 +20,7 @@
 #include "trace/spec.h"
 
 #define UP_FILTER_MAX 8
+#define UP_FILTER_COMM_MAX 63
 
 struct up_filter {
 	struct {
@@ -28,7 +30,16 @@ struct up_filter {
 		int pos; /* in the text, for errors */
 	} term[UP_FILTER_MAX];
 	unsigned n;
+	/* one `comm == "PATTERN"` (or !=, ~) term: the thread's name, matched by the tracer
+	   as the kernel's filters match strings (a glob), not a condition of the agent's */
+	bool has_comm;
+	bool comm_ne;
+	int comm_pos;
+	char comm[UP_FILTER_COMM_MAX + 1];
 };
+
+/* Does name match f's comm term (true when it has none)? */
+bool up_filter_comm_holds(const struct up_filter *f, const char *name);
 
 /* 0, or -EINVAL with err saying where and why (up_spec_err_format prints it). */
 int up_filter_parse(const char *text, struct up_filter *out, struct up_spec_err *err);

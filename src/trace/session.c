@@ -51,6 +51,8 @@ struct tspec {
 	char *hist_text;
 	unsigned hist_conds; /* of conds, the trigger's (the last ones) */
 	bool stacks;	     /* an argument is a $ustack: named at the hit */
+	char *filter_text;   /* events/GRP/EVENT/filter: the conditions before the trigger's */
+	struct up_filter comm; /* its comm term, if any: applied by the tracer */
 };
 
 struct tproc;
@@ -490,6 +492,8 @@ static void report_record(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		flush_pending(tr);
 	if (c->tid != tid || !c->comm[0])
 		c = thread_info(tr, pid, tid, &cpu); /* once per thread: the cpu is the record's */
+	if (!up_filter_comm_holds(&ts->comm, c->comm))
+		return; /* the agent kept it on the numbers; the name says no */
 	env->comm = c->comm;
 	fc.comm = c->comm[0] ? c->comm : NULL;
 	fc.pid = pid;
@@ -779,12 +783,23 @@ static int attach_hist(struct tspec *ts, struct up_hist *h, const char *text, ch
 			 ts->label);
 		return -EEXIST;
 	}
+	if (ts->comm.has_comm) {
+		snprintf(err, errlen, "'%s': a hist trigger and a comm filter on one event are not "
+				      "supported\n", text);
+		return -EINVAL;
+	}
 	if (h->filter) {
 		struct up_filter flt;
 		const char *at = strstr(text, h->filter);
 		char msg[256];
 
 		rc = up_filter_parse(h->filter, &flt, &se);
+		if (!rc && (flt.has_comm || ts->comm.has_comm)) {
+			/* the agent aggregates in the process, where there is no name to match */
+			snprintf(err, errlen, "'%s': a hist trigger and a comm filter on one event "
+					      "are not supported\n", text);
+			return -EINVAL;
+		}
 		if (!rc && ts->nconds + flt.n > sizeof(ts->conds) / sizeof(ts->conds[0]))
 			rc = -E2BIG;
 		if (!rc && up_filter_resolve(&flt, &ts->spec, ts->conds + ts->nconds, msg,
@@ -978,7 +993,8 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 
 		if (is_return)
 			uprobe_current_duration(tr->ctx, &dur);
-		if (ts->nconds && !filter_holds(ts, pd->vals, dur)) {
+		if ((ts->nconds && !filter_holds(ts, pd->vals, dur)) ||
+		    !up_filter_comm_holds(&ts->comm, env.comm)) {
 			tr->npend--; /* the filter says no */
 			return;
 		}
@@ -2005,6 +2021,7 @@ void up_trace_free(struct up_trace *tr)
 		up_hist_free(tr->specs[i]->hist);
 		free(tr->specs[i]->hist);
 		free(tr->specs[i]->hist_text);
+		free(tr->specs[i]->filter_text);
 		up_spec_free(&tr->specs[i]->spec);
 		free(tr->specs[i]->text);
 		free(tr->specs[i]);
@@ -2165,6 +2182,11 @@ int up_trace_set_filter(struct up_trace *tr, const char *text, char *err, size_t
 		if (n > 0 && (size_t)n < errlen)
 			up_spec_err_format(text, &se, err + n, errlen - (size_t)n);
 		return rc;
+	}
+	if (tr->filter.has_comm) {
+		snprintf(err, errlen, "--filter: a comm term is taken by the mount's filter files "
+				      "only (events/GRP/EVENT/filter)");
+		return -EINVAL;
 	}
 	tr->has_filter = tr->filter.n > 0;
 	return 0;
@@ -2430,6 +2452,63 @@ int up_trace_set_trigger(struct up_trace *tr, unsigned i, const char *text, char
 	return 0;
 }
 
+int up_trace_set_event_filter(struct up_trace *tr, unsigned i, const char *text, char *err,
+			      size_t errlen)
+{
+	struct uprobe_cond c[UP_FILTER_MAX];
+	struct up_filter f = { .n = 0 };
+	struct up_spec_err se;
+	struct tspec *ts;
+	unsigned base;
+	char *keep = NULL;
+	int rc;
+
+	err[0] = '\0';
+	if (i >= tr->nspecs || tr->specs[i]->removed)
+		return -ENOENT;
+	ts = tr->specs[i];
+	if (ts->spec.kind != UP_SPEC_EVENT)
+		return -EINVAL;
+	if (text && *text && strcmp(text, "0")) {
+		rc = up_filter_parse(text, &f, &se);
+		if (rc) {
+			if (rc == -EINVAL)
+				up_spec_err_format(text, &se, err, errlen);
+			return rc;
+		}
+		if (up_filter_resolve(&f, &ts->spec, c, err, errlen))
+			return -EINVAL;
+		if (f.has_comm && ts->hist) {
+			snprintf(err, errlen, "a comm filter and a hist trigger on one event are not "
+					      "supported (the process aggregates, with no name to match)");
+			return -EINVAL;
+		}
+		keep = strdup(text);
+		if (!keep)
+			return -ENOMEM;
+	}
+	if (f.n + ts->hist_conds > sizeof(ts->conds) / sizeof(ts->conds[0])) {
+		free(keep);
+		return -E2BIG;
+	}
+	/* [filter's conditions][trigger's], the filter's replaced */
+	base = ts->nconds - ts->hist_conds;
+	memmove(ts->conds + f.n, ts->conds + base, ts->hist_conds * sizeof(*ts->conds));
+	memcpy(ts->conds, c, f.n * sizeof(*c));
+	ts->nconds = f.n + ts->hist_conds;
+	free(ts->filter_text);
+	ts->filter_text = keep;
+	ts->comm = f;
+	disarm_spec(tr, i); /* the fast path's agents take conditions when armed */
+	up_trace_arm_all(tr, false);
+	return 0;
+}
+
+const char *up_trace_event_filter(const struct up_trace *tr, unsigned i)
+{
+	return i < tr->nspecs ? tr->specs[i]->filter_text : NULL;
+}
+
 int up_trace_trigger_text(struct up_trace *tr, unsigned i, char *buf, size_t size)
 {
 	if (size)
@@ -2516,6 +2595,11 @@ void up_trace_set_pid_filter(struct up_trace *tr, pid_t pid)
 {
 	tr->pid_filter = pid;
 	sync_enabled(tr);
+}
+
+int up_trace_set_wait_hook(struct up_trace *tr, void (*hook)(void *arg, int fd), void *arg)
+{
+	return uprobe_ctx_set_wait_hook(tr->ctx, hook, arg);
 }
 
 int up_trace_fd(struct up_trace *tr)

@@ -128,6 +128,17 @@ void up_trace_set_pid_filter(struct up_trace *tr, pid_t pid);
    ms: -1 forever), then dispatch. */
 int up_trace_timeout(struct up_trace *tr);
 int up_trace_fd(struct up_trace *tr);
+/* uprobe_ctx_set_wait_hook(): what to serve while waiting for a tracee to stop */
+/*
+ * events/GRP/EVENT/filter: event i's hits are kept only where text (the kernel's filter
+ * expression on the event's named arguments, up_filter_parse) holds, on the fast path
+ * and the trap path alike; "0" or "" removes it.  -EINVAL with err (a caret line when
+ * the text is at fault), -ENOENT when i is no live event.  The filter's text, or NULL.
+ */
+int up_trace_set_event_filter(struct up_trace *tr, unsigned i, const char *text, char *err,
+			      size_t errlen);
+const char *up_trace_event_filter(const struct up_trace *tr, unsigned i);
+int up_trace_set_wait_hook(struct up_trace *tr, void (*hook)(void *arg, int fd), void *arg);
 int up_trace_dispatch(struct up_trace *tr);
 /* Every process let go, its probes removed (unmount). */
 void up_trace_detach_all(struct up_trace *tr);

@@ -20,6 +20,20 @@
 #   hist       events/GRP/EVENT/trigger takes a hist trigger (listed as the kernel lists
 #              it), hist shows the table (3 hits of one key), a bad trigger is refused with
 #              error_log's "hist:GRP:EVENT: error:" and a caret, "!hist:..." removes it
+#   hang_pid   `sh -c 'echo $$ > set_event_pid'` returns (the daemon attaches the very
+#              process blocked in the write) within 10 s, and the shell is then traced
+#   hang_write a traced shell writes a probe on its own program to uprobe_events and reads
+#              it back within 10 s (placing it stops the writer); a traced `cat trace_pipe`
+#              blocked in a read does not hold up a probe placed in its process either
+#   reach      the sample untraced: enabling a p: event on its file brings it in (the kernel's probe fires in
+#              every process that maps the file) and records its hit
+#   command    `uprobe mount DIR -- COMMAND`: COMMAND sees DIR, a probe by path fires in
+#              a program it starts, uprobe exits with COMMAND's status, DIR goes with it
+#   oracle     the kernel's tracefs as the oracle (SKIP without uprobe events there): the
+#              same event line written to both, then uprobe_events, dynamic_events, the
+#              new event's enable, its format (but the ID), the group's enable,
+#              uprobe_profile, and error_log's message and caret for bad lines, compared;
+#              the kernel's event has a group of its own and is removed after
 #   unmount    fusermount3 -u: the daemon exits, the sample runs on untraced, finishes 0
 #   sigterm    the same through SIGTERM on the daemon
 # Exit 77 (SKIP) with the reason when FUSE cannot be used here.
@@ -72,6 +86,30 @@ trace_lines_ge() { [ "$(grep -vc '^#' "$M/trace")" -ge "$1" ]; }
 command -v fusermount3 >/dev/null || skip "fusermount3 not found (Debian package fuse3)"
 command -v nm >/dev/null || skip "nm not found (Debian package binutils)"
 command -v objdump >/dev/null || skip "objdump not found (Debian package binutils)"
+
+# a copy of the sample of its own: enabling a probe on a file reaches every process of
+# ours that maps it, and the tests that run beside this one have samples too
+cp "$SAMPLE" "$W/sample" || fail "cp sample"
+SAMPLE=$W/sample
+if [ "$MODE" = command ]; then
+	mkdir "$M"
+	"$UPROBE" mount "$M" -- sh -c "
+		echo 'p:grp/foo $W/sample:foo a=%di:s32' >> $M/uprobe_events || exit 10
+		echo 1 > $M/events/grp/foo/enable || exit 11
+		echo x | $W/sample > /dev/null || exit 12
+		echo 0 > $M/events/grp/foo/enable
+		grep -q 'foo: (0x[0-9a-f]*) a=4' $M/trace || { cat $M/trace; exit 13; }
+		exit 7" > "$W/out" 2> "$W/daemon.err"
+	st=$?
+	[ $st -eq 7 ] || fail "uprobe mount -- sh exited $st, not the command's 7: $(cat "$W/out")"
+	[ -e "$M/uprobe_events" ] && fail "still mounted after the command"
+	"$UPROBE" mount "$M" -- sh -c 'kill -TERM $$'
+	st=$?
+	[ $st -eq 143 ] || fail "a command killed by SIGTERM: uprobe exited $st, not 143"
+	ok "mount DIR -- COMMAND: the probe fired in a program it started; its status is uprobe's"
+	cleanup
+	exit 0
+fi
 
 # ---- the sample, reading a fifo, as the seed's 'ps -a | grep sample' process ----------
 mkfifo "$W/in" || fail "mkfifo"
@@ -329,7 +367,17 @@ event)
 	spec="p:grp/foo $SAMPLE:foo a=%di:s32 b=%si:u32 e=%r8:s8"
 	echo "$spec" > "$M/uprobe_events" || fail "p: spec refused: $(cat "$M/error_log")"
 	[ "$(cat "$M/uprobe_events")" = "$spec" ] || fail "listing: $(cat "$M/uprobe_events")"
-	[ "$(cat "$M/events/grp/foo/enable")" = 1 ] || fail "enable is not 1"
+	# the kernel makes an event disabled: its hits are not recorded until enabled
+	[ "$(cat "$M/events/grp/foo/enable")" = 0 ] || fail "a new event's enable is not 0"
+	before=$(rchar)
+	printf 'z' >&7
+	wait_consumed "$before"
+	[ "$(grep -vc '^#' "$M/trace")" -eq 0 ] || fail "a disabled new event recorded: $(cat "$M/trace")"
+	echo 1 > "$M/events/grp/foo/enable" || fail "enable 1"
+	if echo "-:grp/foo" >> "$M/uprobe_events" 2>/dev/null; then fail "-: removed an enabled event"; fi
+	if echo > "$M/uprobe_events" 2>/dev/null; then fail "> uprobe_events removed an enabled event"; fi
+	[ "$(cat "$M/uprobe_events")" = "$spec" ] || fail "the enabled event went: $(cat "$M/uprobe_events")"
+	ok "created disabled; an enabled event cannot be removed (EBUSY)"
 	printf 'a' >&7
 	wait_for trace_lines_ge 1 || fail "the p: probe recorded nothing"
 	grep -q '^#           TASK-PID     CPU#     TIMESTAMP  FUNCTION$' "$M/trace" || fail "event header: $(head -4 "$M/trace")"
@@ -345,19 +393,42 @@ event)
 	printf 'c' >&7
 	wait_for trace_lines_ge 2 || fail "no line after enable 1"
 	[ "$(grep -vc '^#' "$M/trace")" -eq 2 ] || fail "a hit recorded while disabled"
-	awk '$2 == "grp/foo" { print $3 }' "$M/uprobe_profile" > "$W/hits"
+	awk '$2 == "foo" { print $3 }' "$M/uprobe_profile" > "$W/hits"
 	[ "$(cat "$W/hits")" = 2 ] || fail "uprobe_profile: $(cat "$M/uprobe_profile")"
 	ok "enable 0/1, uprobe_profile: $(cat "$M/uprobe_profile")"
-	echo 0 > "$M/events/grp/foo/filter" || fail "filter 0 refused"
 	[ "$(cat "$M/events/grp/foo/filter")" = none ] || fail "filter reads $(cat "$M/events/grp/foo/filter")"
-	if echo 'a == 4' > "$M/events/grp/foo/filter" 2> /dev/null; then fail "a filter was taken, not applied"; fi
-	ok "filter: 0 taken, 'a == 4' refused"
+	F=$M/events/grp/foo/filter
+	echo 'a == 5 && b > 100' > "$F" || fail "filter 'a == 5 && b > 100' refused: $(cat "$M/error_log")"
+	[ "$(cat "$F")" = 'a == 5 && b > 100' ] || fail "filter reads $(cat "$F")"
+	before=$(rchar)
+	printf 'd' >&7
+	wait_consumed "$before" # a is 4: filtered out
+	echo 'a == 4 && b > 100' > "$F" || fail "filter 'a == 4 && b > 100' refused"
+	printf 'e' >&7
+	wait_for trace_lines_ge 3 || fail "no line with a filter that holds"
+	[ "$(grep -vc '^#' "$M/trace")" -eq 3 ] || fail "a hit the filter rejects was recorded: $(cat "$M/trace")"
+	echo 'comm == "ls" && a == 4' > "$F" || fail "filter with comm refused: $(cat "$M/error_log")"
+	before=$(rchar)
+	printf 'f' >&7
+	wait_consumed "$before" # the sample is not ls
+	echo 'a == 4 && comm ~ "sam*"' > "$F" || fail "filter with comm ~ refused: $(cat "$M/error_log")"
+	printf 'g' >&7
+	wait_for trace_lines_ge 4 || fail "no line with comm ~ \"sam*\""
+	[ "$(grep -vc '^#' "$M/trace")" -eq 4 ] || fail "comm == \"ls\" let a hit of sample through: $(cat "$M/trace")"
+	: > "$M/error_log"
+	if echo 'nosuch == 1' > "$F" 2> /dev/null; then fail "a filter on no argument was taken"; fi
+	grep -q "error: " "$M/error_log" || fail "error_log: $(cat "$M/error_log")"
+	[ "$(cat "$F")" = 'a == 4 && comm ~ "sam*"' ] || fail "a refused filter changed the filter: $(cat "$F")"
+	echo 0 > "$F" || fail "filter 0 refused"
+	[ "$(cat "$F")" = none ] || fail "filter 0 left $(cat "$F")"
+	ok "filter: kept only the hits it holds on; 0 removes it; $(grep error: "$M/error_log" | sed 's/^\[[^]]*\] //')"
 	;;
 
 hist)
 	echo "$PID" > "$M/set_event_pid" || fail "set_event_pid refused $PID"
 	echo "p:grp/foo $SAMPLE:foo a=%di:s32 e=%r8:s8" > "$M/uprobe_events" ||
 		fail "p: spec refused: $(cat "$M/error_log")"
+	echo 1 > "$M/events/grp/foo/enable" || fail "enable 1"
 	T=$M/events/grp/foo/trigger
 	[ "$(cat "$T")" = "$(printf '# Available triggers:\n# hist')" ] || fail "trigger reads $(cat "$T")"
 	[ -z "$(cat "$M/events/grp/foo/hist")" ] || fail "hist without a trigger: $(cat "$M/events/grp/foo/hist")"
@@ -390,6 +461,81 @@ hist)
 	printf 'd' >&7
 	wait_for trace_lines_ge 1 || fail "no line after the trigger went"
 	ok "removed: the event prints again"
+	;;
+
+reach)
+	echo "p:grp/foo $SAMPLE:foo a=%di:s32" > "$M/uprobe_events" || fail "p: refused: $(cat "$M/error_log")"
+	grep -q "^TracerPid:[[:space:]]*0\$" /proc/$PID/status || fail "traced before the event is enabled"
+	echo 1 > "$M/events/grp/foo/enable" || fail "enable 1"
+	grep -q "^TracerPid:[[:space:]]*$DPID\$" /proc/$PID/status || fail "enabling did not bring the sample in"
+	printf 'a' >&7
+	wait_for trace_lines_ge 1 || fail "no hit recorded"
+	grep -Eq "foo: \($FOOX\) a=4\$" "$M/trace" || fail "trace: $(cat "$M/trace")"
+	ok "enabling reached the process mapping the file: $(grep -v '^#' "$M/trace")"
+	;;
+
+oracle)
+	K=/sys/kernel/tracing
+	[ -w "$K/uprobe_events" ] || mount -t tracefs nodev "$K" 2>/dev/null
+	[ -w "$K/uprobe_events" ] || skip "no uprobe events in this kernel's tracefs"
+	G=upfs$$
+	OFF=$(objdump -h "$SAMPLE" | awk '$2 == ".text" { print $6 }')
+	L="p:$G/ev $SAMPLE:0x$OFF a=%di:u32 s=+0(%si):string"
+	kclean() { echo "-:$G/ev" >> "$K/uprobe_events" 2>/dev/null; }
+	echo "$L" >> "$K/uprobe_events" || skip "the kernel refused $L"
+	echo "$L" >> "$M/uprobe_events" || { kclean; fail "the mount refused $L: $(cat "$M/error_log")"; }
+	for f in uprobe_events dynamic_events events/$G/ev/enable events/$G/enable; do
+		grep -v '^#' "$K/$f" | grep -F "$G" > "$W/k" 2>/dev/null || cat "$K/$f" > "$W/k"
+		grep -v '^#' "$M/$f" | grep -F "$G" > "$W/m" 2>/dev/null || cat "$M/$f" > "$W/m"
+		cmp -s "$W/k" "$W/m" || { kclean; fail "$f: kernel '$(cat "$W/k")', mount '$(cat "$W/m")'"; }
+	done
+	grep -v '^ID:' "$K/events/$G/ev/format" > "$W/k"
+	grep -v '^ID:' "$M/events/$G/ev/format" > "$W/m"
+	cmp -s "$W/k" "$W/m" || { kclean; fail "format: $(diff "$W/k" "$W/m")"; }
+	grep -F " ev " "$K/uprobe_profile" | tr -s ' ' > "$W/k"
+	grep -F " ev " "$M/uprobe_profile" | tr -s ' ' > "$W/m"
+	cmp -s "$W/k" "$W/m" || { kclean; fail "uprobe_profile: kernel '$(cat "$W/k")', mount '$(cat "$W/m")'"; }
+	kclean
+	for bad in "p:$G/b /nonexistent:0x10" "p:$G/b /sys:0x10" "p:$G/b $SAMPLE:0x1z" \
+		"p:$G/b $SAMPLE:0x10(0x1" "p:$G/b $SAMPLE:0x10 @+0xzz"; do
+		for d in "$K" "$M"; do
+			echo > "$d/error_log"
+			printf '%s' "$bad" >> "$d/uprobe_events" 2>/dev/null && { kclean; fail "$d took '$bad'"; }
+			sed 's/^\[[^]]*\] //' "$d/error_log" > "$W/log.$(basename "$d")"
+		done
+		cmp -s "$W/log.tracing" "$W/log.mnt" || fail "error_log of '$bad': kernel '$(cat "$W/log.tracing")', mount '$(cat "$W/log.mnt")'"
+	done
+	ok "the kernel and the mount agree: listing, enable, format, profile, error_log"
+	;;
+
+hang_pid)
+	# (timeout -s KILL: a writer stuck in the request ignores every other signal)
+	timeout -s KILL 10 sh -c "echo \$\$ > $M/set_event_pid; grep TracerPid /proc/\$\$/status" > "$W/out" ||
+		fail "the write to set_event_pid hung (or failed): $(cat "$W/out")"
+	grep -q "^TracerPid:[[:space:]]*$DPID\$" "$W/out" || fail "the writer is not traced: $(cat "$W/out")"
+	ok "echo \$\$ > set_event_pid returned; the shell was traced: $(cat "$W/out")"
+	;;
+
+hang_write)
+	SH=$(readlink -f /bin/sh)
+	OFF=$(awk '$2 ~ /x/ && $6 == "'"$SH"'" { print $3; exit }' /proc/self/maps)
+	[ -z "$OFF" ] && OFF=$(sh -c 'cat /proc/$$/maps' | awk '$2 ~ /x/ && $6 == "'"$SH"'" { print $3; exit }')
+	[ -n "$OFF" ] || fail "no executable mapping of $SH"
+	timeout -s KILL 10 sh -c "echo \$\$ > $M/set_event_pid &&
+		echo 'p:grp/sh $SH:0x$OFF' >> $M/uprobe_events && cat $M/uprobe_events" > "$W/out" ||
+		fail "a traced writer of uprobe_events hung (or failed): $(cat "$W/out"; cat "$M/error_log")"
+	grep -q "^p:grp/sh $SH:0x0*$OFF\$" "$W/out" || fail "listing: $(cat "$W/out")"
+	ok "a traced shell placed a probe on its own program: $(cat "$W/out")"
+	LIBC=$(awk '$6 ~ /\/libc[.-]/ { print $6; exit }' /proc/$PID/maps)
+	[ -n "$LIBC" ] || fail "the sample maps no libc"
+	sh -c "echo \$\$ > $M/set_event_pid; exec cat $M/trace_pipe" > /dev/null 2>&1 &
+	CPID=$!
+	wait_for grep -q "^TracerPid:[[:space:]]*$DPID\$" /proc/$CPID/status || fail "cat is not traced"
+	timeout -s KILL 10 sh -c "echo 'p:grp/gp $LIBC:getpid' >> $M/uprobe_events" ||
+		fail "placing a probe in a process blocked in trace_pipe hung"
+	timeout -s KILL 10 cat "$M/uprobe_events" > "$W/out" || fail "the mount hangs after it"
+	grep -q "grp/gp" "$W/out" || fail "listing: $(cat "$W/out")"
+	ok "a probe placed in a process blocked in trace_pipe"
 	;;
 
 unmount|sigterm)

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * uprobe mount: the control filesystem, tracefs's files for uprobes served by FUSE
- * (src/fs/fs.c does the work).  Runs in the foreground until unmounted.
+ * (src/fs/ does the work).  Runs in the foreground until unmounted, or while the
+ * command after -- runs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -30,25 +32,34 @@ static void on_stop_signal(int sig)
 
 static void mount_usage(FILE *out)
 {
-	fputs("usage: uprobe mount [-p PID]... [-v] [-d] DIR\n"
+	fputs("usage: uprobe mount [-p PID]... [-v] [-d] DIR [-- COMMAND [ARGS]]\n"
 	      "\n"
 	      "Serves in DIR the files tracefs has for uprobes, so that what is written for\n"
-	      "/sys/kernel/tracing works here, without root, on every process you may ptrace:\n"
-	      "  uprobe_events, uprobes_events  write a probe spec a line ('>' clears every\n"
-	      "                   probe first, '>>' adds; '-:[GRP/]EVENT' removes one); read:\n"
-	      "                   the probes.  Seed lines (up PID ADDR D|S|A ...) trace PID.\n"
+	      "/sys/kernel/tracing works here, without root, on every process you may ptrace\n"
+	      "(the kernel's ftrace selftests for uprobe events pass against it):\n"
+	      "  uprobe_events, uprobes_events, dynamic_events  write a probe spec a line\n"
+	      "                   ('>' removes every probe first, '>>' adds; '-:[GRP/]EVENT'\n"
+	      "                   removes one; an enabled event cannot be removed); read: the\n"
+	      "                   probes.  Seed lines (up PID ADDR D|S|A ...) trace PID.\n"
 	      "  error_log        why a written line was refused, with a caret under it\n"
 	      "  trace            the trace (header and lines); '> trace' clears it\n"
 	      "  trace_pipe       the same lines, read as they come (blocking, consuming)\n"
 	      "  tracing_on       1 records, 0 does not\n"
-	      "  uprobe_profile   hits per probe\n"
+	      "  current_tracer   nop;  README  what is here, as the kernel's mini-HOWTO\n"
+	      "  uprobe_profile   hits per event\n"
 	      "  set_event_pid    PIDs written here are traced (p:/r: probes act on them) and,\n"
 	      "                   when there is one, only its hits are recorded\n"
-	      "  events/GRP/EVENT/enable   1 / 0\n"
-	      "  events/GRP/EVENT/filter   0 only (no filter): other filters are refused\n"
-	      "Removing probes clears trace, as the kernel does.  Runs until unmounted\n"
+	      "  events/enable, events/GRP/enable, events/GRP/EVENT/enable   1 / 0 (events\n"
+	      "                   are created disabled)\n"
+	      "  events/GRP/EVENT/filter   an event filter: 'size > 4096 && comm == \"ls\"'; 0: none\n"
+	      "  events/GRP/EVENT/trigger, hist   a hist trigger and its table\n"
+	      "  events/GRP/EVENT/format, id\n"
+	      "With -- COMMAND, COMMAND runs with DIR served, it and all it starts traced (a\n"
+	      "probe by path fires in any program started under it); the mount ends with it\n"
+	      "and its exit status is uprobe's.  Without, enabling an event by path also\n"
+	      "brings in your processes that map the file, and the mount runs until unmounted\n"
 	      "(fusermount3 -u DIR) or Ctrl-C/SIGTERM: every probe is then taken out and the\n"
-	      "processes run on.\n"
+	      "processes run on.  Removing probes clears trace, as the kernel does.\n"
 	      "\n"
 	      "options:\n"
 	      "  -p, --pid PID     trace this process from the start (repeatable)\n"
@@ -81,7 +92,7 @@ static int mount_run(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_stop_signal };
 	pid_t *pids = NULL;
 	unsigned npids = 0;
-	int c, rc;
+	int c, rc, st = -1;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+p:vdh", longopts, NULL)) != -1) {
@@ -121,10 +132,15 @@ static int mount_run(int argc, char **argv)
 			return cli_usage_error(&cli_cmd_mount, "unknown option");
 		}
 	}
-	if (optind != argc - 1) {
+	if (optind == argc) {
 		free(pids);
-		return cli_usage_error(&cli_cmd_mount, optind == argc ? "no mount point: give DIR"
-								      : "one DIR only");
+		return cli_usage_error(&cli_cmd_mount, "no mount point: give DIR");
+	}
+	if (optind + 1 < argc && (strcmp(argv[optind + 1], "--") || optind + 2 == argc)) {
+		free(pids);
+		return cli_usage_error(&cli_cmd_mount, strcmp(argv[optind + 1], "--")
+							       ? "one DIR only (a command comes after --)"
+							       : "no command after --");
 	}
 	if (!up_fs_supported()) {
 		free(pids);
@@ -144,22 +160,32 @@ static int mount_run(int argc, char **argv)
 	o.pids = pids;
 	o.npids = npids;
 	o.stop_fd = stop_pipe[0];
+	if (optind + 2 < argc) {
+		o.argv = argv + optind + 2;
+		o.status = &st;
+	}
 	rc = up_fs_run(&o);
 	free(pids);
 	close(stop_pipe[0]);
 	close(stop_pipe[1]);
 	if (rc) {
+		if (o.argv && rc != -EIO) {
+			cli_err("mount", "%s: %s", o.argv[0], strerror(-rc));
+			return rc == -ENOENT ? 127 : 126; /* as a shell says it */
+		}
 		cli_err("mount", "%s: %s", o.mountpoint,
 			rc == -EIO ? "cannot mount" : strerror(-rc));
 		return CLI_FAIL;
 	}
+	if (o.argv) /* the command's status is ours */
+		return st == -1 ? CLI_FAIL : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	return CLI_OK;
 }
 
 const struct cli_cmd cli_cmd_mount = {
 	.name = "mount",
 	.run = mount_run,
-	.synopsis = "mount [-p PID]... [-v] [-d] DIR",
+	.synopsis = "mount [-p PID]... [-v] [-d] DIR [-- COMMAND [ARGS]]",
 	.summary = "serve tracefs's uprobe files in DIR (FUSE), for shell scripts",
 	.usage = mount_usage,
 };
