@@ -162,7 +162,7 @@ struct upa_rt {
 #define UPA_TOUCH_OFF 224
 #define UPA_TOUCH_LEN 16
 #define UPA_ENTRY_OFF 256
-#define UPA_CODE_SIZE 8192 /* the blob's mapping: it must fit */
+#define UPA_CODE_SIZE 12288 /* the blob's mapping: it must fit */
 
 /*
  * Aggregation (UPA_P_AGG): a hit updates the entry of its key in a table, instead of
@@ -242,8 +242,11 @@ struct upa_probe {
  * A record: a header, the chosen frame words in order, then one memory entry per read
  * the fetches made.  Records are 8-byte aligned; slot is what was reserved (the next
  * record starts slot bytes on), len what was written.  The header is written last: its
- * first word turns nonzero when the record is complete.  A pad fills the ring's end.
+ * first word turns nonzero when the record is complete.  A record reserves the most it
+ * can take and gives back what it did not use when nothing was reserved after it.  A
+ * pad fills the ring's end.
  */
+#define UPA_REC_ALIGN 32u /* records start at multiples of it; slots are multiples */
 #define UPA_REC_PAD 0xffffffffu /* hdr.id of a pad */
 #define UPA_REC_SP 0x80000000u
 #define UPA_REC_RET 0x40000000u /* a return: the frame's rip is where it returned to */

@@ -57,7 +57,7 @@ extern const size_t up_agent_blob_size;
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
-#define REC_ALIGN 32u
+#define REC_ALIGN UPA_REC_ALIGN
 
 #define NR_CLOSE 3
 #define NR_MMAP 9

@@ -17,7 +17,7 @@ set -u
 uprobe=$1 prog=$2 libuser=$3
 case $prog in missing:*) echo "SKIP: ${prog#missing:}"; exit 77 ;; esac
 tmp=$(mktemp -d)
-trap 'kill $bg 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $bg 2>/dev/null; [ -e "$tmp/mnt/uprobe_events" ] && fusermount3 -u "$tmp/mnt" 2>/dev/null; rm -rf "$tmp"' EXIT
 bg=
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -96,6 +96,7 @@ if command -v fusermount3 >/dev/null 2>&1 && [ -c /dev/fuse ]; then
 	cat "$tmp/mnt/uprobe_events"
 	grep -qE "^p:uptest_fs/tick $t:0x[0-9a-f]+\(0x[0-9a-f]+\) i=%di:s32$" "$tmp/mnt/uprobe_events" ||
 		fail "the mount does not list the u: line as its p: line"
+	echo 1 >"$tmp/mnt/events/uptest_fs/tick/enable" # made disabled, as the kernel makes it
 	sleep 0.5
 	grep -q ' tick: .* i=[0-9]' "$tmp/mnt/trace" || fail "no tick event through the mount"
 	fusermount3 -u "$tmp/mnt"

@@ -49,11 +49,11 @@ struct probe {
 static int setup(void **state)
 {
 	(void)state;
-	code = mmap(NULL, 8192, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+	code = mmap(NULL, UPA_CODE_SIZE, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
 		    -1, 0);
 	mem = mmap(NULL, 4096 + (1u << RING_ORDER), PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (code == MAP_FAILED || mem == MAP_FAILED || up_agent_blob_size > 8192)
+	if (code == MAP_FAILED || mem == MAP_FAILED || up_agent_blob_size > UPA_CODE_SIZE)
 		return -1;
 	memcpy(code, up_agent_blob, up_agent_blob_size);
 	ctl = (struct upa_ctl *)mem;
@@ -71,7 +71,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	munmap(code, 8192);
+	munmap(code, UPA_CODE_SIZE);
 	munmap(mem, 4096 + (1u << RING_ORDER));
 	return 0;
 }
@@ -321,20 +321,44 @@ static void test_full_ring_and_pad(void **state)
 		consume(r);
 	}
 	assert_null(next_record(&v));
-	/* records of a size that does not divide the ring: each wrap leaves a pad */
+	/* records of a size that does not divide the ring (8 registers: 96 bytes): each
+	   wrap leaves a pad */
 	reset();
-	p.d.max_record = 96;
+	probe_init(&p, 1ull << UPA_RDI | 1ull << UPA_RSI | 1ull << UPA_RDX | 1ull << UPA_RCX |
+			       1ull << UPA_R8 | 1ull << UPA_R9 | 1ull << UPA_R10 | 1ull << UPA_R11,
+		   0, 0);
+	finish(&p);
+	assert_int_equal(p.d.max_record, 96);
 	for (unsigned i = 0; i < 100; i++) {
 		frame[UPA_RDI] = 1000 + i;
 		entry(frame, &p.d);
 		r = next_record(&v);
 		assert_non_null(r);
-		assert_int_equal(v.regs[2], 1000 + i);
+		assert_int_equal(v.regs[7], 1000 + i); /* r11 r10 r9 r8 rcx rdx rsi rdi */
 		consume(r);
 	}
 	assert_int_equal(ctl->ring[0].lost, 0);
 	assert_true(ctl->ring[0].head > 100 * 96); /* pads were written, and skipped */
 	assert_int_equal(ctl->ring[0].tail, ctl->ring[0].head);
+	/* a record that reserved more than it wrote (a string's maximum) gives the rest
+	   back: 64-byte records of a 512-byte reservation fill the ring 64 at a time */
+	reset();
+	probe_init(&p, 1ull << UPA_RDI | 1ull << UPA_RSI | 1ull << UPA_RDX, 0, 0);
+	finish(&p);
+	p.d.max_record = 512;
+	for (unsigned i = 0; i < 20; i++) {
+		frame[UPA_RDI] = i;
+		entry(frame, &p.d);
+	}
+	assert_int_equal(ctl->ring[0].lost, 0);
+	assert_int_equal(ctl->ring[0].head, 20 * 64);
+	for (unsigned i = 0; i < 20; i++) {
+		r = next_record(&v);
+		assert_non_null(r);
+		assert_int_equal(r->slot, 64);
+		assert_int_equal(v.regs[2], i);
+		consume(r);
+	}
 }
 
 /* ---- two writers, one of them the reader, at once ---- */

@@ -303,7 +303,7 @@ static inline int cas(uint64_t *p, uint64_t *o, uint64_t v, int shared)
  * locked compare-and-swap); else only this thread and its signal handlers do, and a
  * plain cmpxchg, one instruction, is atomic enough.
  */
-static struct upa_rec *reserve(struct upa_ring *rg, uint32_t size, int shared)
+static struct upa_rec *reserve(struct upa_ring *rg, uint32_t size, int shared, uint64_t *at)
 {
 	uint64_t cap = 1ull << rg->order;
 	uint64_t h = __atomic_load_n(&rg->head, __ATOMIC_RELAXED), t, off, pad;
@@ -336,6 +336,7 @@ static struct upa_rec *reserve(struct upa_ring *rg, uint32_t size, int shared)
 		__atomic_store_n(&p->slot, (uint32_t)pad, __ATOMIC_RELEASE);
 		off = 0;
 	}
+	*at = h + pad;
 	return (struct upa_rec *)(ring + off);
 }
 
@@ -640,14 +641,14 @@ static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 	struct upa_ring *rg = &ctl->ring[0];
 	struct upa_rec *r;
 	struct out o;
-	uint64_t regs, v;
-	uint32_t sp;
+	uint64_t regs, v, at, end;
+	uint32_t sp, used;
 
 	if (slot == SLOT_UNKNOWN)
 		slot = thread_slot(ctl);
 	if (slot >= 0 && ctl->ring[slot + 1].base)
 		rg = &ctl->ring[slot + 1];
-	r = reserve(rg, d->max_record, rg == &ctl->ring[0]);
+	r = reserve(rg, d->max_record, rg == &ctl->ring[0], &at);
 	if (!r) {
 		__atomic_fetch_add(&rg->lost, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&d->lost, 1, __ATOMIC_RELAXED);
@@ -667,7 +668,14 @@ static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 	for (unsigned i = 0; i < d->nfetch; i++)
 		fetch(ctl, frame, &f[i], &o, &v);
 	r->len = (uint32_t)(o.p - (uint8_t *)r);
-	__atomic_store_n(&r->slot, d->max_record, __ATOMIC_RELEASE);
+	/* what the record did not use goes back, while nobody reserved after it (strings
+	   reserve their maximum, ~4 KiB each, and mostly take a few bytes): head first,
+	   then the slot, so the drain never walks past head */
+	used = (r->len + UPA_REC_ALIGN - 1) & ~(UPA_REC_ALIGN - 1);
+	end = at + d->max_record;
+	if (used < d->max_record && !cas(&rg->head, &end, at + used, rg == &ctl->ring[0]))
+		used = d->max_record;
+	__atomic_store_n(&r->slot, used, __ATOMIC_RELEASE);
 }
 
 /* A hit that is to count: aggregated or recorded. */
