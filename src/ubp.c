@@ -342,6 +342,103 @@ static int scan_code(struct region *r, const uint8_t *code, uint64_t start, uint
 	return rc;
 }
 
+/*
+ * Every direct branch target of the file (jmp, jcc, call), decoded once through its
+ * executable sections and kept with the file: a function may be entered in the middle
+ * from another (glibc's mempcpy jumps into memmove past its first instruction), which
+ * a scan of the enclosing function alone does not see.
+ */
+struct targets {
+	uint64_t *v;
+	size_t n, cap;
+	enum up_insn_mode mode;
+};
+
+static void targets_free(void *p)
+{
+	struct targets *t = p;
+
+	if (t)
+		free(t->v);
+	free(t);
+}
+
+static int targets_section(const struct up_sym_section *sec, void *ctx)
+{
+	struct targets *t = ctx;
+	struct up_insn insn;
+
+	for (uint64_t off = 0; off < sec->size;) {
+		up_insn_analyze(&insn, sec->data + off, sec->size - off, sec->vaddr + off, t->mode);
+		if (insn.is_branch_rel) {
+			if (t->n == t->cap) {
+				size_t cap = t->cap ? 2 * t->cap : 4096;
+				uint64_t *v = realloc(t->v, cap * sizeof(*v));
+
+				if (!v)
+					return -ENOMEM;
+				t->v = v;
+				t->cap = cap;
+			}
+			t->v[t->n++] = insn.target;
+		}
+		off += insn.length ? insn.length : 1;
+	}
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static const struct targets *file_targets(struct up_sym_elf *elf)
+{
+	struct targets *t = up_sym_elf_cache(elf);
+
+	if (t)
+		return t;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->mode = up_sym_elf_class(elf) == 32 ? UP_MODE_32 : UP_MODE_64;
+	if (up_sym_elf_for_each_exec_section(elf, targets_section, t)) {
+		targets_free(t);
+		return NULL;
+	}
+	qsort(t->v, t->n, sizeof(*t->v), cmp_u64);
+	up_sym_elf_set_cache(elf, t, targets_free);
+	return t;
+}
+
+/* A direct branch anywhere in the file into (r->flo, r->fhi)? */
+static int region_file_targets(struct region *r, struct up_sym_elf *elf)
+{
+	const struct targets *t = file_targets(elf);
+	size_t lo = 0, hi;
+
+	if (!t) {
+		snprintf(r->why, r->whylen, "the file's branches cannot be indexed");
+		return -ENOTSUP;
+	}
+	for (hi = t->n; lo < hi;) { /* the first target above flo */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (t->v[mid] <= r->flo)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < t->n && t->v[lo] < r->fhi) {
+		snprintf(r->why, r->whylen, "a branch elsewhere in the file targets 0x%" PRIx64
+			 ", inside the bytes the jmp would cover", t->v[lo] + r->bias);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
 /* r's file range against sym's code (and its .cold part's): nothing may arrive inside. */
 static int region_scan(struct region *r, struct up_sym_elf *elf, const struct up_sym *sym)
 {
@@ -369,7 +466,7 @@ static int region_scan(struct region *r, struct up_sym_elf *elf, const struct up
 	if (!up_sym_elf_lookup(elf, name, &cold) && cold.size &&
 	    !up_sym_elf_code(elf, cold.value, cold.size, &code))
 		rc = scan_code(r, code, cold.value, cold.size, mode, false);
-	return rc;
+	return rc ? rc : region_file_targets(r, elf);
 }
 
 int up_ubp_region_free(struct up_proc *p, struct up_ubp_files *files, uint64_t lo, uint64_t hi,

@@ -41,6 +41,9 @@ struct up_sym_elf {
 	struct up_sym *funcs;
 	size_t nr_funcs;
 	bool funcs_built;
+	/* a user's derived data (up_sym_elf_set_cache), released with the file */
+	void *cache;
+	void (*cache_free)(void *);
 };
 
 static int elf_open_raw(const char *path, int *fdp, Elf **elfp)
@@ -451,10 +454,25 @@ err_free:
 	return err;
 }
 
+void *up_sym_elf_cache(const struct up_sym_elf *e)
+{
+	return e->cache;
+}
+
+void up_sym_elf_set_cache(struct up_sym_elf *e, void *data, void (*release)(void *))
+{
+	if (e->cache && e->cache_free)
+		e->cache_free(e->cache);
+	e->cache = data;
+	e->cache_free = release;
+}
+
 void up_sym_elf_close(struct up_sym_elf *e)
 {
 	if (!e)
 		return;
+	if (e->cache && e->cache_free)
+		e->cache_free(e->cache);
 	free(e->funcs);
 	elf_end(e->debug_elf);
 	if (e->debug_fd >= 0)

@@ -124,6 +124,11 @@ int up_sym_elf_vaddr_to_offset(struct up_sym_elf *elf, uint64_t vaddr, uint64_t 
 /* The inverse: the vaddr of a file offset inside a PT_LOAD's file image, or -ENOENT. */
 int up_sym_elf_offset_to_vaddr(struct up_sym_elf *elf, uint64_t offset, uint64_t *vaddr);
 
+/* One pointer of data a user derives from the file (ubp.c: its branch targets), kept
+   with it and released by release when the file is closed or the data replaced. */
+void *up_sym_elf_cache(const struct up_sym_elf *elf);
+void up_sym_elf_set_cache(struct up_sym_elf *elf, void *data, void (*release)(void *));
+
 /* len bytes of the file's image at vaddr (a loaded segment's bytes from the file, any
    section: jump tables in .rodata too).  0, -ENOENT (not in the file's bytes), -EIO. */
 int up_sym_elf_read(struct up_sym_elf *elf, uint64_t vaddr, void *buf, size_t len);
