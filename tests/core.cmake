@@ -168,6 +168,10 @@ set_tests_properties(trace.ustack PROPERTIES TIMEOUT 180)
 add_test(NAME fast.every
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/fast_every.py $<TARGET_FILE:uprobe-cli>)
 set_tests_properties(fast.every PROPERTIES TIMEOUT 300)
+# every libc function entry: the tactics' coverage, live, and the trap path's counts
+add_test(NAME fast.entries
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/fast_entries.py $<TARGET_FILE:uprobe-cli>)
+set_tests_properties(fast.entries PROPERTIES TIMEOUT 300)
 
 # ---- flags across a return probe's in-process return trampoline --------------------------
 uprobe_core_target(ret_flags ret_flags.c)
