@@ -155,6 +155,7 @@ set_tests_properties(trace.raw PROPERTIES TIMEOUT 300)
 
 # ---- histograms: in-process aggregation against the trap path and the kernel -----------
 uprobe_core_target(hist_prog hist_prog.c THREADS)
+uprobe_core_target(tactics tactics.c THREADS)
 set_property(TARGET hist_prog APPEND PROPERTY COMPILE_OPTIONS -fno-omit-frame-pointer)
 add_test(NAME trace.hist
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_hist.py $<TARGET_FILE:uprobe-cli>
@@ -172,6 +173,11 @@ set_tests_properties(fast.every PROPERTIES TIMEOUT 300)
 add_test(NAME fast.entries
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/fast_entries.py $<TARGET_FILE:uprobe-cli>)
 set_tests_properties(fast.entries PROPERTIES TIMEOUT 300)
+# each tactic on its code shape, under threads and signals; removal restores every byte
+add_test(NAME fast.tactics
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/fast_tactics.py $<TARGET_FILE:uprobe-cli>
+    $<TARGET_FILE:tactics>)
+set_tests_properties(fast.tactics PROPERTIES TIMEOUT 300)
 
 # ---- flags across a return probe's in-process return trampoline --------------------------
 uprobe_core_target(ret_flags ret_flags.c)
