@@ -78,7 +78,7 @@ struct bench {
 	int rounds;
 	double run_seconds;
 	int nw;
-	struct bench_workload w[8];
+	struct bench_workload w[12];
 	struct bench_cell cell[8][T_NTOOLS];
 	int nreg, reg_rounds;
 	struct bench_reg_row reg[8];

@@ -976,6 +976,8 @@ static void setup(struct bench *b, const char *build)
 	add_workload(b, "e", "6 arguments fetched", "args", "hot_args", BK_ARGS);
 	add_workload(b, "f", "libc malloc+free loop", "malloc", NULL, BK_MALLOC);
 	add_workload(b, "g", "2 threads, one probe", "mt", "hot_mt", BK_MT);
+	add_workload(b, "h", "3-byte function (pad)", "tiny", "hot_tiny", BK_ENTRY);
+	add_workload(b, "i", "push, branch after (pun)", "pushpun", "hot_pushpun", BK_ENTRY);
 	add_workload(b, "floor", "int3 + PTRACE_CONT", "nop5", NULL, BK_FLOOR);
 
 	if (up_sym_elf_open(target, &elf))

@@ -14,6 +14,8 @@
  *   args:   hot_args   push %rbp             (six arguments in di si dx cx r8 r9)
  *   malloc: malloc(size) + free, N times     (libc's malloc, a real allocation loop)
  *   mt:     hot_mt     lea 1(%rdi),%rax      (two threads, N/2 calls each)
+ *   tiny:   hot_tiny   xor %eax,%eax; ret    (a 3-byte function: the fast path's pad)
+ *   pushpun: hot_pushpun push %rbx           (a branch lands after it: a punned jmp)
  *   int3:   hot_int3   int3                  (a bare ptrace stop: the floor)
  *   idle:   sleeps until killed              (registration benchmark; big_fn is there)
  *
@@ -35,6 +37,8 @@ void hot_nop5(void);
 long hot_ret(long);
 long hot_args(long, long, long, long, long, long);
 long hot_mt(long);
+long hot_tiny(void);
+long hot_pushpun(long);
 void hot_int3(void);
 void big_fn(void);
 
@@ -50,6 +54,18 @@ __asm__(".text\n"
 	".globl hot_args\n.type hot_args,@function\nhot_args:\n"
 	"	push %rbp\n	lea (%rdi,%rsi),%rax\n	add %rdx,%rax\n	add %rcx,%rax\n"
 	"	add %r8,%rax\n	add %r9,%rax\n	pop %rbp\n	ret\n.size hot_args,.-hot_args\n"
+	/* 3 bytes, then padding: the fast path's jmp takes the padding too (pad) */
+	".p2align 4\n"
+	".globl hot_tiny\n.type hot_tiny,@function\nhot_tiny:\n"
+	"	xor %eax,%eax\n	ret\n.size hot_tiny,.-hot_tiny\n"
+	"	.byte 0xcc,0xcc,0xcc,0xcc,0xcc,0xcc,0xcc,0xcc,0xcc,0xcc,0xcc,0xcc,0xcc\n"
+	/* a 1-byte push with a branch landing right after it: nothing after it may be
+	   covered, so the jmp is punned, its rel32 ending in 5b 48 8d 47 (pun) */
+	".p2align 4\n"
+	".globl hot_pushpun\n.type hot_pushpun,@function\nhot_pushpun:\n"
+	"	push %rbx\n"
+	"1:	pop %rbx\n	lea 1(%rdi),%rax\n	test %rdi,%rdi\n	js 2f\n	ret\n"
+	"2:	push %rbx\n	jmp 1b\n.size hot_pushpun,.-hot_pushpun\n"
 	".globl hot_mt\n.type hot_mt,@function\nhot_mt:\n"
 	"	lea 1(%rdi),%rax\n	ret\n.size hot_mt,.-hot_mt\n"
 	".globl hot_int3\n.type hot_int3,@function\nhot_int3:\n"
@@ -133,6 +149,12 @@ int main(int argc, char **argv)
 			psink = p;
 			free(p);
 		}
+	} else if (!strcmp(mode, "tiny")) {
+		for (long i = 0; i < n; i++)
+			acc += hot_tiny();
+	} else if (!strcmp(mode, "pushpun")) {
+		for (long i = 0; i < n; i++)
+			acc += hot_pushpun(i);
 	} else if (!strcmp(mode, "mt")) {
 		pthread_t th[2];
 
