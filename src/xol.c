@@ -314,27 +314,40 @@ int up_xol_alloc_in(struct up_xol *x, struct up_task *t, uint64_t lo, uint64_t h
 	up_proc_for_each_map(p, heap_fn, &heap_end);
 	for (page = lo & ~(PAGE - 1); page <= hi && tries < 8 && looked++ < 64; page += PAGE) {
 		struct up_xol_area fresh = { .base = page };
-		uint64_t base = 0;
+		uint64_t base = 0, mask2 = 0;
+		unsigned pages = 1;
 
-		if (page < LOW_LIMIT || page + PAGE > HIGH_LIMIT ||
+		if (page < LOW_LIMIT || page + 2 * PAGE > HIGH_LIMIT ||
 		    (heap_end && page >= heap_end && page - heap_end < HEAP_ROOM))
 			continue;
 		c = start_in(&fresh, lo, hi, bytes, &mask);
-		if (!c || !up_proc_find_map(p, page, &m))
-			continue; /* it does not fit there, or the page is taken */
+		if (!c && lo >= page && lo < page + PAGE) {
+			/* it starts here and runs on into the next page: two pages */
+			struct up_xol_area next = { .base = page + PAGE };
+
+			c = lo;
+			pages = 2;
+			span_free(&(struct up_xol_area){ .base = page }, c, page + PAGE - c, &mask);
+			span_free(&next, page + PAGE, c + bytes - (page + PAGE), &mask2);
+		}
+		if (!c || !up_proc_find_map(p, page, &m) ||
+		    (pages == 2 && !up_proc_find_map(p, page + PAGE, &m)))
+			continue; /* it does not fit there, or a page is taken */
 		tries++;
-		if (map_at(t, page, PAGE, &base, PROT_READ | PROT_EXEC))
+		if (map_at(t, page, pages * PAGE, &base, PROT_READ | PROT_EXEC))
 			continue;
-		a = calloc(1, sizeof(*a));
-		if (!a)
-			return -ENOMEM; /* the page stays mapped, unused */
-		a->base = base;
-		a->used = mask;
-		a->next = x->areas;
-		x->areas = a;
-		x->nareas++;
+		for (unsigned k = pages; k-- > 0;) {
+			a = calloc(1, sizeof(*a));
+			if (!a)
+				return -ENOMEM; /* the pages stay mapped, unused */
+			a->base = base + k * PAGE;
+			a->used = k ? mask2 : mask;
+			a->next = x->areas;
+			x->areas = a;
+			x->nareas++;
+		}
 		*at = c;
-		*nslots = (unsigned)__builtin_popcountll(mask);
+		*nslots = (unsigned)(__builtin_popcountll(mask) + __builtin_popcountll(mask2));
 		return 0;
 	}
 	return -ENOMEM;
@@ -357,10 +370,14 @@ void up_xol_free(struct up_xol *x, uint64_t slot)
 
 void up_xol_free_n(struct up_xol *x, uint64_t slot, unsigned n)
 {
-	for (struct up_xol_area *a = x->areas; a; a = a->next)
-		if (slot >= a->base && slot < a->base + UP_XOL_AREA_SIZE)
-			for (unsigned i = 0; i < n; i++)
-				a->used &= ~(1ULL << ((slot - a->base) / 64u + i));
+	/* slot by slot: a punned jmp's trampoline may run on into the next area */
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t at = slot + 64ull * i;
+
+		for (struct up_xol_area *a = x->areas; a; a = a->next)
+			if (at >= a->base && at < a->base + UP_XOL_AREA_SIZE)
+				a->used &= ~(1ULL << ((at - a->base) / 64u));
+	}
 }
 
 bool up_xol_contains(const struct up_xol *x, uint64_t addr)
