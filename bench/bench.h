@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #define BENCH_MAX_ROUNDS 64
+#define BENCH_MAX_W 12 /* workloads */
 
 enum bench_kind { BK_ENTRY, BK_RET, BK_ARGS, BK_MALLOC, BK_MT, BK_FLOOR };
 
@@ -78,8 +79,8 @@ struct bench {
 	int rounds;
 	double run_seconds;
 	int nw;
-	struct bench_workload w[12];
-	struct bench_cell cell[8][T_NTOOLS];
+	struct bench_workload w[BENCH_MAX_W];
+	struct bench_cell cell[BENCH_MAX_W][T_NTOOLS];
 	int nreg, reg_rounds;
 	struct bench_reg_row reg[8];
 	uint64_t big_fn;       /* registration sites */

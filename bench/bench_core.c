@@ -932,7 +932,11 @@ static const char *bpftrace_check(struct bench *b)
 static void add_workload(struct bench *b, const char *key, const char *label, const char *mode,
 			 const char *sym, enum bench_kind kind)
 {
-	struct bench_workload *w = &b->w[b->nw++];
+	struct bench_workload *w;
+
+	if (b->nw == BENCH_MAX_W)
+		bench_die("more than %d workloads", BENCH_MAX_W);
+	w = &b->w[b->nw++];
 
 	*w = (struct bench_workload){ .key = key, .label = label, .mode = mode, .sym = sym, .kind = kind };
 }

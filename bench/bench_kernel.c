@@ -25,7 +25,7 @@
 #define TRACEFS "/sys/kernel/tracing"
 
 static char group[32], rgroup[32], inst[128];
-static bool defined[8], inst_made;
+static bool defined[BENCH_MAX_W], inst_made;
 static long reg_defined; /* registration events r0.. still defined */
 
 static int write_str(const char *path, const char *s, int flags)

@@ -779,46 +779,41 @@ int up_sym_elf_enclosing_func(struct up_sym_elf *e, uint64_t vaddr, struct up_sy
 
 /* ---- segments ---------------------------------------------------------------------- */
 
-int up_sym_elf_vaddr_to_offset(struct up_sym_elf *e, uint64_t vaddr, uint64_t *offset)
+/* The PT_LOAD whose bytes from the file hold vaddr. */
+static int load_of(struct up_sym_elf *e, uint64_t vaddr, GElf_Phdr *ph)
 {
-	size_t i, n;
+	size_t n;
 
 	if (elf_getphdrnum(e->elf, &n) != 0)
 		return -ENOENT;
-	for (i = 0; i < n; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(e->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+	for (size_t i = 0; i < n; i++) {
+		if (!gelf_getphdr(e->elf, (int)i, ph) || ph->p_type != PT_LOAD)
 			continue;
-		if (vaddr < ph.p_vaddr || vaddr - ph.p_vaddr >= ph.p_filesz)
-			continue;
-		*offset = vaddr - ph.p_vaddr + ph.p_offset;
-		return 0;
+		if (vaddr >= ph->p_vaddr && vaddr - ph->p_vaddr < ph->p_filesz)
+			return 0;
 	}
 	return -ENOENT;
 }
 
+int up_sym_elf_vaddr_to_offset(struct up_sym_elf *e, uint64_t vaddr, uint64_t *offset)
+{
+	GElf_Phdr ph;
+
+	if (load_of(e, vaddr, &ph))
+		return -ENOENT;
+	*offset = vaddr - ph.p_vaddr + ph.p_offset;
+	return 0;
+}
+
 int up_sym_elf_read(struct up_sym_elf *e, uint64_t vaddr, void *buf, size_t len)
 {
-	size_t i, n;
+	GElf_Phdr ph;
 
-	if (elf_getphdrnum(e->elf, &n) != 0)
+	if (load_of(e, vaddr, &ph) || len > ph.p_filesz - (vaddr - ph.p_vaddr))
 		return -ENOENT;
-	for (i = 0; i < n; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(e->elf, (int)i, &ph) || ph.p_type != PT_LOAD)
-			continue;
-		if (vaddr < ph.p_vaddr || vaddr - ph.p_vaddr >= ph.p_filesz)
-			continue;
-		if (len > ph.p_filesz - (vaddr - ph.p_vaddr))
-			return -ENOENT;
-		return pread(e->fd, buf, len, (off_t)(vaddr - ph.p_vaddr + ph.p_offset)) ==
-				       (ssize_t)len
-			       ? 0
-			       : -EIO;
-	}
-	return -ENOENT;
+	return pread(e->fd, buf, len, (off_t)(vaddr - ph.p_vaddr + ph.p_offset)) == (ssize_t)len
+		       ? 0
+		       : -EIO;
 }
 
 int up_sym_elf_offset_to_vaddr(struct up_sym_elf *e, uint64_t offset, uint64_t *vaddr)
