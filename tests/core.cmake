@@ -168,12 +168,12 @@ set_tests_properties(trace.ustack PROPERTIES TIMEOUT 180)
 # every instruction of real libc functions on the fast path's tactics, against the kernel
 add_test(NAME fast.every
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/fast_every.py $<TARGET_FILE:uprobe-cli>)
-# (the kernel's uprobes on libc are in every process's libc while they are placed: the
-# tests that place them, and those that count libc through ptrace, run one at a time)
-set_tests_properties(fast.every PROPERTIES TIMEOUT 300 RESOURCE_LOCK uprobe_tracefs_uptest_kb)
+set_tests_properties(fast.every PROPERTIES TIMEOUT 300)
 # every libc function entry: the tactics' coverage, live, and the trap path's counts
 add_test(NAME fast.entries
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/fast_entries.py $<TARGET_FILE:uprobe-cli>)
+# (a kernel-backend test's uprobes on libc are in every process's libc while placed:
+# a test counting libc through ptrace waits for them)
 set_tests_properties(fast.entries PROPERTIES TIMEOUT 300 RESOURCE_LOCK uprobe_tracefs_uptest_kb)
 # each tactic on its code shape, under threads and signals; removal restores every byte
 add_test(NAME fast.tactics

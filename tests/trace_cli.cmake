@@ -166,6 +166,9 @@ foreach(pair dlopen:dlopen fork:fork fork.no_follow:nofork exec:exec signals.sig
   uprobe_trace_py(trace.${name} ${UPROBE_TRACE_IT}/trace_proc.py
     --uprobe ${UPROBE_TRACE_BIN} --targets ${UPROBE_TRACE_TDIR} ${mode})
 endforeach()
+# it counts libc's malloc through ptrace: not while a kernel-backend test has its int3s
+# in libc
+set_tests_properties(trace.output.ls PROPERTIES RESOURCE_LOCK uprobe_tracefs_uptest_kb)
 
 # 77: a prerequisite is missing (python3, objdump, libc at the Debian path), said why
 set_tests_properties(${_tr_tests} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 20)

@@ -12,14 +12,23 @@ probes) counted while `ls -lR` of 40 folders of /usr/share/doc runs, the fast pa
     --backend kernel), for each instruction the kernel can probe (it refuses lock- and
     segment-prefixed ones, and says which others).
 """
+import atexit
 import glob
 import os
 import re
 import subprocess
+import shutil
 import sys
+import tempfile
 
 UPROBE = sys.argv[1]
-LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+# a private copy of libc, which the command loads through LD_LIBRARY_PATH: the kernel's
+# uprobes on it then land in no other process (valgrind's, another test's)
+LIBDIR = tempfile.mkdtemp(prefix="upt_every.")
+LIBC = LIBDIR + "/libc.so.6"
+shutil.copy("/lib/x86_64-linux-gnu/libc.so.6", LIBC)
+atexit.register(shutil.rmtree, LIBDIR, True)
+os.environ["LD_LIBRARY_PATH"] = LIBDIR
 FUNCS = ["__libc_malloc", "cfree", "malloc_consolidate", "qsort_r"]
 # a few thousand calls of each: enough for every kind of site, few enough that the
 # instructions left on int3s (each hit a stop of ~20 us) keep the run short

@@ -18,13 +18,20 @@ from via_b() 3 N times, in a known order (a, b, b, b, a, ...).
   errors   a type, a dereference, a filter, a hist key and --backend kernel on a
            $ustack are refused with a reason
 """
+import atexit
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
-UPROBE, PROG = sys.argv[1], os.path.abspath(sys.argv[2])
+UPROBE = sys.argv[1]
+# a private copy: the kernel's uprobe on it then fires in no other test's process (the
+# same bytes at the same addresses: the program is not PIE)
+PROG = "/tmp/upt_ustack_prog.%d" % os.getpid()
+shutil.copy(os.path.abspath(sys.argv[2]), PROG)
+atexit.register(lambda: os.path.exists(PROG) and os.unlink(PROG))
 N = 20
 TRACEFS = "/sys/kernel/tracing"
 
