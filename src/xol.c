@@ -327,7 +327,7 @@ int up_xol_alloc_in(struct up_xol *x, struct up_task *t, uint64_t lo, uint64_t h
 
 			c = lo;
 			pages = 2;
-			span_free(&(struct up_xol_area){ .base = page }, c, page + PAGE - c, &mask);
+			span_free(&fresh, c, page + PAGE - c, &mask);
 			span_free(&next, page + PAGE, c + bytes - (page + PAGE), &mask2);
 		}
 		if (!c || !up_proc_find_map(p, page, &m) ||

@@ -639,6 +639,12 @@ static bool rec_sane(const struct up_agent *a, const struct upa_rec *rec, uint32
 	return !(slot % REC_ALIGN) && slot <= a->ring_size - off && rec->len <= slot;
 }
 
+/* Ring k as the tracer maps it. */
+static uint8_t *ring_map(const struct up_agent *a, unsigned k)
+{
+	return a->map + a->ring_off + (size_t)k * a->ring_size;
+}
+
 /* The rings written so far. */
 static unsigned rings_in_use(struct up_agent *a, unsigned *ks)
 {
@@ -704,7 +710,7 @@ unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct u
 
 	for (unsigned i = 0; i < nc; i++) {
 		c[i].rg = &a->ctl->ring[ks[i]];
-		c[i].ring = a->map + a->ring_off + ks[i] * a->ring_size;
+		c[i].ring = ring_map(a, ks[i]);
 		c[i].tail = c[i].told = c[i].rg->tail;
 		c[i].end = __atomic_load_n(&c[i].rg->head, __ATOMIC_ACQUIRE);
 		cursor_next(a, &c[i]);
@@ -759,7 +765,7 @@ static unsigned drain_raw_ring(struct up_agent *a, unsigned k, pid_t pid,
 			       void (*fn)(void *arg, const void *recs, size_t len), void *arg)
 {
 	struct upa_ring *rg = &a->ctl->ring[k];
-	uint8_t *ring = a->map + a->ring_off + k * a->ring_size;
+	uint8_t *ring = ring_map(a, k);
 	uint64_t cap = a->ring_size, tail = rg->tail;
 	uint64_t end = __atomic_load_n(&rg->head, __ATOMIC_ACQUIRE);
 	double tick = ns_per_tick();
@@ -811,7 +817,6 @@ static unsigned drain_raw_ring(struct up_agent *a, unsigned k, pid_t pid,
 	}
 	return n;
 }
-
 
 unsigned up_agent_drain_raw(struct up_agent *a, pid_t pid,
 			    uint32_t (*probe_of)(void *arg, uint32_t id),

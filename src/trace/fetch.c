@@ -341,19 +341,40 @@ void up_fetch_name_stack(struct up_fetch_value *v, char *buf, size_t size,
 	v->str_len = len;
 }
 
-/* A stack on one line: its names, or its addresses, joined by ' '. */
+const char *up_fetch_next_frame(const struct up_fetch_value *v, struct up_fetch_frames *it,
+				size_t *len)
+{
+	const char *l, *nl;
+
+	if (!v->str) {
+		if (it->i >= v->nframes)
+			return NULL;
+		*len = (size_t)snprintf(it->hex, sizeof(it->hex), "0x%" PRIx64, v->frames[it->i++]);
+		return it->hex;
+	}
+	if (it->at >= v->str_len)
+		return NULL;
+	l = v->str + it->at;
+	nl = memchr(l, '\n', v->str_len - it->at);
+	*len = nl ? (size_t)(nl - l) : v->str_len - it->at;
+	it->at += *len + 1;
+	return l;
+}
+
+/* A stack on one line: its frames joined by ' '. */
 static int format_stack(const struct up_fetch_value *v, char *buf, size_t size)
 {
 	struct up_spec_buf b = { buf, size, 0 };
+	struct up_fetch_frames it = { 0 };
+	const char *f;
+	size_t n;
 
 	if (size)
 		buf[0] = '\0';
-	if (v->str) {
-		for (size_t i = 0; i < v->str_len; i++)
-			up_spec_buf_putc(&b, v->str[i] == '\n' ? ' ' : v->str[i]);
-	} else {
-		for (unsigned i = 0; i < v->nframes; i++)
-			up_spec_buf_printf(&b, "%s0x%" PRIx64, i ? " " : "", v->frames[i]);
+	for (bool first = true; (f = up_fetch_next_frame(v, &it, &n)); first = false) {
+		if (!first)
+			up_spec_buf_putc(&b, ' ');
+		up_spec_buf_put(&b, f, n);
 	}
 	return up_spec_buf_result(&b);
 }

@@ -92,6 +92,17 @@ void up_fetch_name_stack(struct up_fetch_value *v, char *buf, size_t size,
 			 int (*name)(void *ctx, unsigned i, uint64_t addr, char *buf, size_t size),
 			 void *ctx);
 
+/* A $ustack value's frames in turn: the text of the next one (its name, a line of str,
+   or its address in hex while it has no names) and its length; NULL past the last.
+   it starts zeroed. */
+struct up_fetch_frames {
+	size_t at;
+	unsigned i;
+	char hex[24];
+};
+const char *up_fetch_next_frame(const struct up_fetch_value *v, struct up_fetch_frames *it,
+				size_t *len);
+
 /* The value as the kernel's trace file shows it (a $ustack: its frames in hex, or its
    names, joined by ' ').  snprintf semantics. */
 int up_fetch_format(const struct up_fetch_value *v, char *buf, size_t size);

@@ -305,39 +305,29 @@ static void put_json_head(struct up_spec_buf *b, const struct up_fmt_ctx *ctx)
    " => NAME", the names the tracer gave them, else the addresses. */
 static void put_stack_lines(struct up_spec_buf *b, const struct up_fetch_value *v)
 {
-	if (!v->str) {
-		for (unsigned i = 0; i < v->nframes; i++)
-			up_spec_buf_printf(b, " => 0x%" PRIx64 "\n", v->frames[i]);
-		return;
-	}
-	for (const char *l = v->str, *end = v->str + v->str_len; l < end;) {
-		const char *nl = memchr(l, '\n', (size_t)(end - l));
-		size_t n = nl ? (size_t)(nl - l) : (size_t)(end - l);
+	struct up_fetch_frames it = { 0 };
+	const char *f;
+	size_t n;
 
+	while ((f = up_fetch_next_frame(v, &it, &n))) {
 		up_spec_buf_put(b, " => ", 4);
-		up_spec_buf_put(b, l, n);
+		up_spec_buf_put(b, f, n);
 		up_spec_buf_putc(b, '\n');
-		l += n + 1;
 	}
 }
 
 /* A stack in JSON: an array of its frames' names, or of their addresses. */
 static void put_json_stack(struct up_spec_buf *b, const struct up_fetch_value *v)
 {
-	up_spec_buf_putc(b, '[');
-	if (!v->str) {
-		for (unsigned i = 0; i < v->nframes; i++)
-			up_spec_buf_printf(b, "%s\"0x%" PRIx64 "\"", i ? "," : "", v->frames[i]);
-	} else {
-		for (const char *l = v->str, *end = v->str + v->str_len; l < end;) {
-			const char *nl = memchr(l, '\n', (size_t)(end - l));
-			size_t n = nl ? (size_t)(nl - l) : (size_t)(end - l);
+	struct up_fetch_frames it = { 0 };
+	const char *f;
+	size_t n;
 
-			if (l != v->str)
-				up_spec_buf_putc(b, ',');
-			put_json_string(b, l, n);
-			l += n + 1;
-		}
+	up_spec_buf_putc(b, '[');
+	for (bool first = true; (f = up_fetch_next_frame(v, &it, &n)); first = false) {
+		if (!first)
+			up_spec_buf_putc(b, ',');
+		put_json_string(b, f, n);
 	}
 	up_spec_buf_putc(b, ']');
 }

@@ -50,7 +50,6 @@ struct tspec {
 	struct up_hist *hist;
 	char *hist_text;
 	unsigned hist_conds; /* of conds, the trigger's (the last ones) */
-	bool stacks;	     /* an argument is a $ustack: named at the hit */
 	char *filter_text;   /* events/GRP/EVENT/filter: the conditions before the trigger's */
 	struct up_filter comm; /* its comm term, if any: applied by the tracer */
 };
@@ -517,8 +516,7 @@ static void report_record(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		};
 
 		up_fetch_eval_all(&ts->spec, env, vals, arena, sizeof(arena));
-		if (p->ts->stacks)
-			name_stacks(p->tp, &ts->spec, vals, stack_names, sizeof(stack_names));
+		name_stacks(p->tp, &ts->spec, vals, stack_names, sizeof(stack_names));
 		if (tr->opts.json)
 			FORMAT(tr, up_fmt_event_json(buf, size, &fc, &ts->spec, &ev));
 		else
@@ -986,9 +984,8 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 	} else {
 		env.comm = comm_cached(tr, pid, tid);
 		up_fetch_eval_all(&ts->spec, &env, pd->vals, pd->arena, sizeof(pd->arena));
-		if (ts->stacks) /* now: the process may be gone when the line is made */
-			name_stacks(tp, &ts->spec, pd->vals, pd->stack_names,
-				    sizeof(pd->stack_names));
+		/* now: the process may be gone when the line is made */
+		name_stacks(tp, &ts->spec, pd->vals, pd->stack_names, sizeof(pd->stack_names));
 		uint64_t dur = 0;
 
 		if (is_return)
@@ -2100,8 +2097,6 @@ int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen
 		up_spec_free(&ts.spec);
 		return -ENOMEM;
 	}
-	for (int k = 0; ts.spec.kind == UP_SPEC_EVENT && k < ts.spec.nargs; k++)
-		ts.stacks |= ts.spec.args[k].type.kind == UP_TYPE_STACK;
 	if (ts.spec.kind == UP_SPEC_EVENT && ts.spec.target != UP_TARGET_VADDR) {
 		rc = resolve_file(&ts, err, errlen);
 		if (rc) {

@@ -175,38 +175,42 @@ static void read_string(const struct upa_ctl *ctl, struct out *o, uint64_t addr,
 }
 
 /*
- * A stack fetch: the frame-pointer walk from bp, each read logged, so that the tracer's
- * walk (trace/stack.c up_stack_walk) on the record reads exactly what this one read and
- * finds the same frames: frame 0 is the hit's address (the record has it), frame 1 at
- * a function's entry the return address at [sp], then [bp + 8] of each frame while
- * [bp] goes up the stack, up to max frames.
+ * The frame-pointer walk, after the n frames w already has (the hit's address): at a
+ * function's entry the return address at [rsp], then [rbp + 8] of each frame while
+ * [rbp] goes up the stack.  Every read is checked; the walk stops at a zero, a read
+ * that fails, a frame that does not go up, or max frames.  w (when not NULL) gets the
+ * addresses, o (when not NULL) every read, so that the tracer's walk on the record
+ * (trace/stack.c up_stack_walk, the trap path's too) reads the same and finds the
+ * same frames.  Returns the frames found, n included.
  */
-static void log_stack(const struct upa_ctl *ctl, const uint64_t *frame, const struct upa_fetch *f,
-		      struct out *o)
+static unsigned walk_stack(const struct upa_ctl *ctl, const uint64_t *frame, int at_entry,
+			   uint64_t *w, unsigned n, unsigned max, struct out *o)
 {
 	uint64_t fp = frame[UPA_RBP], pair[2];
-	unsigned n = 1, max = f->final_len;
+	int bad;
 
-	if (f->at_entry && n < max) {
-		int bad = read_mem(ctl, &pair[1], frame[UPA_RSP], 8);
-
+	if (at_entry && n < max) {
+		bad = read_mem(ctl, &pair[1], frame[UPA_RSP], 8);
 		log_mem(o, frame[UPA_RSP], 8, bad ? UPA_MEM_FAULT : 0, &pair[1]);
-		if (!bad && pair[1])
+		if (!bad && pair[1]) {
+			if (w)
+				w[n] = pair[1];
 			n++;
+		}
 	}
 	while (n < max && fp && !(fp & 7)) {
-		if (read_mem(ctl, pair, fp, 16)) {
-			log_mem(o, fp, 16, UPA_MEM_FAULT, NULL);
+		bad = read_mem(ctl, pair, fp, 16);
+		log_mem(o, fp, 16, bad ? UPA_MEM_FAULT : 0, pair);
+		if (bad || !pair[1])
 			break;
-		}
-		log_mem(o, fp, 16, 0, pair);
-		if (!pair[1])
-			break;
+		if (w)
+			w[n] = pair[1];
 		n++;
 		if (pair[0] <= fp)
 			break;
 		fp = pair[0];
 	}
+	return n;
 }
 
 /* Evaluates f: its value into *val; the reads into o.  -1 when a read faulted. */
@@ -231,8 +235,8 @@ static int fetch(const struct upa_ctl *ctl, const uint64_t *frame, const struct 
 		v = w;
 	}
 	if (f->final == UPA_FINAL_STACK) {
-		if (o)
-			log_stack(ctl, frame, f, o);
+		if (o) /* frame 0, the hit's address, is in the record already */
+			walk_stack(ctl, frame, f->at_entry, 0, 1, f->final_len, o);
 	} else if (f->final == UPA_FINAL_STRING) {
 		if (o)
 			read_string(ctl, o, v + (uint64_t)f->final_off, f->final_len);
@@ -402,29 +406,15 @@ static void agg_string(const struct upa_ctl *ctl, uint64_t *w, unsigned words, u
 		b[i] = 0;
 }
 
-/*
- * A stack key: the hit's address, its caller's return address at [rsp] when the hit is
- * a function's first instruction, then the frame-pointer chain: [rbp + 8] is a return
- * address, [rbp] the next frame, which must lie above it.  Every read is checked; the
- * walk stops at a zero, a frame that does not go up, or words frames.  The tracer's
- * walk on the trap path is the same, so the keys agree.
- */
+/* A stack key: the hit's address, then the walk (its words past the last frame 0). */
 static void agg_stack(const struct upa_ctl *ctl, const struct upa_probe *d,
 		      const struct upa_agg *a, const uint64_t *frame, uint64_t *w, unsigned words)
 {
-	unsigned n = 0;
-	uint64_t fp = frame[UPA_RBP], pair[2];
+	int ret = d->flags & UPA_P_RETURN;
+	unsigned n;
 
-	w[n++] = d->flags & UPA_P_RETURN ? frame[UPA_RIP] : d->vaddr;
-	if (a->at_entry && !(d->flags & UPA_P_RETURN) && n < words &&
-	    !read_mem(ctl, &pair[1], frame[UPA_RSP], 8) && pair[1])
-		w[n++] = pair[1];
-	while (n < words && fp && !(fp & 7) && !read_mem(ctl, pair, fp, 16) && pair[1]) {
-		w[n++] = pair[1];
-		if (pair[0] <= fp)
-			break;
-		fp = pair[0];
-	}
+	w[0] = ret ? frame[UPA_RIP] : d->vaddr; /* words >= 1: the tracer checked */
+	n = walk_stack(ctl, frame, a->at_entry && !ret, w, 1, words, 0);
 	while (n < words)
 		w[n++] = 0;
 }
@@ -643,12 +633,14 @@ static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 	struct out o;
 	uint64_t regs, v, at, end;
 	uint32_t sp, used;
+	int shared;
 
 	if (slot == SLOT_UNKNOWN)
 		slot = thread_slot(ctl);
 	if (slot >= 0 && ctl->ring[slot + 1].base)
 		rg = &ctl->ring[slot + 1];
-	r = reserve(rg, d->max_record, rg == &ctl->ring[0], &at);
+	shared = rg == &ctl->ring[0];
+	r = reserve(rg, d->max_record, shared, &at);
 	if (!r) {
 		__atomic_fetch_add(&rg->lost, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&d->lost, 1, __ATOMIC_RELAXED);
@@ -673,7 +665,7 @@ static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 	   then the slot, so the drain never walks past head */
 	used = (r->len + UPA_REC_ALIGN - 1) & ~(UPA_REC_ALIGN - 1);
 	end = at + d->max_record;
-	if (used < d->max_record && !cas(&rg->head, &end, at + used, rg == &ctl->ring[0]))
+	if (used < d->max_record && !cas(&rg->head, &end, at + used, shared))
 		used = d->max_record;
 	__atomic_store_n(&r->slot, used, __ATOMIC_RELEASE);
 }
