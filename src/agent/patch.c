@@ -226,7 +226,9 @@ static int tail(const struct up_patch_site *site, uint64_t tramp, uint8_t *code,
 		memcpy(code + n, rel.code, rel.insn_len);
 		n += rel.insn_len;
 	}
-	back = (int64_t)(site->resume - (tramp + n + 5));
+	/* back after the relocated instructions (a pad site's tail ends the flow first) */
+	back = (int64_t)(site->insn[site->ninsn - 1].vaddr + site->insn[site->ninsn - 1].length -
+			 (tramp + n + 5));
 	if (n + 5 > size || !rel32(back))
 		return -ERANGE;
 	code[n] = 0xe9;

@@ -38,7 +38,6 @@ struct up_patch_site {
 	enum up_tactic tactic;
 	unsigned ninsn; /* the instructions relocated into the trampoline */
 	unsigned len; /* bytes the jmp depends on (and orig holds): >= 5 */
-	uint64_t resume; /* where the trampoline jumps back to: after the relocated ones */
 	uint64_t pun_lo, pun_hi; /* UP_TACTIC_PUN: where the trampoline may start */
 	struct up_insn insn[UP_PATCH_MAX_INSN];
 	uint8_t orig[UP_PATCH_MAX_INSN * UP_INSN_MAX];

@@ -345,7 +345,6 @@ int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
 	rc = first_insn(p, files, site, why, whylen);
 	if (rc)
 		return rc;
-	site->resume = vaddr + site->len;
 	if (site->len >= UP_PATCH_JMP) {
 		site->tactic = UP_TACTIC_JMP;
 		return 0;
@@ -356,19 +355,17 @@ int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
 			 site->len);
 	} else if (!try_succ(p, files, site, why, whylen)) {
 		site->tactic = UP_TACTIC_SUCC;
-		site->resume = vaddr + site->len;
 		return 0;
 	}
 	*site = first;
 	if (!try_pad(p, files, site, w2, sizeof(w2))) {
 		site->tactic = UP_TACTIC_PAD;
-		site->resume = vaddr + site->len; /* never reached: the tail ends the flow */
 		return 0;
 	}
 	*site = first;
 	if (!try_pun(p, site, w3, sizeof(w3))) {
 		site->tactic = UP_TACTIC_PUN;
-		return 0; /* resume: after the instruction */
+		return 0;
 	}
 	*site = first;
 	site->tactic = UP_TACTIC_INT3;
