@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The arbiter's insides, shared by its two files: uprobes.c (probepoints, hits, the
- * life of processes) and fast.c (the fast path: jmp sites, trampolines, the agent's
- * records).  Nothing outside those two includes this.
+ * The arbiter's insides, shared by uprobes.c (probepoints, hits, the life of
+ * processes) and the fast path's files in src/site/ (patched sites, the checks on
+ * threads inside them, trampoline chains, thread naming, rseq, record delivery).
+ * Nothing else includes this.
  */
 #ifndef UPROBE_UPROBES_INT_H
 #define UPROBE_UPROBES_INT_H
@@ -165,7 +166,7 @@ struct up_task *idle_task(struct uproc *up);
 struct utask *utask_of(struct up_task *t); /* NULL: out of memory */
 int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u);
 
-/* ---- fast.c ---- */
+/* ---- src/site/ ---- */
 bool wants_record(const struct uprobe *u);
 int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen);
 struct fastp *fast_overlapping(struct uproc *mm, uint64_t lo, uint64_t hi);

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Record delivery: the agent's ring drained into each probe's record_handler (or
+ * raw spans), trap-path hits made records, the aggregating probes' tables read out,
+ * and returns the agent hijacked sent home.  It never blocks the traced program and
+ * never writes its text.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "site/internal.h"
+
+struct agg_sum {
+	uint64_t hits;
+};
+
+static void agg_sum_one(void *arg, const uint64_t *key, unsigned nkey, const uint64_t *val,
+			unsigned nval)
+{
+	(void)key, (void)nkey, (void)nval;
+	((struct agg_sum *)arg)->hits += val[0];
+}
+
+/* An aggregating site's hits so far: its tables' counts and the hits they dropped. */
+uint64_t agg_hits(struct uproc *mm, struct fastp *f)
+{
+	struct agg_sum s = { 0 };
+	uint64_t dropped = 0;
+
+	if (mm->agent)
+		up_agent_agg_read(mm->agent, f->desc, agg_sum_one, &s, &dropped);
+	return s.hits + dropped;
+}
+
+/* What a struct uprobe_record's priv points to: a record of the ring, or a trap-path
+   hit, whose memory is the live process's. */
+struct rec_priv {
+	const struct up_agent_rec *ar; /* NULL: a trap-path hit */
+	struct uprobe_ctx *ctx;
+	pid_t pid;
+};
+
+struct deliver_arg {
+	struct uproc *mm;
+};
+
+_Static_assert(sizeof(struct user_regs_struct) == UPA_NREGS * 8, "the agent's frame is a user_regs_struct");
+
+static void deliver(void *arg, const struct up_agent_rec *r)
+{
+	struct uproc *mm = ((struct deliver_arg *)arg)->mm;
+	struct fastp *f = r->id < mm->nrecp ? mm->recp[r->id] : NULL;
+	union {
+		struct user_regs_struct ur;
+		uint64_t w[UPA_NREGS];
+	} u = { .w = { 0 } };
+	struct uprobe_record rec;
+	struct rec_priv rp;
+	unsigned k = 0;
+
+	if (!f || !f->u)
+		return;
+	/* the frame's words are user_regs_struct's, in its order */
+	for (uint64_t regs = f->regs; regs && k < r->nregs; regs &= regs - 1)
+		u.w[__builtin_ctzll(regs)] = r->regs[k++];
+	if (!r->is_return)
+		u.ur.rip = f->site.vaddr;
+	rec.is_return = r->is_return;
+	rec.pid = mm->pid;
+	rec.tid = r->tid;
+	rec.cpu = (int)r->cpu;
+	rec.time_ns = r->time_ns;
+	rec.regs = &u.ur;
+	rp.ar = r;
+	rp.ctx = mm->ctx;
+	rp.pid = mm->pid;
+	rec.priv = &rp;
+	f->nrec++;
+	mm->ctx->stats.records++;
+	f->u->record_handler(f->u, &rec);
+}
+
+struct put_back {
+	struct up_proc *p;
+	uint64_t tramp;
+};
+
+static void put_back_one(void *arg, uint64_t slot, uint64_t orig)
+{
+	struct put_back *pb = arg;
+	uint64_t cur = 0;
+
+	/* the trampoline's stubs: the shared table's, then one per thread's table */
+	if (!up_proc_read(pb->p, slot, &cur, sizeof(cur)) && UPA_RT_IS_STUB(cur, pb->tramp))
+		up_proc_write(pb->p, slot, &orig, sizeof(orig));
+}
+
+/*
+ * The returns the agent hijacked go straight home again in p: mm's own process at
+ * detach (take: forgotten), or a fork child, whose copy of the stack has them but
+ * which has no agent (MADV_DONTFORK).
+ */
+void agent_unhijack(struct uproc *mm, struct up_proc *p, bool take)
+{
+	struct put_back pb = { p, 0 };
+
+	if (!mm->agent)
+		return;
+	pb.tramp = up_agent_ret_tramp(mm->agent);
+	up_agent_for_each_return(mm->agent, take, put_back_one, &pb);
+}
+
+/* A raw record's probe: the uprobe's raw_id, counted as delivered. */
+static uint32_t raw_probe_of(void *arg, uint32_t id)
+{
+	struct uproc *mm = ((struct deliver_arg *)arg)->mm;
+	struct fastp *f = id < mm->nrecp ? mm->recp[id] : NULL;
+
+	if (!f || !f->u)
+		return UPROBE_RAW_SKIP;
+	f->nrec++;
+	mm->ctx->stats.records++;
+	return f->u->raw_id;
+}
+
+static void raw_span(void *arg, const void *recs, size_t len)
+{
+	struct uproc *mm = ((struct deliver_arg *)arg)->mm;
+
+	mm->ctx->opts.raw_handler(mm->ctx->opts.arg, recs, len);
+}
+
+void agent_drain(struct uproc *mm)
+{
+	struct deliver_arg a = { mm };
+	unsigned n;
+
+	if (!mm->agent || mm->draining)
+		return;
+	mm->draining = true;
+	if (mm->ctx->opts.raw_handler)
+		n = up_agent_drain_raw(mm->agent, mm->pid, raw_probe_of, raw_span, &a);
+	else
+		n = up_agent_drain(mm->agent, deliver, &a);
+	if (n && mm->ctx->opts.on_records)
+		mm->ctx->opts.on_records(mm->ctx->opts.arg);
+	mm->draining = false;
+}
+
+void drain_all(struct uprobe_ctx *ctx)
+{
+	unsigned fill = 0;
+
+	for (struct uproc *up = ctx->procs; up; up = up->next) {
+		if (up->mm_owner || !up->agent)
+			continue;
+		unsigned f = up_agent_fill(up->agent);
+
+		fill = f > fill ? f : fill;
+		agent_drain(up);
+	}
+	ctx->ring_fill = fill;
+	if (fill)
+		ctx->rec_seen_ns = up_mono_ns();
+}
+
+bool any_agent(struct uprobe_ctx *ctx)
+{
+	for (struct uproc *up = ctx->procs; up; up = up->next)
+		if (up->agent)
+			return true;
+	return false;
+}
+
+int uprobe_record_read(const struct uprobe_record *rec, uint64_t addr, void *buf, size_t len)
+{
+	const struct rec_priv *rp = rec ? rec->priv : NULL;
+
+	if (!rp)
+		return -EINVAL;
+	if (!rp->ar)
+		return uprobe_read(rp->ctx, rp->pid, addr, buf, len);
+	return up_agent_rec_read(rp->ar, addr, buf, len);
+}
+
+/* A recording probe without a handler hit on the trap path: a record of the live
+   registers, its memory read from the process (the thread is stopped meanwhile). */
+void record_trap_hit(struct uproc *up, struct up_task *t, struct uprobe *u,
+			    struct user_regs_struct *regs, bool is_return)
+{
+	struct rec_priv rp = { NULL, up->ctx, up->pid };
+	struct uprobe_record rec = {
+		.pid = up->pid,
+		.tid = up_task_tid(t),
+		.is_return = is_return,
+		.cpu = -1,
+		.regs = regs,
+		.priv = &rp,
+	};
+
+	rec.time_ns = up_mono_ns();
+	u->record_handler(u, &rec);
+}
+
+struct agg_out {
+	struct uprobe *u;
+	uint64_t hits;
+	void (*fn)(void *arg, const struct uprobe_agg_entry *e);
+	void *arg;
+};
+
+static void agg_one(void *arg, const uint64_t *key, unsigned nkey, const uint64_t *val,
+		    unsigned nval)
+{
+	struct agg_out *o = arg;
+	struct uprobe_agg_entry e = { key, nkey, val, nval };
+
+	o->hits += val[0];
+	o->fn(o->arg, &e);
+}
+
+static void agg_to_handler(void *arg, const struct uprobe_agg_entry *e)
+{
+	struct uprobe *u = arg;
+
+	u->agg_handler(u, e);
+}
+
+/* Every entry of an aggregating site's tables to fn, then the dropped count; the hits. */
+uint64_t agg_emit(struct uproc *mm, struct fastp *f,
+			 void (*fn)(void *arg, const struct uprobe_agg_entry *e), void *arg)
+{
+	struct agg_out o = { f->u, 0, fn, arg };
+	struct uprobe_agg_entry e = { NULL, 0, NULL, 1 };
+	uint64_t dropped = 0;
+
+	if (!mm->agent)
+		return 0;
+	up_agent_agg_read(mm->agent, f->desc, agg_one, &o, &dropped);
+	e.val = &dropped;
+	fn(arg, &e);
+	return o.hits + dropped;
+}
+
+/* A recording site's counts go into its uprobe (it is leaving the fast path); an
+   aggregating one's tables go to its agg_handler. */
+void rec_settle(struct uproc *mm, struct fastp *f)
+{
+	uint64_t filtered = 0, lost = 0;
+
+	if (mm->agent)
+		up_agent_probe_counts(mm->agent, f->desc, &filtered, &lost);
+	if (f->agg && f->u->agg_handler)
+		f->u->nhits += agg_emit(mm, f, agg_to_handler, f->u);
+	else if (f->agg)
+		f->u->nhits += agg_hits(mm, f);
+	f->u->nhits += f->nrec + filtered + lost;
+	f->u->nlost += lost;
+	mm->ctx->stats.records_lost += lost;
+	mm->ctx->stats.records_filtered += filtered;
+	f->nrec = 0;
+}

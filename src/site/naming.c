@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Thread naming: how the agent tells threads apart in the process -- the word at
+ * the thread's TLS block (%fs:0), or its stack while some thread has no TLS block yet
+ * (notls) -- and the one-shot trap probe where the program's thread gets its block
+ * (the TLS watch).  It never changes a thread's registers or the program's memory.
+ */
+#include <elf.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "sym/sym.h"
+
+#include "site/internal.h"
+
+/* Is t counted among the threads without TLS? */
+static void set_notls(struct uproc *mm, struct utask *ut, bool notls)
+{
+	if (!ut) {
+		if (notls)
+			mm->notls++; /* never taken back: lsl for good, which is safe */
+		return;
+	}
+	if (ut->notls == notls)
+		return;
+	ut->notls = notls;
+	if (notls)
+		mm->notls++;
+	else if (mm->notls)
+		mm->notls--;
+}
+
+/* No thread without TLS left: records name threads by %fs:0 again. */
+static void agent_all_tls(struct uproc *mm)
+{
+	if (mm->agent && !mm->notls && up_agent_fs0(mm->agent) && mm->ctx->opts.verbose)
+		logf_(mm->ctx, "process %d: every thread has its TLS block: records name "
+			       "threads by %%fs:0", (int)mm->pid);
+}
+
+/* Is key (a TLS block's first word) another live thread's of mm's than tid's? */
+static bool shares_tls(struct uproc *mm, uint64_t key, pid_t tid)
+{
+	pid_t prev = up_agent_thread_tid(mm->agent, key);
+
+	if (!prev || prev == tid)
+		return false;
+	for (struct uproc *up = mm->ctx->procs; up; up = up->next)
+		if (mm_of(up) == mm && up_proc_find_task(up->p, prev))
+			return true;
+	return false;
+}
+
+/*
+ * The agent's name for thread t: the word at its TLS block (%fs:0), or, while any
+ * thread has none (a process caught at its exec, before its dynamic linker ran), its
+ * stack pointer for every thread, and the cpu from lsl.  Named again once it has one.
+ */
+void agent_name_thread(struct uproc *mm, struct up_task *t)
+{
+	struct user_regs_struct r;
+	struct up_map m;
+	uint64_t key = 0, offset_at, size_at;
+	int64_t offset = 0;
+	uint32_t size = 0;
+	int32_t cpu;
+	bool tls;
+
+	if (!mm->agent || up_task_get_regs(t, &r))
+		return;
+	if (!up_proc_find_map(up_task_proc(t), r.rsp, &m)) {
+		/* the main thread's stack grows down as it goes */
+		uint64_t lo = !strcmp(m.path, "[stack]") && m.start > (64u << 20) ? m.start - (64u << 20)
+									      : m.start;
+
+		up_agent_stack(mm->agent, lo, m.end, up_task_tid(t));
+	}
+	tls = r.fs_base && !up_task_read(t, r.fs_base, &key, sizeof(key)) && key;
+	if (tls && shares_tls(mm, key, up_task_tid(t))) {
+		/* two live threads on one TLS block (a clone without CLONE_SETTLS): %fs:0
+		   and the fs base name neither, and a return table of its own would be
+		   written by both; for good */
+		set_notls(mm, NULL, true);
+		tls = false;
+	}
+	set_notls(mm, utask_of(t), !tls);
+	if (!tls) {
+		up_agent_no_fs0(mm->agent);
+		return;
+	}
+	/* once glibc has set its rseq area up, every thread must have one where it says */
+	if (up_agent_rseq_at(mm->agent, &offset_at, &size_at) &&
+	    !up_task_read(t, size_at, &size, sizeof(size)) && size >= 20 &&
+	    (up_task_read(t, offset_at, &offset, sizeof(offset)) ||
+	     up_task_read(t, r.fs_base + (uint64_t)offset + 4, &cpu, sizeof(cpu))))
+		up_agent_no_rseq(mm->agent); /* lsl, then */
+	up_agent_thread(mm->agent, key, up_task_tid(t));
+	agent_all_tls(mm);
+}
+
+/* Thread ut is gone (exit, exec): it no longer counts. */
+void agent_thread_gone(struct uproc *mm, struct utask *ut)
+{
+	if (ut && ut->notls) {
+		set_notls(mm, ut, false);
+		agent_all_tls(mm);
+	}
+}
+
+/*
+ * Where the program's thread has its TLS block at last, 0: unknown.  A dynamic program's
+ * entry point (its dynamic linker set the block up); a static one's main, its start
+ * code having done it -- relocated as _start is (a static PIE), from the auxiliary
+ * vector's AT_ENTRY (AT_BASE, the interpreter's, is 0 there).
+ */
+static uint64_t tls_point(struct uproc *mm)
+{
+	char path[64], exe[PATH_MAX];
+	uint64_t av[2], entry = 0, interp = 0;
+	struct up_sym_elf *elf;
+	struct up_sym start, main_;
+	ssize_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)mm->pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	while (fread(av, sizeof(av), 1, f) == 1 && av[0] != AT_NULL) {
+		if (av[0] == AT_ENTRY)
+			entry = av[1];
+		else if (av[0] == AT_BASE)
+			interp = av[1];
+	}
+	fclose(f);
+	if (interp || !entry)
+		return entry;
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)mm->pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return 0;
+	exe[n] = 0;
+	if (!(elf = up_ubp_file(&mm->ctx->files, exe)) || up_sym_elf_lookup(elf, "main", &main_) ||
+	    up_sym_elf_lookup(elf, "_start", &start))
+		return 0;
+	return main_.value + (entry - start.value);
+}
+
+static void tls_hit(struct uprobe *u, uprobe_regs_t *regs)
+{
+	struct uproc *mm = u->data;
+
+	(void)regs;
+	unregister_uprobe(mm->ctx, u); /* queued: done once the hit is handled */
+}
+
+/*
+ * A process with threads the agent names by their stack gets a one-shot trap probe
+ * (the process quiesced) where its thread has a TLS block: the trap names it again
+ * (on_breakpoint).  Other threads without one are named again at their next trap hit.
+ */
+void agent_watch_entry(struct uproc *mm)
+{
+	uint64_t entry;
+
+	if (!mm->agent || !mm->notls || mm->tls_watched || mm->mm_owner)
+		return;
+	entry = tls_point(mm);
+	/* a jmp over it would be broken by the int3 */
+	if (!entry || fast_overlapping(mm, entry, entry + 1))
+		return;
+	mm->tls_watch = (struct uprobe){ .pid = mm->pid, .vaddr = entry, .handler = tls_hit,
+					 .flags = UPROBE_F_OWN, .data = mm };
+	if (!arm(mm->ctx, mm, &mm->tls_watch))
+		mm->tls_watched = true;
+}

@@ -1,0 +1,674 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The patched site: a probe whose actions need no tracer-side handler (a count, a
+ * record of registers and memory, a return) becomes a jmp over the probed instructions
+ * to a trampoline in the XOL area, placed and removed with every thread stopped.  It
+ * never patches a site a thread, a branch or a saved context could enter in the middle
+ * (agent/plan.c and ubp.c decide, the checks on live threads are in inside.c), and
+ * never unmaps what a thread may still execute.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "site/internal.h"
+
+int read_counter(struct uproc *mm, struct fastp *f, struct up_task *t, uint64_t *v)
+{
+	int rc;
+
+	if (f->rec) {
+		uint64_t filtered = 0, lost = 0;
+
+		if (mm->agent)
+			up_agent_probe_counts(mm->agent, f->desc, &filtered, &lost);
+		*v = f->nrec + filtered + lost + (f->agg ? agg_hits(mm, f) : 0);
+		f->last = *v;
+		return 0;
+	}
+	if (f->shared) {
+		*v = mm->agent ? up_agent_read(mm->agent, f->counter) : f->last;
+		f->last = *v;
+		return 0;
+	}
+	rc = t ? up_task_read(t, f->counter, v, sizeof(*v))
+	       : up_proc_read(mm->p, f->counter, v, sizeof(*v));
+	if (!rc)
+		f->last = *v;
+	return rc;
+}
+
+struct fastp *fast_overlapping(struct uproc *mm, uint64_t lo, uint64_t hi)
+{
+	for (struct fastp *f = mm->fast; f; f = f->next)
+		if (lo < f->site.vaddr + f->site.len && f->site.vaddr < hi)
+			return f;
+	return NULL;
+}
+
+/* A seccomp filter may forbid the agent's syscalls (or kill the program for them). */
+static bool under_seccomp(pid_t pid)
+{
+	char path[64], line[128];
+	bool on = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Seccomp:", 8))
+			on = atoi(line + 8) != 0;
+	fclose(f);
+	return on;
+}
+
+static int agent_ensure(struct uproc *mm, struct up_task *t, char *why, size_t whylen)
+{
+	uint64_t scratch;
+	int rc;
+
+	if (mm->agent)
+		return 0;
+	if (under_seccomp(mm->pid)) {
+		snprintf(why, whylen, "the process runs under seccomp: the agent's reads "
+				      "are syscalls it may forbid");
+		return -ENOTSUP;
+	}
+	rc = up_xol_alloc(&mm->xol, t, 0x10000, &scratch);
+	if (rc) {
+		snprintf(why, whylen, "no XOL slot (%s)", strerror(-rc));
+		return rc;
+	}
+	rc = up_agent_new(t, scratch, mm->ctx->opts.ring_bytes, &mm->agent, why, whylen);
+	up_xol_free(&mm->xol, scratch);
+	if (rc)
+		return rc;
+	agent_find_rseq(mm);
+	for (struct uproc *up = mm->ctx->procs; up; up = up->next)
+		if (mm_of(up) == mm)
+			for (struct up_task *x = up_proc_first_task(up->p); x;
+			     x = up_proc_next_task(x))
+				agent_name_thread(mm, x);
+	return 0;
+}
+
+/* The frame words the agent can see: the general registers, rip, rsp and flags. */
+static bool word_in_process(unsigned w)
+{
+	return w <= UPA_RDI || w == UPA_RIP || w == UPA_RSP || w == UPA_EFLAGS;
+}
+
+/* ... and at a return with UPA_P_ENTRY_ARGS the words it fills with the entry's
+   arguments. */
+static bool word_seen(unsigned w, bool entry_args)
+{
+	return word_in_process(w) || (entry_args && w >= UPA_ENTRY_ARG && w < UPA_ENTRY_ARG + 6);
+}
+
+static const char *word_name(unsigned w)
+{
+	static const char *const n[UPA_NREGS] = {
+		"r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", "cx",
+		"dx", "si", "di", "orig_ax", "ip", "cs", "flags", "sp", "ss", "fs_base",
+		"gs_base", "ds", "es", "fs", "gs",
+	};
+	return w < UPA_NREGS ? n[w] : "?";
+}
+
+/* u's capture as the agent's descriptor; *save: the frame words the trampoline fills. */
+static int build_desc(struct uprobe *u, struct upa_probe *d, struct upa_fetch *f,
+		      struct upa_cond *c, uint64_t *save, char *why, size_t whylen)
+{
+	const struct uprobe_capture *cap = u->capture;
+	bool entry_args = cap->entry_args && u->ret_handler;
+
+	memset(d, 0, sizeof(*d));
+	d->flags = UPA_P_ENABLED | (entry_args ? UPA_P_ENTRY_ARGS : 0);
+	d->vaddr = u->vaddr;
+	d->regs = cap->regs | 1ull << UPA_RIP;
+	d->nfetch = cap->nfetch;
+	d->ncond = cap->ncond;
+	*save = d->regs;
+	if (entry_args) /* the entry's trampoline saves what the hijack keeps */
+		*save |= 1ull << UPA_RDI | 1ull << UPA_RSI | 1ull << UPA_RDX | 1ull << UPA_RCX |
+			 1ull << UPA_R8 | 1ull << UPA_R9;
+	for (unsigned w = 0; w < UPA_NREGS; w++) {
+		if ((d->regs >> w & 1) && !word_seen(w, entry_args)) {
+			snprintf(why, whylen, "register %%%s is not available in-process",
+				 word_name(w));
+			return -ENOTSUP;
+		}
+	}
+	for (unsigned i = 0; i < cap->nfetch; i++) {
+		const struct uprobe_fetch *in = &cap->fetch[i];
+		struct upa_fetch *o = &f[i];
+
+		memset(o, 0, sizeof(*o));
+		o->base = in->base == UPROBE_FETCH_REG ? UPA_BASE_REG : UPA_BASE_IMM;
+		o->imm = in->imm;
+		if (in->base == UPROBE_FETCH_REG) {
+			unsigned w = in->reg / 8;
+
+			if (in->reg % 8 || w >= UPA_NREGS || !word_seen(w, entry_args)) {
+				snprintf(why, whylen, "register %%%s is not available in-process",
+					 word_name(w));
+				return -ENOTSUP;
+			}
+			if (w == UPA_RIP) { /* the probed address itself */
+				o->base = UPA_BASE_IMM;
+				o->imm = (int64_t)u->vaddr;
+			}
+			o->reg = (uint8_t)w;
+			o->reg_size = (uint8_t)(in->reg_size ? in->reg_size : 8);
+			o->reg_shift = (uint8_t)in->reg_shift;
+			*save |= 1ull << w;
+		}
+		if (in->nsteps > UPA_STEPS) {
+			snprintf(why, whylen, "too many dereferences");
+			return -ENOTSUP;
+		}
+		o->nsteps = (uint8_t)in->nsteps;
+		for (unsigned k = 0; k < in->nsteps; k++) {
+			o->step[k].off = in->step[k].off;
+			o->step[k].len = in->step[k].len ? in->step[k].len : 8;
+		}
+		o->final = in->final == UPROBE_FETCH_STRING  ? UPA_FINAL_STRING
+			   : in->final == UPROBE_FETCH_BYTES ? UPA_FINAL_BYTES
+			   : in->final == UPROBE_FETCH_STACK ? UPA_FINAL_STACK
+							     : UPA_FINAL_NONE;
+		o->at_entry = in->at_entry;
+		if (o->final == UPA_FINAL_STACK) /* [sp] at an entry: the caller */
+			*save |= 1ull << UPA_RSP;
+		o->final_off = in->final_off;
+		o->final_len = in->final_len;
+		o->size = (uint8_t)(in->size ? in->size : 8);
+		o->is_signed = in->is_signed;
+		o->bf_width = (uint8_t)in->bf_width;
+		o->bf_offset = (uint8_t)in->bf_offset;
+	}
+	for (unsigned i = 0; i < cap->ncond; i++) {
+		if (cap->cond[i].fetch == UPROBE_COND_DURATION && u->ret_handler)
+			c[i].fetch = UPA_COND_DURATION;
+		else if (cap->cond[i].fetch >= cap->nfetch)
+			return -EINVAL;
+		else
+			c[i].fetch = cap->cond[i].fetch;
+		c[i].op = (uint32_t)cap->cond[i].op;
+		c[i].value = cap->cond[i].value;
+	}
+	return 0;
+}
+
+/* An aggregating probe's struct upa_agg, from its capture's. */
+static int build_agg(const struct uprobe *u, struct upa_agg *g, char *why, size_t whylen)
+{
+	const struct uprobe_capture *cap = u->capture;
+	const struct uprobe_agg *in = cap->agg;
+	unsigned size = in->size ? in->size : 2048, words = 0;
+
+	memset(g, 0, sizeof(*g));
+	if (in->nkeys > UPA_AGG_KEYS || in->nvals > UPA_AGG_VALS || size & (size - 1) ||
+	    size > 1u << 20) {
+		snprintf(why, whylen, "an aggregation the agent cannot hold");
+		return -EINVAL;
+	}
+	g->order = (uint32_t)__builtin_ctz(size);
+	g->nkeys = in->nkeys;
+	g->nvals = in->nvals;
+	g->at_entry = in->at_entry;
+	for (unsigned i = 0; i < in->nkeys; i++) {
+		const struct uprobe_agg_key *k = &in->key[i];
+		struct upa_agg_key *o = &g->key[i];
+
+		if ((k->src == UPROBE_AGG_FETCH && k->fetch >= cap->nfetch) ||
+		    (k->src == UPROBE_AGG_DURATION && !u->ret_handler) || !k->words ||
+		    k->words > 255) {
+			snprintf(why, whylen, "key %u cannot be computed in-process", i + 1);
+			return -EINVAL;
+		}
+		o->src = k->src == UPROBE_AGG_STACK	 ? UPA_AGG_STACK
+			 : k->src == UPROBE_AGG_DURATION ? UPA_AGG_DURATION
+							 : UPA_AGG_FETCH;
+		o->xform = k->xform == UPROBE_AGG_LOG2	    ? UPA_AGG_LOG2
+			   : k->xform == UPROBE_AGG_BUCKETS ? UPA_AGG_BUCKETS
+							    : UPA_AGG_RAW;
+		o->buckets = k->buckets;
+		o->words = (uint8_t)k->words;
+		o->fetch = k->fetch;
+		words += k->words;
+	}
+	if (words > UPA_AGG_KEY_WORDS) {
+		snprintf(why, whylen, "a key of %u words (the agent takes %u)", words,
+			 (unsigned)UPA_AGG_KEY_WORDS);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < in->nvals; i++) {
+		const struct uprobe_agg_val *v = &in->val[i];
+		struct upa_agg_val *o = &g->val[i];
+
+		if ((v->src == UPROBE_AGG_FETCH && v->fetch >= cap->nfetch) ||
+		    (v->src == UPROBE_AGG_DURATION && !u->ret_handler) ||
+		    v->src == UPROBE_AGG_STACK) {
+			snprintf(why, whylen, "value %u cannot be computed in-process", i + 1);
+			return -EINVAL;
+		}
+		o->src = v->src == UPROBE_AGG_DURATION ? UPA_AGG_DURATION : UPA_AGG_FETCH;
+		o->op = v->op == UPROBE_AGG_MIN ? UPA_AGG_MIN
+			: v->op == UPROBE_AGG_MAX ? UPA_AGG_MAX
+						  : UPA_AGG_SUM;
+		o->is_signed = v->is_signed;
+		o->fetch = v->fetch;
+	}
+	return 0;
+}
+
+static int rec_slot(struct uproc *mm, struct fastp *f)
+{
+	if (f->id >= mm->nrecp) {
+		uint32_t n = mm->nrecp ? mm->nrecp : 64;
+		struct fastp **r;
+
+		while (n <= f->id)
+			n *= 2;
+		r = realloc(mm->recp, n * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		memset(r + mm->nrecp, 0, (n - mm->nrecp) * sizeof(*r));
+		mm->recp = r;
+		mm->nrecp = n;
+	}
+	mm->recp[f->id] = f;
+	return 0;
+}
+
+/* A recording site's descriptor (in the shared region) and its record id. */
+static int rec_desc(struct uproc *mm, struct up_task *t, struct fastp *f, char *why,
+		    size_t whylen)
+{
+	struct uprobe *u = f->u;
+	unsigned nf = u->capture->nfetch, nc = u->capture->ncond;
+	struct upa_fetch *fe = calloc(nf ? nf : 1, sizeof(*fe));
+	struct upa_cond *co = calloc(nc ? nc : 1, sizeof(*co));
+	struct upa_probe d;
+	struct upa_agg ag;
+	uint64_t save = 0;
+	int rc = -ENOMEM;
+
+	if (!fe || !co)
+		goto out;
+	rc = build_desc(u, &d, fe, co, &save, why, whylen);
+	if (rc)
+		goto out;
+	if (u->ret_handler) {
+		/* the entry hijacks the return; the trampoline the agent returns through
+		   saves every register, so the record can take any */
+		d.flags |= UPA_P_RETURN;
+	}
+	if (u->capture->agg) {
+		rc = build_agg(u, &ag, why, whylen);
+		if (rc)
+			goto out;
+		save |= 1ull << UPA_RBP; /* a stack key walks from it */
+	}
+	rc = agent_ensure(mm, t, why, whylen);
+	if (rc)
+		goto out;
+	rc = up_agent_probe_add(mm->agent, &d, fe, co, u->capture->agg ? &ag : NULL, &f->desc,
+				&f->id);
+	if (rc) {
+		snprintf(why, whylen, rc == -E2BIG ? "a record would not fit the ring"
+						   : "no room for its descriptor (%s)",
+			 strerror(-rc));
+		goto out;
+	}
+	f->rec = true;
+	f->agg = u->capture->agg != NULL;
+	f->regs = d.regs;
+	f->save = save | 1ull << UPA_RSP; /* the agent names the thread by its stack */
+	rc = rec_slot(mm, f);
+out:
+	free(fe);
+	free(co);
+	return rc;
+}
+
+bool wants_record(const struct uprobe *u)
+{
+	return u->capture && u->record_handler;
+}
+
+/*
+ * Tries the fast path for a counting or recording uprobe (process quiesced).  Where
+ * another one's jmp already starts at its address, it joins that site's chain.
+ */
+int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
+{
+	struct uprobe_ctx *ctx = mm->ctx;
+	struct fastp *f, *base, *v[CHAIN_MAX];
+	struct up_task *t = ctx->cur_task ? ctx->cur_task : idle_task(mm);
+	bool rec = wants_record(u);
+	struct where ool = { .n = 0 };
+	unsigned n;
+	int rc;
+
+	if (!t || ctx->opts.no_xol) {
+		snprintf(why, whylen, "no XOL area");
+		return -ENOTSUP;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->u = u;
+	f->is_ret = u->ret_handler != NULL;
+	rc = -ENOTSUP;
+	base = fast_overlapping(mm, u->vaddr, u->vaddr + 1);
+	if (base && (base->site.vaddr != u->vaddr || !base->patched)) {
+		/* its bytes are a jmp now: the arbiter takes that site back to int3s */
+		snprintf(why, whylen, "inside another fast-path site");
+		goto fail;
+	}
+	if (base) {
+		/* the site is checked and patched already: only the chain grows */
+		n = chain_of(mm, u->vaddr, v);
+		for (unsigned i = 0; i < n; i++) {
+			if (f->is_ret && v[i]->is_ret) {
+				snprintf(why, whylen, "another return probe shares the site");
+				goto fail;
+			}
+		}
+		if (n == CHAIN_MAX) {
+			snprintf(why, whylen, "%u probes share the site already", n);
+			goto fail;
+		}
+		f->site = base->site;
+		f->site.chain = 0;
+	} else {
+		rc = up_patch_site(mm->p, &ctx->files, u->vaddr, &f->site, why, whylen);
+		if (rc)
+			goto fail;
+		rc = -ENOTSUP;
+		for (unsigned i = 0; i < f->site.len; i++) {
+			if (ppt_lookup(mm, u->vaddr + i)) {
+				snprintf(why, whylen, "another probe at 0x%" PRIx64, u->vaddr + i);
+				goto fail;
+			}
+		}
+		if (fast_overlapping(mm, u->vaddr, u->vaddr + f->site.len)) {
+			snprintf(why, whylen, "overlaps another fast-path site");
+			goto fail;
+		}
+		if (any_rip_in(mm, u->vaddr, u->vaddr + f->site.len)) {
+			snprintf(why, whylen, "a thread is inside the bytes the jmp would cover "
+					      "(or trapped on an int3 there)");
+			goto fail;
+		}
+		if (f->site.ninsn > 1 &&
+		    stack_points_in(mm, u->vaddr, u->vaddr + f->site.len)) {
+			snprintf(why, whylen, "a thread's stack holds an address inside the bytes "
+					      "the jmp would cover (a signal frame?)");
+			goto fail;
+		}
+		if (f->site.ninsn > 1) {
+			/* from a slot or a trampoline it jumps back to the instruction after
+			   the one it ran there: perhaps inside these bytes (and in a signal
+			   handler, its frame's rip would take it there) */
+			where_out_of_line(&ool, mm);
+			if (any_rip(mm, &ool) || any_stack_word(mm, &ool)) {
+				snprintf(why, whylen, "a thread is running out of line and may "
+						      "come back inside the bytes the jmp would cover");
+				goto fail;
+			}
+		}
+	}
+	if (rec) {
+		rc = rec_desc(mm, t, f, why, whylen);
+		if (rc) {
+			if (rc > -4096 && !why[0])
+				snprintf(why, whylen, "no descriptor (%s)", strerror(-rc));
+			rc = -ENOTSUP;
+			goto fail;
+		}
+	} else {
+		/* a counter in the shared region where the agent can be had: its count
+		   survives an exec; else on a page of counters by the XOL area */
+		char sub[160];
+
+		f->shared = !agent_ensure(mm, t, sub, sizeof(sub)) &&
+			    !up_agent_counter(mm->agent, &f->counter);
+		if (!f->shared && (!mm->counters || mm->ncounters == 4096 / 8)) {
+			rc = up_xol_map_data(t, u->vaddr, &mm->counters);
+			if (rc) {
+				snprintf(why, whylen, "no counter page (%s)", strerror(-rc));
+				mm->counters = 0;
+				goto fail;
+			}
+			mm->ncounters = 0;
+		}
+		if (!f->shared)
+			f->counter = mm->counters + 8ull * mm->ncounters;
+	}
+	f->seq = mm->fast_seq++;
+	f->patched = true;
+	if (rec)
+		ctx->rec_seen_ns = up_mono_ns(); /* records may come at once: look soon */
+	f->next = mm->fast;
+	mm->fast = f;
+	rc = chain_build(mm, t, u->vaddr, NULL, why, whylen);
+	if (rc) {
+		fast_unlink(mm, f);
+		if (f->rec) {
+			if (f->id < mm->nrecp)
+				mm->recp[f->id] = NULL;
+			up_agent_probe_enable(mm->agent, f->desc, false);
+		}
+		rc = -ENOTSUP;
+		goto fail;
+	}
+	if (!rec && !f->shared)
+		mm->ncounters++;
+	mm->fast_used = true;
+	u->kimg = (struct uprobe_kimg *)f;
+	u->kind = KIND_FAST;
+	ctx->stats.fast_patched++;
+	if (ctx->opts.verbose)
+		logf_(ctx, "process %d: 0x%" PRIx64 " on the fast path (%s: a jmp to 0x%" PRIx64
+			   ", %s%s)",
+		      (int)mm->pid, u->vaddr, up_patch_tactic_name(f->site.tactic), f->tramp,
+		      rec ? "recorded in-process" : "counted",
+		      f->chained ? ", its trampoline chained with the site's other probes" : "");
+	return 0;
+fail:
+	free(f);
+	return rc < 0 ? rc : -ENOTSUP;
+}
+
+/* f's hits so far go into its uprobe; a recording site stops recording. */
+static void settle(struct uproc *mm, struct fastp *f)
+{
+	uint64_t v;
+
+	if (f->rec) {
+		/* records already written are delivered; a thread still inside the
+		   trampoline finishes its record, which nobody reads */
+		agent_drain(mm);
+		rec_settle(mm, f);
+		if (f->id < mm->nrecp)
+			mm->recp[f->id] = NULL;
+		/* returns still hijacked go home through the agent, unrecorded */
+		if (mm->agent)
+			up_agent_probe_enable(mm->agent, f->desc, false);
+		return;
+	}
+	if (!read_counter(mm, f, NULL, &v))
+		f->u->nhits += v;
+	else
+		f->u->nhits += f->last;
+	f->last = 0;
+}
+
+/* Puts the original instruction back (process quiesced); the trampoline stays mapped
+   until no thread can be inside it.  The site's other probes, if any, are unpatched
+   with it (each is then unpatched, or downgraded, on its own: a no-op for the bytes). */
+void fast_unpatch(struct uproc *mm, struct fastp *f)
+{
+	if (!f->patched)
+		return;
+	up_proc_write_text(mm->p, f->site.vaddr, f->site.orig, f->site.len);
+	f->patched = false;
+	tramp_reclaim(mm, f);
+	settle(mm, f);
+}
+
+void fast_remove(struct uproc *mm, struct fastp *f)
+{
+	struct uprobe_ctx *ctx = mm->ctx;
+	struct up_task *t = ctx->cur_task ? ctx->cur_task : idle_task(mm);
+	struct fastp *v[CHAIN_MAX];
+	char why[160] = "";
+
+	if (f->patched && t && chain_of(mm, f->site.vaddr, v) > 1) {
+		/* the others keep the site, in a chain without f */
+		f->patched = false;
+		if (!chain_build(mm, t, f->site.vaddr, f, why, sizeof(why))) {
+			settle(mm, f);
+			fast_unlink(mm, f);
+			return;
+		}
+		/* no room for the new chain: the site goes back to int3s (the old chain,
+		   f's trampoline in it, is what the jmp still leads to) */
+		f->patched = true;
+		logf_(ctx, "process %d: 0x%" PRIx64 " leaves the fast path: %s", (int)mm->pid,
+		      f->site.vaddr, why);
+		fast_unpatch(mm, f);
+		fast_unlink(mm, f);
+		for (struct fastp *o; (o = fast_overlapping(mm, f->site.vaddr, f->site.vaddr + 1));)
+			fast_downgrade(mm, o);
+		return;
+	}
+	fast_unpatch(mm, f);
+	fast_unlink(mm, f);
+}
+
+void fast_unlink(struct uproc *mm, struct fastp *f)
+{
+	struct fastp **pp = &mm->fast;
+
+	while (*pp && *pp != f)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = f->next;
+}
+
+/* The process exits: the counts as they stand go into the uprobes. */
+void fast_forget(struct uproc *mm)
+{
+	while (mm->fast) {
+		struct fastp *f = mm->fast;
+
+		mm->fast = f->next;
+		if (f->u->kimg == (struct uprobe_kimg *)f && !f->patched) {
+			/* unpatched already (its counts are in the uprobe): let it go */
+			f->u->kimg = NULL;
+			f->u->kind = KIND_PPT;
+		}
+		if (f->patched && f->u->pid == mm->pid) {
+			if (f->rec) {
+				rec_settle(mm, f);
+			} else {
+				uint64_t v = f->last;
+
+				if (f->shared)
+					read_counter(mm, f, NULL, &v); /* the region is still ours */
+				f->u->nhits += v;
+			}
+			f->u->kimg = NULL;
+			f->u->kind = KIND_PPT;
+		}
+		if (f->rec && f->id < mm->nrecp)
+			mm->recp[f->id] = NULL;
+		free(f);
+	}
+	mm->counters = 0;
+	mm->ncounters = 0;
+	mm->fast_used = false;
+}
+
+/* An int3 probe is wanted inside a fast site: the site goes back to the trap path. */
+
+void fast_downgrade(struct uproc *mm, struct fastp *f)
+{
+	struct uprobe *u = f->u;
+
+	if (mm->ctx->opts.verbose)
+		logf_(mm->ctx, "process %d: 0x%" PRIx64 " leaves the fast path: another probe "
+			       "needs an int3 within its bytes", (int)mm->pid, f->site.vaddr);
+
+	fast_unpatch(mm, f);
+	fast_unlink(mm, f);
+	free(f);
+	u->kimg = NULL;
+	u->kind = KIND_PPT;
+	u->flags |= UPROBE_F_NO_FAST;
+	arm(mm->ctx, mm, u);
+}
+
+int uprobe_count(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *hits)
+{
+	uint64_t n = u->nhits;
+
+	if (u->kimg && u->kind == KIND_FAST) {
+		struct fastp *f = (struct fastp *)u->kimg;
+		struct uproc *up = uproc_of_pid(ctx, u->pid);
+		uint64_t v = f->last;
+
+		if (up)
+			read_counter(mm_of(up), f, NULL, &v);
+		n += v;
+	}
+	*hits = n;
+	return 0;
+}
+
+int uprobe_set_enabled(struct uprobe_ctx *ctx, struct uprobe *u, bool on)
+{
+	struct fastp *f = u->kimg && u->kind == KIND_FAST ? (struct fastp *)u->kimg : NULL;
+	struct uproc *up = f && f->rec ? uproc_of_pid(ctx, u->pid) : NULL;
+
+	if (!up || !mm_of(up)->agent)
+		return 0;
+	agent_drain(mm_of(up)); /* what was recorded while on is delivered as such */
+	up_agent_probe_enable(mm_of(up)->agent, f->desc, on);
+	return 0;
+}
+
+int uprobe_lost(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *lost)
+{
+	uint64_t n = u->nlost;
+
+	if (u->kimg && u->kind == KIND_FAST) {
+		struct fastp *f = (struct fastp *)u->kimg;
+		struct uproc *up = uproc_of_pid(ctx, u->pid);
+		uint64_t filtered = 0, l = 0;
+
+		if (f->rec && up && mm_of(up)->agent)
+			up_agent_probe_counts(mm_of(up)->agent, f->desc, &filtered, &l);
+		n += l;
+	}
+	*lost = n;
+	return 0;
+}
+
+int uprobe_agg_read(struct uprobe_ctx *ctx, const struct uprobe *u,
+		    void (*fn)(void *arg, const struct uprobe_agg_entry *e), void *arg)
+{
+	struct fastp *f = u->kimg && u->kind == KIND_FAST ? (struct fastp *)u->kimg : NULL;
+	struct uproc *up = f && f->agg ? uproc_of_pid(ctx, u->pid) : NULL;
+
+	if (up && f->patched)
+		agg_emit(mm_of(up), f, fn, arg);
+	return 0;
+}
