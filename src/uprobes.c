@@ -10,6 +10,10 @@
  * hold a reference on it, so that unregistering never pulls a slot from under a
  * thread: a probepoint that loses its last consumer becomes a zombie until no thread
  * uses its slot or has its rip inside it.
+ *
+ * How an address gets its control transfer -- the int3 and its slot, or a jmp into a
+ * trampoline for a probe that needs no handler here -- is the probe-site layer's
+ * (src/site/site.h), which this file calls and which never calls back.
  */
 #include <errno.h>
 #include <poll.h>
@@ -26,12 +30,15 @@
 
 #include <uprobe/uprobe.h>
 
+#include "agent/ring.h" /* up_mono_ns */
 #include "uprobes_int.h"
 static void free_utasks(struct up_proc *p);
+static int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u);
 
 /* ---- small helpers ----------------------------------------------------------------- */
 
-void logf_(struct uprobe_ctx *ctx, const char *fmt, ...)
+__attribute__((format(printf, 2, 3)))
+static void logf_(struct uprobe_ctx *ctx, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -44,7 +51,7 @@ void logf_(struct uprobe_ctx *ctx, const char *fmt, ...)
 	ctx->opts.log(ctx->opts.log_arg, msg);
 }
 
-struct uproc *mm_of(struct uproc *up)
+static struct uproc *mm_of(struct uproc *up)
 {
 	return up->mm_owner ? up->mm_owner : up;
 }
@@ -54,7 +61,7 @@ static unsigned hash_of(uint64_t vaddr)
 	return (unsigned)((vaddr ^ (vaddr >> 8) ^ (vaddr >> 16)) % PPT_HASH);
 }
 
-struct ppt *ppt_lookup(struct uproc *mm, uint64_t vaddr)
+static struct ppt *ppt_lookup(struct uproc *mm, uint64_t vaddr)
 {
 	for (struct ppt *q = mm->hash[hash_of(vaddr)]; q; q = q->next)
 		if (q->vaddr == vaddr)
@@ -76,14 +83,15 @@ static void ppt_unhash(struct uproc *mm, struct ppt *q)
 /* The probepoint (live or zombie) whose slot holds addr. */
 static struct ppt *ppt_by_slot(struct uproc *mm, uint64_t addr)
 {
-	if (!up_xol_contains(&mm->xol, addr))
+	if (!up_sites_in_xol(&mm->sites, addr))
 		return NULL;
 	for (unsigned i = 0; i < PPT_HASH; i++)
 		for (struct ppt *q = mm->hash[i]; q; q = q->next)
-			if (q->slot && addr >= q->slot && addr < q->slot + UP_SLOT_MAX)
+			if (q->site.slot && addr >= q->site.slot &&
+			    addr < q->site.slot + UP_SLOT_MAX)
 				return q;
 	for (struct ppt *q = mm->zombies; q; q = q->next)
-		if (q->slot && addr >= q->slot && addr < q->slot + UP_SLOT_MAX)
+		if (q->site.slot && addr >= q->site.slot && addr < q->site.slot + UP_SLOT_MAX)
 			return q;
 	return NULL;
 }
@@ -94,7 +102,7 @@ static void ppt_free(struct ppt *q)
 	free(q);
 }
 
-struct uproc *uproc_of_pid(struct uprobe_ctx *ctx, pid_t pid)
+static struct uproc *uproc_of_pid(struct uprobe_ctx *ctx, pid_t pid)
 {
 	for (struct uproc *up = ctx->procs; up; up = up->next)
 		if (up->pid == pid)
@@ -102,7 +110,7 @@ struct uproc *uproc_of_pid(struct uprobe_ctx *ctx, pid_t pid)
 	return NULL;
 }
 
-struct utask *utask_of(struct up_task *t)
+static struct utask *utask_of(struct up_task *t)
 {
 	struct utask *ut = up_task_data(t);
 
@@ -122,7 +130,7 @@ static int mem_fn(void *arg, uint64_t addr, void *buf, size_t len, bool write)
 }
 
 /* A stopped thread of the process that is not in the middle of our own step. */
-struct up_task *idle_task(struct uproc *up)
+static struct up_task *idle_task(struct uproc *up)
 {
 	for (struct up_task *t = up_proc_first_task(up->p); t; t = up_proc_next_task(t)) {
 		struct utask *ut = up_task_data(t);
@@ -135,41 +143,32 @@ struct up_task *idle_task(struct uproc *up)
 
 /* ---- probepoints ------------------------------------------------------------------- */
 
+/* q's slot (the remote mmap of an area, if need be, through a stopped thread of mm's
+   that is not stepping: t, the one at hand, or any). */
 static int ensure_slot(struct uproc *mm, struct ppt *q, struct up_task *t)
 {
-	struct up_reloc rel;
 	uint64_t slot;
 	int rc;
 
-	if (q->slot)
+	if (q->site.slot)
 		return 0;
 	if (mm->ctx->opts.no_xol)
 		return -ENOTSUP;
-	/* the remote mmap runs in a stopped thread: the one at hand, or any that can */
 	if (!t && mm->ctx->cur_task && up_proc_data(up_task_proc(mm->ctx->cur_task)) &&
 	    mm_of(up_proc_data(up_task_proc(mm->ctx->cur_task))) == mm)
 		t = mm->ctx->cur_task;
 	rc = -EAGAIN;
 	if (t)
-		rc = up_xol_alloc(&mm->xol, t, q->vaddr, &slot);
+		rc = up_site_slot_alloc(&mm->sites, t, q->vaddr, &slot);
 	for (t = up_proc_first_task(mm->p); rc && rc != -ENOMEM && t; t = up_proc_next_task(t)) {
 		struct utask *ut = up_task_data(t);
 
 		if (up_task_stopped(t) && (!ut || ut->state == UT_NONE))
-			rc = up_xol_alloc(&mm->xol, t, q->vaddr, &slot);
+			rc = up_site_slot_alloc(&mm->sites, t, q->vaddr, &slot);
 	}
 	if (rc)
 		return rc;
-	rc = up_reloc_build(&q->bp.insn, slot, &rel);
-	if (!rc)
-		rc = up_xol_write(mm->p, slot, rel.code, rel.len);
-	if (rc) {
-		up_xol_free(&mm->xol, slot);
-		return rc;
-	}
-	q->rel = rel;
-	q->slot = slot;
-	return 0;
+	return up_site_int3_fill(&mm->sites, &q->site, slot);
 }
 
 static int ppt_add_consumer(struct ppt *q, struct uprobe *u)
@@ -220,50 +219,6 @@ static bool faster_in_slot(const struct up_insn *insn)
 	}
 }
 
-/* mm->written is kept sorted by vaddr: the first index whose vaddr is >= vaddr */
-static unsigned written_pos(const struct uproc *mm, uint64_t vaddr)
-{
-	unsigned lo = 0, hi = mm->nwritten;
-
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo) / 2;
-
-		if (mm->written[mid].vaddr < vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-static void remember_written(struct uproc *mm, uint64_t vaddr, uint8_t orig)
-{
-	unsigned i = written_pos(mm, vaddr);
-
-	if (i < mm->nwritten && mm->written[i].vaddr == vaddr)
-		return;
-	if (mm->nwritten == mm->capwritten) {
-		unsigned cap = mm->capwritten ? mm->capwritten * 2 : 64;
-		void *w = realloc(mm->written, cap * sizeof(*mm->written));
-
-		if (!w)
-			return;
-		mm->written = w;
-		mm->capwritten = cap;
-	}
-	memmove(&mm->written[i + 1], &mm->written[i], (mm->nwritten - i) * sizeof(*mm->written));
-	mm->written[i].vaddr = vaddr;
-	mm->written[i].orig = orig;
-	mm->nwritten++;
-}
-
-int written_orig(const struct uproc *mm, uint64_t vaddr)
-{
-	unsigned i = written_pos(mm, vaddr);
-
-	return i < mm->nwritten && mm->written[i].vaddr == vaddr ? mm->written[i].orig : -1;
-}
-
 /* Creates and arms the probepoint at vaddr (process quiesced). */
 static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
 {
@@ -275,18 +230,19 @@ static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
 	if (!q)
 		return -ENOMEM;
 	q->vaddr = vaddr;
-	rc = up_ubp_prepare(mm->p, &ctx->files, vaddr, &q->bp, msg, sizeof(msg));
+	rc = up_site_int3_prepare(&mm->sites, vaddr, &q->site, msg, sizeof(msg));
 	if (rc) {
 		logf_(ctx, "process %d: %s", (int)mm->pid, msg[0] ? msg : strerror(-rc));
 		free(q);
 		return rc;
 	}
-	switch (q->bp.insn.plan) {
+	switch (q->site.bp.insn.plan) {
 	case UP_PLAN_EMULATE:
 		q->plan = UPROBE_PLAN_EMULATE; /* a slot only if emulation ever faults */
 		/* what would cost the tracer a memory access runs cheaper, and as exactly,
 		   in a slot */
-		if (faster_in_slot(&q->bp.insn) && !ensure_slot(mm, q, NULL) && !q->rel.step)
+		if (faster_in_slot(&q->site.bp.insn) && !ensure_slot(mm, q, NULL) &&
+		    !q->site.rel.step)
 			q->plan = UPROBE_PLAN_XOL;
 		break;
 	case UP_PLAN_XOL:
@@ -298,23 +254,21 @@ static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
 				      (int)mm->pid, vaddr, strerror(-rc));
 			q->plan = UPROBE_PLAN_INLINE;
 		} else {
-			q->plan = q->rel.step ? UPROBE_PLAN_STEP : UPROBE_PLAN_XOL;
+			q->plan = q->site.rel.step ? UPROBE_PLAN_STEP : UPROBE_PLAN_XOL;
 		}
 		break;
 	case UP_PLAN_REJECT:
 		free(q);
 		return -ENOTSUP;
 	}
-	rc = up_ubp_insert(mm->p, &q->bp);
+	rc = up_site_int3_insert(&mm->sites, &q->site);
 	if (rc) {
 		logf_(ctx, "process %d: cannot write the breakpoint at 0x%" PRIx64 ": %s",
 		      (int)mm->pid, vaddr, strerror(-rc));
-		if (q->slot)
-			up_xol_free(&mm->xol, q->slot);
+		up_site_int3_free(&mm->sites, &q->site);
 		free(q);
 		return rc;
 	}
-	remember_written(mm, vaddr, q->bp.orig);
 	q->next = mm->hash[hash_of(vaddr)];
 	mm->hash[hash_of(vaddr)] = q;
 	*out = q;
@@ -324,8 +278,7 @@ static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
 /* Takes the int3 out; the probepoint waits as a zombie for its users and slot. */
 static void ppt_retire(struct uproc *mm, struct ppt *q)
 {
-	if (q->bp.inserted)
-		up_ubp_remove(mm->p, &q->bp);
+	up_site_int3_remove(&mm->sites, &q->site);
 	ppt_unhash(mm, q);
 	q->dead = true;
 	q->next = mm->zombies;
@@ -343,7 +296,7 @@ static bool rip_in_slot(struct uproc *mm, const struct ppt *q)
 
 			if (!up_task_stopped(t) || up_task_get_regs(t, &r))
 				return true; /* cannot tell: keep it */
-			if (r.rip >= q->slot && r.rip < q->slot + UP_SLOT_MAX)
+			if (r.rip >= q->site.slot && r.rip < q->site.slot + UP_SLOT_MAX)
 				return true;
 		}
 	}
@@ -358,13 +311,12 @@ static void reap_zombies(struct uproc *mm)
 	while (*pp) {
 		struct ppt *q = *pp;
 
-		if (q->users || (q->slot && rip_in_slot(mm, q))) {
+		if (q->users || (q->site.slot && rip_in_slot(mm, q))) {
 			pp = &q->next;
 			continue;
 		}
 		*pp = q->next;
-		if (q->slot)
-			up_xol_free(&mm->xol, q->slot);
+		up_site_int3_free(&mm->sites, &q->site);
 		ppt_free(q);
 	}
 }
@@ -390,49 +342,34 @@ static void forget_all(struct uproc *mm)
 		mm->zombies = q->next;
 		ppt_free(q);
 	}
-	agent_drain(mm);
-	fast_forget(mm);
-	up_agent_free(mm->agent);
-	mm->agent = NULL;
-	mm->notls = 0;
+	up_sites_forget(&mm->sites);
 	mm->tls_watched = false;
-	free(mm->recp);
-	mm->recp = NULL;
-	mm->nrecp = 0;
-	up_xol_drop(&mm->xol);
 	mm->tramp = 0;
-	free(mm->written);
-	mm->written = NULL;
-	mm->nwritten = mm->capwritten = 0;
 }
 
 /* ---- registration ------------------------------------------------------------------ */
 
-int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u)
+/*
+ * How u's address gets its control transfer: the probe-site layer's patched site
+ * where u allows one (and no probepoint of the trap path is there), else an int3 of a
+ * probepoint, shared by its consumers.  Patched sites whose bytes the int3 would break
+ * leave the fast path first and are armed on int3s themselves (process quiesced).
+ */
+static int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u)
 {
 	struct ppt *q = ppt_lookup(mm, u->vaddr);
-	struct fastp *f;
+	struct uprobe *v;
 	int rc;
 
-	if ((((u->flags & UPROBE_F_COUNT) && !u->handler && !u->ret_handler) ||
-	     wants_record(u)) &&
-	    !(u->flags & UPROBE_F_NO_FAST) && !q && !mm->mm_owner) {
-		char why[160] = "";
-
-		rc = fast_arm(mm, u, why, sizeof(why));
-		if (!rc)
-			return 0;
-		if (rc == -EEXIST)
+	if (!q && !mm->mm_owner) {
+		rc = up_site_place(&mm->sites, u, ctx->cur_task ? ctx->cur_task : idle_task(mm));
+		if (rc <= 0)
 			return rc;
-		ctx->stats.fast_refused++;
-		if (ctx->opts.verbose && why[0])
-			logf_(ctx, "process %d: 0x%" PRIx64 " stays on the trap path: %s",
-			      (int)mm->pid, u->vaddr, why);
 	}
 	/* an int3 inside a fast site's bytes would break its jmp */
-	while ((f = fast_overlapping(mm, u->vaddr, u->vaddr + 1)))
-		fast_downgrade(mm, f);
-	q = ppt_lookup(mm, u->vaddr); /* the downgrade may have made it */
+	while ((v = up_site_evict(&mm->sites, u->vaddr)))
+		arm(ctx, mm, v);
+	q = ppt_lookup(mm, u->vaddr); /* the eviction may have made it */
 	if (!q) {
 		rc = ppt_create(mm, u->vaddr, &q);
 		if (rc)
@@ -445,21 +382,46 @@ int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u)
 		return rc;
 	}
 	u->kimg = (struct uprobe_kimg *)q;
-	(void)ctx;
 	return 0;
+}
+
+static void tls_hit(struct uprobe *u, uprobe_regs_t *regs)
+{
+	struct uproc *mm = u->data;
+
+	(void)regs;
+	unregister_uprobe(mm->ctx, u); /* queued: done once the hit is handled */
+}
+
+/*
+ * A process with threads the agent names by their stack gets a one-shot trap probe
+ * (the process quiesced) where its thread has a TLS block: the trap names it again
+ * (on_breakpoint).  Other threads without one are named again at their next trap hit.
+ */
+static void watch_tls(struct uproc *mm)
+{
+	uint64_t entry;
+
+	if (mm->tls_watched || mm->mm_owner || !(entry = up_site_tls_point(&mm->sites)))
+		return;
+	mm->tls_watch = (struct uprobe){ .pid = mm->pid, .vaddr = entry, .handler = tls_hit,
+					 .flags = UPROBE_F_OWN, .data = mm };
+	if (!arm(mm->ctx, mm, &mm->tls_watch))
+		mm->tls_watched = true;
 }
 
 static void disarm(struct uprobe_ctx *ctx, struct uprobe *u)
 {
-	if (u->kimg && u->kind == KIND_FAST) {
+	if (u->kimg && u->kind == UP_KIND_PATCHED) {
 		struct uproc *up = uproc_of_pid(ctx, u->pid);
-		struct fastp *f = (struct fastp *)u->kimg;
+		struct uproc *mm = up ? mm_of(up) : NULL;
+		struct up_task *t = mm ? (ctx->cur_task ? ctx->cur_task : idle_task(mm)) : NULL;
+		uint64_t evict = up_site_remove(mm ? &mm->sites : NULL, u, t);
+		struct uprobe *v;
 
-		if (up)
-			fast_remove(mm_of(up), f);
-		free(f);
-		u->kimg = NULL;
-		u->kind = KIND_PPT;
+		/* the site's other probes lost it with u: on int3s now */
+		while (evict && (v = up_site_evict(&mm->sites, evict)))
+			arm(ctx, mm, v);
 		return;
 	}
 	/* the process itself and any followed child that inherited the probe */
@@ -506,7 +468,7 @@ static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, 
 	int first = 0, settled = 0;
 	size_t i = 0;
 
-	ctx->files.gen++; /* mappings may have changed since the last batch */
+	up_site_ctx_batch(&ctx->sites); /* mappings may have changed since the last batch */
 
 	while (i < n) {
 		struct uproc *up = uproc_of_pid(ctx, us[i]->pid);
@@ -553,7 +515,7 @@ static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, 
 			}
 		}
 		if (reg)
-			agent_watch_entry(mm_of(up));
+			watch_tls(mm_of(up));
 		reap_zombies(mm_of(up));
 		up_proc_unquiesce(up->p);
 		i = j;
@@ -624,7 +586,7 @@ int uprobe_plan(struct uprobe_ctx *ctx, const struct uprobe *u, enum uprobe_plan
 	(void)ctx;
 	if (!u->kimg)
 		return -ENOENT;
-	*plan = u->kind == KIND_FAST ? UPROBE_PLAN_FAST : ((struct ppt *)u->kimg)->plan;
+	*plan = u->kind == UP_KIND_PATCHED ? UPROBE_PLAN_FAST : ((struct ppt *)u->kimg)->plan;
 	return 0;
 }
 
@@ -683,13 +645,14 @@ static void end_inline(struct uproc *up, struct ppt *q)
  */
 static bool slot_home(const struct ppt *q, const struct utask *ut, struct user_regs_struct *r)
 {
-	if (!q || !q->slot || r->rip < q->slot || r->rip >= q->slot + UP_SLOT_MAX)
+	if (!q || !q->site.slot || r->rip < q->site.slot || r->rip >= q->site.slot + UP_SLOT_MAX)
 		return false;
-	if (ut && ut->state == UT_STEP && (q->rel.fixups & UP_FIX_SCRATCH))
-		*up_regs_gpr(r, q->rel.scratch) = ut->st.saved_scratch;
-	if ((q->rel.fixups & UP_FIX_SYSCALL_RCX) && r->rip >= q->slot + q->rel.insn_len)
-		r->rcx = q->bp.insn.vaddr + q->bp.insn.length;
-	r->rip = up_reloc_home_rip(&q->bp.insn, &q->rel, q->slot, r->rip);
+	if (ut && ut->state == UT_STEP && (q->site.rel.fixups & UP_FIX_SCRATCH))
+		*up_regs_gpr(r, q->site.rel.scratch) = ut->st.saved_scratch;
+	if ((q->site.rel.fixups & UP_FIX_SYSCALL_RCX) &&
+	    r->rip >= q->site.slot + q->site.rel.insn_len)
+		r->rcx = q->site.bp.insn.vaddr + q->site.bp.insn.length;
+	r->rip = up_reloc_home_rip(&q->site.bp.insn, &q->site.rel, q->site.slot, r->rip);
 	return true;
 }
 
@@ -701,7 +664,7 @@ static enum up_resume start_inline(struct uproc *up, struct up_task *t, struct u
 
 	if (rc)
 		return doom(up->ctx, t, "cannot stop the other threads for an in-place step", rc);
-	rc = up_proc_write_text(mm->p, q->vaddr, &q->bp.orig, 1);
+	rc = up_proc_write_text(mm->p, q->vaddr, &q->site.bp.orig, 1);
 	if (rc) {
 		up_proc_unquiesce(up->p);
 		return doom(up->ctx, t, "cannot restore the original instruction", rc);
@@ -718,7 +681,7 @@ static enum up_resume start_inline(struct uproc *up, struct up_task *t, struct u
 static enum up_resume start_step(struct uproc *up, struct up_task *t, struct utask *ut,
 				 struct ppt *q, struct user_regs_struct *regs)
 {
-	up_reloc_step_begin(&q->bp.insn, &q->rel, q->slot, regs, &ut->st);
+	up_reloc_step_begin(&q->site.bp.insn, &q->site.rel, q->site.slot, regs, &ut->st);
 	up_task_set_regs(t, regs);
 	ut->state = UT_STEP;
 	ut->ppt = q;
@@ -735,7 +698,7 @@ static enum up_resume execute(struct uproc *up, struct up_task *t, struct utask 
 
 	switch (q->plan) {
 	case UPROBE_PLAN_EMULATE:
-		if (!up_insn_emulate(&q->bp.insn, regs, mem_fn, up->p)) {
+		if (!up_insn_emulate(&q->site.bp.insn, regs, mem_fn, up->p)) {
 			up_task_set_regs(t, regs);
 			ctx->stats.emulated++;
 			return UP_RESUME_CONT;
@@ -745,7 +708,7 @@ static enum up_resume execute(struct uproc *up, struct up_task *t, struct utask 
 			return start_step(up, t, ut, q, regs);
 		return start_inline(up, t, ut, q, regs);
 	case UPROBE_PLAN_XOL:
-		regs->rip = q->slot;
+		regs->rip = q->site.slot;
 		up_task_set_regs(t, regs);
 		ctx->stats.xol++;
 		return UP_RESUME_CONT;
@@ -773,18 +736,10 @@ static int ensure_tramp(struct uproc *mm, struct up_task *t, uint64_t near)
 
 	if (mm->tramp)
 		return 0;
-	if (mm->ctx->opts.no_xol)
-		return -ENOTSUP;
-	rc = up_xol_alloc(&mm->xol, t, near, &slot);
-	if (rc)
-		return rc;
-	rc = up_xol_write(mm->p, slot, (const uint8_t[]){ UP_BKPT_INSN }, 1);
-	if (rc) {
-		up_xol_free(&mm->xol, slot);
-		return rc;
-	}
-	mm->tramp = slot;
-	return 0;
+	rc = up_site_ret_int3(&mm->sites, t, near, &slot);
+	if (!rc)
+		mm->tramp = slot;
+	return rc;
 }
 
 static int push_rinst(struct utask *ut, uint64_t orig, uint64_t sp, struct uprobe *u)
@@ -873,7 +828,7 @@ static enum up_resume on_return(struct uproc *up, struct up_task *t, struct utas
 	orig = ut->rs[ut->nrs - 1].orig;
 	regs->rip = orig;
 	now = up_mono_ns();
-	agent_drain(mm_of(up));
+	up_site_drain(&mm_of(up)->sites);
 	ctx->in_handler = true;
 	ctx->cur_tid = up_task_tid(t);
 	ctx->cur_pid = up->pid;
@@ -932,7 +887,7 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 			up_task_set_regs(t, &regs);
 			return UP_RESUME_CONT;
 		}
-		int was = written_orig(mm, bp);
+		int was = up_site_written_orig(&mm->sites, bp);
 
 		if (was >= 0 && was != UP_BKPT_INSN) {
 			/* an int3 of ours left behind: put the byte back, run the original */
@@ -953,8 +908,7 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 		ctx->stats.hits++;
 	regs.rip = bp;
 	/* a thread the agent names by its stack may have its TLS block by now */
-	if (ut->notls && regs.fs_base && mm->agent)
-		agent_name_thread(mm, t);
+	up_site_hit_name(&mm->sites, t, &regs);
 	if (up->handlers) {
 		/* a copy: a handler may ask to unregister, which edits the list */
 		struct uprobe *cons[64];
@@ -962,7 +916,7 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 
 		memcpy(cons, q->cons, n * sizeof(*cons));
 		/* what the fast path recorded before this hit goes out before it */
-		agent_drain(mm);
+		up_site_drain(&mm->sites);
 		ctx->in_handler = true;
 		ctx->cur_tid = up_task_tid(t);
 		ctx->cur_pid = up->pid;
@@ -974,7 +928,7 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 			if (cons[i]->handler)
 				cons[i]->handler(cons[i], &regs);
 			else if (cons[i]->record_handler && cons[i]->capture && !cons[i]->ret_handler)
-				record_trap_hit(up, t, cons[i], &regs, false);
+				up_site_record_trap_hit(up->p, t, cons[i], &regs, false);
 		}
 		ctx->in_handler = false;
 		ctx->cur_tid = 0;
@@ -1018,9 +972,9 @@ static enum up_resume on_step(struct uproc *up, struct up_task *t, struct utask 
 	switch (ut->state) {
 	case UT_STEP:
 		/* a rep-prefixed string instruction steps one iteration at a time */
-		if (regs.rip == q->slot)
+		if (regs.rip == q->site.slot)
 			return UP_RESUME_STEP;
-		rc = up_reloc_step_finish(&q->bp.insn, &q->rel, q->slot, &regs, &ut->st, mem_fn,
+		rc = up_reloc_step_finish(&q->site.bp.insn, &q->site.rel, q->site.slot, &regs, &ut->st, mem_fn,
 					  up->p);
 		if (rc) {
 			finish(up, t, ut);
@@ -1029,8 +983,8 @@ static enum up_resume on_step(struct uproc *up, struct up_task *t, struct utask 
 		up_task_set_regs(t, &regs);
 		return finish(up, t, ut);
 	case UT_DRAIN:
-		home = up_reloc_home_rip(&q->bp.insn, &q->rel, q->slot, regs.rip);
-		if (home == q->bp.insn.vaddr)
+		home = up_reloc_home_rip(&q->site.bp.insn, &q->site.rel, q->site.slot, regs.rip);
+		if (home == q->site.bp.insn.vaddr)
 			return UP_RESUME_STEP; /* not out of the instruction yet */
 		if (home) {
 			regs.rip = home;
@@ -1067,9 +1021,9 @@ static void fault_info_home(struct up_task *t, const struct up_stop *stop, const
 	uint64_t a = (uint64_t)(uintptr_t)stop->info.si_addr;
 	siginfo_t info = stop->info;
 
-	if (!q->slot || a < q->slot || a >= q->slot + UP_SLOT_MAX)
+	if (!q->site.slot || a < q->site.slot || a >= q->site.slot + UP_SLOT_MAX)
 		return;
-	info.si_addr = (void *)(uintptr_t)up_reloc_home_rip(&q->bp.insn, &q->rel, q->slot, a);
+	info.si_addr = (void *)(uintptr_t)up_reloc_home_rip(&q->site.bp.insn, &q->site.rel, q->site.slot, a);
 	up_task_set_siginfo(t, &info);
 }
 
@@ -1090,8 +1044,8 @@ static enum up_resume on_signal(struct uproc *up, struct up_task *t, struct utas
 		/* the instruction faulted out of line: the program sees it fault at home */
 		if (up_task_get_regs(t, &regs))
 			return UP_RESUME_CONT;
-		if (ut->state == UT_STEP && (q->rel.fixups & UP_FIX_SCRATCH))
-			*up_regs_gpr(&regs, q->rel.scratch) = ut->st.saved_scratch;
+		if (ut->state == UT_STEP && (q->site.rel.fixups & UP_FIX_SCRATCH))
+			*up_regs_gpr(&regs, q->site.rel.scratch) = ut->st.saved_scratch;
 		if (ut->state == UT_INLINE)
 			end_inline(up, q);
 		regs.rip = q->vaddr;
@@ -1107,26 +1061,12 @@ static enum up_resume on_signal(struct uproc *up, struct up_task *t, struct utas
 	q = ppt_by_slot(mm, regs.rip);
 	if (!q) {
 		/* the relocated instruction of a fast-path trampoline faulted: at home */
-		for (struct fastp *f = mm->fast; f && is_fault(stop); f = f->next) {
-			uint64_t at = f->tramp + f->home_of[0];
-
-			if (regs.rip >= at && regs.rip < at + UP_INSN_MAX) {
-				siginfo_t info = stop->info;
-				uint64_t a = (uint64_t)(uintptr_t)info.si_addr;
-
-				regs.rip = f->site.vaddr;
-				up_task_set_regs(t, &regs);
-				if (a >= at && a < at + UP_INSN_MAX) {
-					info.si_addr = (void *)(uintptr_t)f->site.vaddr;
-					up_task_set_siginfo(t, &info);
-				}
-				break;
-			}
-		}
+		if (is_fault(stop))
+			up_site_fault_home(&mm->sites, t, &regs, &stop->info);
 		return UP_RESUME_CONT; /* nothing of ours: as it is */
 	}
-	home = up_reloc_home_rip(&q->bp.insn, &q->rel, q->slot, regs.rip);
-	if (is_fault(stop) || home != q->bp.insn.vaddr) {
+	home = up_reloc_home_rip(&q->site.bp.insn, &q->site.rel, q->site.slot, regs.rip);
+	if (is_fault(stop) || home != q->site.bp.insn.vaddr) {
 		/* faulted in the slot, or done and on its way back: deliver it at home */
 		if (home) {
 			regs.rip = home;
@@ -1179,7 +1119,7 @@ static void cb_thread_exit(void *arg, struct up_task *t)
 	(void)arg;
 	if (ut) {
 		if (up)
-			agent_thread_gone(mm_of(up), ut);
+			up_site_thread_gone(&mm_of(up)->sites, t);
 		if (ut->ppt && up) {
 			if (ut->state == UT_INLINE)
 				end_inline(up, ut->ppt);
@@ -1198,8 +1138,8 @@ static void cb_thread_new(void *arg, struct up_task *parent, struct up_task *t)
 
 	(void)arg;
 	(void)parent;
-	if (up && mm_of(up)->agent)
-		agent_name_thread(mm_of(up), t);
+	if (up)
+		up_site_name_thread(&mm_of(up)->sites, t);
 }
 
 static struct uproc *uproc_new(struct uprobe_ctx *ctx, struct up_proc *p)
@@ -1212,6 +1152,7 @@ static struct uproc *uproc_new(struct uprobe_ctx *ctx, struct up_proc *p)
 	up->p = p;
 	up->pid = up_proc_pid(p);
 	up->handlers = true;
+	up_sites_init(&up->sites, &ctx->sites, p);
 	up->next = ctx->procs;
 	ctx->procs = up;
 	up_proc_set_data(p, up);
@@ -1227,6 +1168,15 @@ static void uproc_unlink(struct uprobe_ctx *ctx, struct uproc *up)
 	if (*pp)
 		*pp = up->next;
 	up_proc_set_data(up->p, NULL);
+	if (up->mm_owner)
+		up_sites_unshare(&up->mm_owner->sites, up->p);
+}
+
+/* After uproc_unlink, and forget_all if it owned its memory. */
+static void uproc_free(struct uproc *up)
+{
+	up_sites_fini(&up->sites);
+	free(up);
 }
 
 /* The child of a fork, stopped before it runs: move a thread that forked from a slot home. */
@@ -1254,11 +1204,11 @@ static void follow_child(struct uproc *pm, struct uproc *cu)
 			if (!c)
 				continue;
 			c->vaddr = q->vaddr;
-			c->bp = q->bp; /* the int3 came along in the copied memory */
+			up_site_int3_inherit(&cu->sites, &q->site, &c->site);
 			c->plan = q->plan;
 			for (unsigned k = 0; k < q->ncons; k++)
 				ppt_add_consumer(c, q->cons[k]);
-			if (q->slot && ensure_slot(cu, c, NULL))
+			if (q->site.slot && ensure_slot(cu, c, NULL))
 				c->plan = UPROBE_PLAN_INLINE;
 			c->next = cu->hash[hash_of(c->vaddr)];
 			cu->hash[hash_of(c->vaddr)] = c;
@@ -1282,11 +1232,9 @@ static void cb_fork(void *arg, struct up_task *parent_t, struct up_proc *child, 
 		vfork = true;
 	if (!vfork) {
 		/* the child has no trampolines (MADV_DONTFORK): the original bytes back */
-		for (struct fastp *f = pm->fast; f; f = f->next)
-			if (f->patched)
-				up_proc_write_text(child, f->site.vaddr, f->site.orig, f->site.len);
+		up_sites_fork(&pm->sites, child);
 		child_home(pm, parent_t, child);
-		agent_unhijack(pm, child, false);
+		up_site_unhijack(&pm->sites, child, false);
 		/* its copy of the stack has our trampoline in it: the child has no XOL area */
 		if (pm->tramp)
 			unhijack(child, pm->tramp, word_size(pu), up_task_data(parent_t));
@@ -1295,6 +1243,12 @@ static void cb_fork(void *arg, struct up_task *parent_t, struct up_proc *child, 
 		/* it shares the parent's memory, int3s and slots: keep it until exec/exit */
 		cu = uproc_new(ctx, child);
 		if (!cu) {
+			up_proc_detach(child);
+			return;
+		}
+		if (up_sites_share(&pm->sites, child)) {
+			uproc_unlink(ctx, cu);
+			uproc_free(cu);
 			up_proc_detach(child);
 			return;
 		}
@@ -1308,18 +1262,21 @@ static void cb_fork(void *arg, struct up_task *parent_t, struct up_proc *child, 
 		}
 		follow_child(pm, cu);
 		/* a followed child counts the fast sites through int3s */
-		for (struct fastp *f = pm->fast; f; f = f->next) {
+		uint64_t at;
+		struct uprobe *fu;
+
+		for (struct up_patched *f = up_site_next_patched(&pm->sites, NULL, &at, &fu); f;
+		     f = up_site_next_patched(&pm->sites, f, &at, &fu)) {
 			struct ppt *q;
 
-			if (f->patched && !ppt_create(cu, f->site.vaddr, &q))
-				ppt_add_consumer(q, f->u);
+			if (!ppt_create(cu, at, &q))
+				ppt_add_consumer(q, fu);
 		}
 	} else {
 		/* not ours to probe: take our int3s out of its copy of the text and let it go */
 		for (unsigned i = 0; i < PPT_HASH; i++)
 			for (struct ppt *q = pm->hash[i]; q; q = q->next)
-				if (q->bp.inserted)
-					up_proc_write_text(child, q->vaddr, &q->bp.orig, 1);
+				up_site_int3_unfork(child, &q->site);
 		up_proc_detach(child);
 		return;
 	}
@@ -1391,7 +1348,7 @@ static void cb_exec(void *arg, struct up_proc *p, struct up_task *t)
 		for (struct uproc *c = ctx->procs; c; c = c->next)
 			if (c->mm_owner == up)
 				c->mm_owner = NULL;
-		free(up);
+		uproc_free(up);
 		free_utasks(p);
 		up_proc_detach(p);
 		if (ctx->opts.on_exit)
@@ -1403,7 +1360,7 @@ static void cb_exec(void *arg, struct up_proc *p, struct up_task *t)
 		struct utask *ut = up_task_data(x);
 
 		if (ut) {
-			agent_thread_gone(mm_of(up), ut);
+			up_site_thread_gone(&mm_of(up)->sites, x);
 			ut->state = UT_NONE;
 			ut->ppt = NULL;
 			ut->nrs = 0;
@@ -1411,10 +1368,11 @@ static void cb_exec(void *arg, struct up_proc *p, struct up_task *t)
 	}
 	if (up->mm_owner) {
 		/* a vfork child with a memory of its own now */
+		up_sites_unshare(&up->mm_owner->sites, p);
 		up->mm_owner = NULL;
 		if (!ctx->opts.follow_fork) {
 			uproc_unlink(ctx, up);
-			free(up);
+			uproc_free(up);
 			up_proc_detach(p);
 			return;
 		}
@@ -1441,7 +1399,7 @@ static void cb_proc_exit(void *arg, struct up_proc *p, int status)
 	for (struct uproc *c = ctx->procs; c; c = c->next)
 		if (c->mm_owner == up)
 			c->mm_owner = NULL;
-	free(up);
+	uproc_free(up);
 	if (ctx->opts.on_exit)
 		ctx->opts.on_exit(ctx->opts.arg, pid, status);
 }
@@ -1459,15 +1417,11 @@ static void cb_log(void *arg, const char *msg)
 static void cb_exiting(void *arg, struct up_task *t)
 {
 	struct uproc *up = up_proc_data(up_task_proc(t));
-	uint64_t v;
 
 	(void)arg;
 	if (!up || up->mm_owner)
 		return;
-	for (struct fastp *f = up->fast; f; f = f->next)
-		if (f->patched)
-			read_counter(up, f, t, &v);
-	agent_drain(up);
+	up_sites_exiting(&up->sites, t);
 }
 
 static bool cb_is_breakpoint(void *arg, struct up_task *t, uint64_t addr)
@@ -1505,6 +1459,7 @@ int uprobe_ctx_new(const struct uprobe_ctx_opts *opts, struct uprobe_ctx **out)
 		return -ENOMEM;
 	if (opts)
 		ctx->opts = *opts;
+	up_site_ctx_init(&ctx->sites, &ctx->opts, &ctx->stats);
 	rc = up_engine_new(&ops, ctx, &ctx->eng);
 	if (rc) {
 		free(ctx);
@@ -1557,21 +1512,14 @@ static int release(struct uprobe_ctx *ctx, struct uproc *up)
 				for (unsigned c = 0; c < q->ncons; c++)
 					if (q->cons[c]->pid == up->pid)
 						q->cons[c]->kimg = NULL;
-				if (q->bp.inserted)
-					up_ubp_remove(up->p, &q->bp);
+				up_site_int3_remove(&up->sites, &q->site);
 			}
 		}
-		for (struct fastp *f = up->fast; f; f = f->next)
-			fast_unpatch(up, f);
-		agent_unhijack(up, up->p, true);
-		t = idle_task(up);
-		/* a thread may be inside a trampoline: those stay mapped (a page or two) */
-		if (t && !up->fast_used)
-			up_xol_unmap(&up->xol, t);
+		up_sites_detach(&up->sites, idle_task(up));
 		forget_all(up);
 	}
 	uproc_unlink(ctx, up);
-	free(up);
+	uproc_free(up);
 	/*
 	 * Still quiesced: the detach that follows lets the threads go from exactly the
 	 * state set here.  Resuming them in between would let a thread trap on a byte
@@ -1588,7 +1536,7 @@ void uprobe_ctx_free(struct uprobe_ctx *ctx)
 		if (uprobe_detach(ctx, ctx->procs->pid))
 			break;
 	up_engine_free(ctx->eng);
-	up_ubp_files_clear(&ctx->files);
+	up_site_ctx_fini(&ctx->sites);
 	free(ctx->queue);
 	free(ctx);
 }
@@ -1663,7 +1611,7 @@ int uprobe_detach(struct uprobe_ctx *ctx, pid_t pid)
 		uproc_unlink(ctx, up);
 		if (!up->mm_owner)
 			forget_all(up);
-		free(up);
+		uproc_free(up);
 	}
 	free_utasks(p);
 	return up_proc_detach(p);
@@ -1707,22 +1655,8 @@ int uprobe_ctx_dispatch(struct uprobe_ctx *ctx)
 {
 	int n = up_engine_dispatch(ctx->eng);
 
-	drain_all(ctx);
+	up_site_drain_all(&ctx->sites);
 	return n;
-}
-
-/*
- * How soon the fast path's rings are read again while nothing stops: at once while a
- * ring was a 64th full or more; every millisecond in the 200 ms after records came (or
- * a recording site was placed); else every 10 ms.  A 4 MiB ring holds ~45,000 records
- * of six registers, written at ~30 ns each by one hot thread (1.4 ms): sleeping 10 ms
- * lost half of a 0.2 s run's records.
- */
-static int drain_ms(const struct uprobe_ctx *ctx)
-{
-	if (ctx->ring_fill >= 4)
-		return 0;
-	return up_mono_ns() - ctx->rec_seen_ns < 200000000ull ? 1 : 10;
 }
 
 int uprobe_current_duration(struct uprobe_ctx *ctx, uint64_t *ns)
@@ -1735,13 +1669,13 @@ int uprobe_current_duration(struct uprobe_ctx *ctx, uint64_t *ns)
 
 int uprobe_ctx_timeout(struct uprobe_ctx *ctx)
 {
-	return any_agent(ctx) ? drain_ms(ctx) : -1;
+	return up_site_any_agent(&ctx->sites) ? up_site_drain_ms(&ctx->sites) : -1;
 }
 
 int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop)
 {
 	ctx->brk = false;
-	if (!any_agent(ctx))
+	if (!up_site_any_agent(&ctx->sites))
 		return up_engine_run(ctx->eng, stop);
 	/* records arrive without a stop: wake up to read them */
 	for (;;) {
@@ -1751,18 +1685,18 @@ int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop)
 		   comes before records made after it */
 		if (ctx->brk || (stop && *stop))
 			return -EINTR;
-		drain_all(ctx);
+		up_site_drain_all(&ctx->sites);
 		if (ctx->brk || (stop && *stop))
 			return -EINTR;
 		if (!up_engine_nprocs(ctx->eng))
 			return 0;
 		if (pfd.fd < 0)
 			return pfd.fd;
-		if (poll(&pfd, 1, drain_ms(ctx)) < 0 && errno != EINTR)
+		if (poll(&pfd, 1, up_site_drain_ms(&ctx->sites)) < 0 && errno != EINTR)
 			return -errno;
 		up_engine_dispatch(ctx->eng);
-		if (!any_agent(ctx)) {
-			drain_all(ctx);
+		if (!up_site_any_agent(&ctx->sites)) {
+			up_site_drain_all(&ctx->sites);
 			if (ctx->brk || (stop && *stop))
 				return -EINTR;
 			return up_engine_run(ctx->eng, stop);
@@ -1779,4 +1713,45 @@ void uprobe_ctx_break(struct uprobe_ctx *ctx)
 void uprobe_ctx_stats(struct uprobe_ctx *ctx, struct uprobe_stats *st)
 {
 	*st = ctx->stats;
+}
+
+/* ---- what the probe-site layer counts ------------------------------------------------ */
+
+/* The sites of u's process (its memory's), NULL when it is gone. */
+static struct up_sites *sites_of(struct uprobe_ctx *ctx, const struct uprobe *u)
+{
+	struct uproc *up = uproc_of_pid(ctx, u->pid);
+
+	return up ? &mm_of(up)->sites : NULL;
+}
+
+int uprobe_count(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *hits)
+{
+	*hits = u->nhits;
+	if (u->kimg && u->kind == UP_KIND_PATCHED)
+		*hits += up_site_hits(sites_of(ctx, u), u);
+	return 0;
+}
+
+int uprobe_set_enabled(struct uprobe_ctx *ctx, struct uprobe *u, bool on)
+{
+	if (u->kimg && u->kind == UP_KIND_PATCHED)
+		up_site_set_enabled(sites_of(ctx, u), u, on);
+	return 0;
+}
+
+int uprobe_lost(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *lost)
+{
+	*lost = u->nlost;
+	if (u->kimg && u->kind == UP_KIND_PATCHED)
+		*lost += up_site_lost(sites_of(ctx, u), u);
+	return 0;
+}
+
+int uprobe_agg_read(struct uprobe_ctx *ctx, const struct uprobe *u,
+		    void (*fn)(void *arg, const struct uprobe_agg_entry *e), void *arg)
+{
+	if (u->kimg && u->kind == UP_KIND_PATCHED)
+		up_site_agg_read(sites_of(ctx, u), u, fn, arg);
+	return 0;
 }

@@ -13,9 +13,9 @@
 #include "site/internal.h"
 
 /* f's trampoline code for site (its chain says where it goes on), at tramp. */
-static int tramp_code(struct uproc *mm, const struct fastp *f, const struct up_patch_site *site,
-		      uint64_t tramp, uint8_t *code, size_t size, size_t *len,
-		      unsigned home_of[UP_PATCH_MAX_INSN])
+static int tramp_code(struct up_sites *mm, const struct up_patched *f,
+		      const struct up_patch_site *site, uint64_t tramp, uint8_t *code,
+		      size_t size, size_t *len, unsigned home_of[UP_PATCH_MAX_INSN])
 {
 	if (f->rec)
 		return up_patch_tramp_rec(site, tramp, f->desc, up_agent_entry(mm->agent), f->save,
@@ -26,11 +26,11 @@ static int tramp_code(struct uproc *mm, const struct fastp *f, const struct up_p
 }
 
 /* The probes sharing the jmp at vaddr, in the order their trampolines run. */
-unsigned chain_of(struct uproc *mm, uint64_t vaddr, struct fastp **v)
+unsigned chain_of(struct up_sites *mm, uint64_t vaddr, struct up_patched **v)
 {
 	unsigned n = 0;
 
-	for (struct fastp *f = mm->fast; f; f = f->next) {
+	for (struct up_patched *f = mm->fast; f; f = f->next) {
 		unsigned i;
 
 		if (!f->patched || f->site.vaddr != vaddr || n == CHAIN_MAX)
@@ -55,7 +55,8 @@ unsigned chain_of(struct uproc *mm, uint64_t vaddr, struct fastp **v)
  * chain.  A lone member of a chain (chained) cannot tell who comes to it: it goes only
  * while no thread runs out of line at all.
  */
-static void tramp_reclaim_set(struct uproc *mm, struct fastp **o, unsigned n, bool chained)
+static void tramp_reclaim_set(struct up_sites *mm, struct up_patched **o, unsigned n,
+			      bool chained)
 {
 	struct where w = { .n = 0 };
 
@@ -79,7 +80,7 @@ static void tramp_reclaim_set(struct uproc *mm, struct fastp **o, unsigned n, bo
 	}
 }
 
-void tramp_reclaim(struct uproc *mm, struct fastp *f)
+void tramp_reclaim(struct up_sites *mm, struct up_patched *f)
 {
 	tramp_reclaim_set(mm, &f, 1, f->chained);
 }
@@ -91,10 +92,10 @@ void tramp_reclaim(struct uproc *mm, struct fastp *f)
  * back to the allocator where no thread can be inside (else they stay, as after an
  * unpatch).  On failure nothing has changed.
  */
-int chain_build(struct uproc *mm, struct up_task *t, uint64_t vaddr,
-		       struct fastp *extra, char *why, size_t whylen)
+int chain_build(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
+		struct up_patched *extra, char *why, size_t whylen)
 {
-	struct fastp *v[CHAIN_MAX + 1];
+	struct up_patched *v[CHAIN_MAX + 1];
 	uint64_t tramp[CHAIN_MAX];
 	unsigned nslots[CHAIN_MAX], home[CHAIN_MAX][UP_PATCH_MAX_INSN];
 	uint8_t code[UP_PATCH_TRAMP_REC], jmp[UP_PATCH_MAX_INSN * UP_INSN_MAX];

@@ -22,7 +22,7 @@ static void agg_sum_one(void *arg, const uint64_t *key, unsigned nkey, const uin
 }
 
 /* An aggregating site's hits so far: its tables' counts and the hits they dropped. */
-uint64_t agg_hits(struct uproc *mm, struct fastp *f)
+uint64_t agg_hits(struct up_sites *mm, struct up_patched *f)
 {
 	struct agg_sum s = { 0 };
 	uint64_t dropped = 0;
@@ -36,20 +36,19 @@ uint64_t agg_hits(struct uproc *mm, struct fastp *f)
    hit, whose memory is the live process's. */
 struct rec_priv {
 	const struct up_agent_rec *ar; /* NULL: a trap-path hit */
-	struct uprobe_ctx *ctx;
-	pid_t pid;
+	struct up_proc *p; /* a trap-path hit's process */
 };
 
 struct deliver_arg {
-	struct uproc *mm;
+	struct up_sites *mm;
 };
 
 _Static_assert(sizeof(struct user_regs_struct) == UPA_NREGS * 8, "the agent's frame is a user_regs_struct");
 
 static void deliver(void *arg, const struct up_agent_rec *r)
 {
-	struct uproc *mm = ((struct deliver_arg *)arg)->mm;
-	struct fastp *f = r->id < mm->nrecp ? mm->recp[r->id] : NULL;
+	struct up_sites *mm = ((struct deliver_arg *)arg)->mm;
+	struct up_patched *f = r->id < mm->nrecp ? mm->recp[r->id] : NULL;
 	union {
 		struct user_regs_struct ur;
 		uint64_t w[UPA_NREGS];
@@ -72,11 +71,10 @@ static void deliver(void *arg, const struct up_agent_rec *r)
 	rec.time_ns = r->time_ns;
 	rec.regs = &u.ur;
 	rp.ar = r;
-	rp.ctx = mm->ctx;
-	rp.pid = mm->pid;
+	rp.p = mm->p;
 	rec.priv = &rp;
 	f->nrec++;
-	mm->ctx->stats.records++;
+	mm->ctx->stats->records++;
 	f->u->record_handler(f->u, &rec);
 }
 
@@ -100,7 +98,7 @@ static void put_back_one(void *arg, uint64_t slot, uint64_t orig)
  * detach (take: forgotten), or a fork child, whose copy of the stack has them but
  * which has no agent (MADV_DONTFORK).
  */
-void agent_unhijack(struct uproc *mm, struct up_proc *p, bool take)
+void up_site_unhijack(struct up_sites *mm, struct up_proc *p, bool take)
 {
 	struct put_back pb = { p, 0 };
 
@@ -113,24 +111,24 @@ void agent_unhijack(struct uproc *mm, struct up_proc *p, bool take)
 /* A raw record's probe: the uprobe's raw_id, counted as delivered. */
 static uint32_t raw_probe_of(void *arg, uint32_t id)
 {
-	struct uproc *mm = ((struct deliver_arg *)arg)->mm;
-	struct fastp *f = id < mm->nrecp ? mm->recp[id] : NULL;
+	struct up_sites *mm = ((struct deliver_arg *)arg)->mm;
+	struct up_patched *f = id < mm->nrecp ? mm->recp[id] : NULL;
 
 	if (!f || !f->u)
 		return UPROBE_RAW_SKIP;
 	f->nrec++;
-	mm->ctx->stats.records++;
+	mm->ctx->stats->records++;
 	return f->u->raw_id;
 }
 
 static void raw_span(void *arg, const void *recs, size_t len)
 {
-	struct uproc *mm = ((struct deliver_arg *)arg)->mm;
+	struct up_sites *mm = ((struct deliver_arg *)arg)->mm;
 
-	mm->ctx->opts.raw_handler(mm->ctx->opts.arg, recs, len);
+	mm->ctx->opts->raw_handler(mm->ctx->opts->arg, recs, len);
 }
 
-void agent_drain(struct uproc *mm)
+void up_site_drain(struct up_sites *mm)
 {
 	struct deliver_arg a = { mm };
 	unsigned n;
@@ -138,38 +136,52 @@ void agent_drain(struct uproc *mm)
 	if (!mm->agent || mm->draining)
 		return;
 	mm->draining = true;
-	if (mm->ctx->opts.raw_handler)
+	if (mm->ctx->opts->raw_handler)
 		n = up_agent_drain_raw(mm->agent, mm->pid, raw_probe_of, raw_span, &a);
 	else
 		n = up_agent_drain(mm->agent, deliver, &a);
-	if (n && mm->ctx->opts.on_records)
-		mm->ctx->opts.on_records(mm->ctx->opts.arg);
+	if (n && mm->ctx->opts->on_records)
+		mm->ctx->opts->on_records(mm->ctx->opts->arg);
 	mm->draining = false;
 }
 
-void drain_all(struct uprobe_ctx *ctx)
+void up_site_drain_all(struct up_site_ctx *c)
 {
 	unsigned fill = 0;
 
-	for (struct uproc *up = ctx->procs; up; up = up->next) {
-		if (up->mm_owner || !up->agent)
+	for (struct up_sites *s = c->spaces; s; s = s->next) {
+		if (!s->agent)
 			continue;
-		unsigned f = up_agent_fill(up->agent);
+		unsigned f = up_agent_fill(s->agent);
 
 		fill = f > fill ? f : fill;
-		agent_drain(up);
+		up_site_drain(s);
 	}
-	ctx->ring_fill = fill;
+	c->ring_fill = fill;
 	if (fill)
-		ctx->rec_seen_ns = up_mono_ns();
+		c->rec_seen_ns = up_mono_ns();
 }
 
-bool any_agent(struct uprobe_ctx *ctx)
+bool up_site_any_agent(const struct up_site_ctx *c)
 {
-	for (struct uproc *up = ctx->procs; up; up = up->next)
-		if (up->agent)
+	for (const struct up_sites *s = c->spaces; s; s = s->next)
+		if (s->agent)
 			return true;
 	return false;
+}
+
+/*
+ * How soon the fast path's rings are read again while nothing stops: at once while a
+ * ring was a 64th full or more; every millisecond in the 200 ms after records came (or
+ * a recording site was placed); else every 10 ms.  A 4 MiB ring holds ~45,000 records
+ * of six registers, written at ~30 ns each by one hot thread (1.4 ms): sleeping 10 ms
+ * lost half of a 0.2 s run's records.
+ */
+int up_site_drain_ms(const struct up_site_ctx *c)
+{
+	if (c->ring_fill >= 4)
+		return 0;
+	return up_mono_ns() - c->rec_seen_ns < 200000000ull ? 1 : 10;
 }
 
 int uprobe_record_read(const struct uprobe_record *rec, uint64_t addr, void *buf, size_t len)
@@ -179,18 +191,18 @@ int uprobe_record_read(const struct uprobe_record *rec, uint64_t addr, void *buf
 	if (!rp)
 		return -EINVAL;
 	if (!rp->ar)
-		return uprobe_read(rp->ctx, rp->pid, addr, buf, len);
+		return up_proc_read(rp->p, addr, buf, len);
 	return up_agent_rec_read(rp->ar, addr, buf, len);
 }
 
 /* A recording probe without a handler hit on the trap path: a record of the live
    registers, its memory read from the process (the thread is stopped meanwhile). */
-void record_trap_hit(struct uproc *up, struct up_task *t, struct uprobe *u,
-			    struct user_regs_struct *regs, bool is_return)
+void up_site_record_trap_hit(struct up_proc *p, struct up_task *t, struct uprobe *u,
+			     struct user_regs_struct *regs, bool is_return)
 {
-	struct rec_priv rp = { NULL, up->ctx, up->pid };
+	struct rec_priv rp = { NULL, p };
 	struct uprobe_record rec = {
-		.pid = up->pid,
+		.pid = up_proc_pid(p),
 		.tid = up_task_tid(t),
 		.is_return = is_return,
 		.cpu = -1,
@@ -227,8 +239,8 @@ static void agg_to_handler(void *arg, const struct uprobe_agg_entry *e)
 }
 
 /* Every entry of an aggregating site's tables to fn, then the dropped count; the hits. */
-uint64_t agg_emit(struct uproc *mm, struct fastp *f,
-			 void (*fn)(void *arg, const struct uprobe_agg_entry *e), void *arg)
+uint64_t agg_emit(struct up_sites *mm, struct up_patched *f,
+		  void (*fn)(void *arg, const struct uprobe_agg_entry *e), void *arg)
 {
 	struct agg_out o = { f->u, 0, fn, arg };
 	struct uprobe_agg_entry e = { NULL, 0, NULL, 1 };
@@ -244,7 +256,7 @@ uint64_t agg_emit(struct uproc *mm, struct fastp *f,
 
 /* A recording site's counts go into its uprobe (it is leaving the fast path); an
    aggregating one's tables go to its agg_handler. */
-void rec_settle(struct uproc *mm, struct fastp *f)
+void rec_settle(struct up_sites *mm, struct up_patched *f)
 {
 	uint64_t filtered = 0, lost = 0;
 
@@ -256,7 +268,7 @@ void rec_settle(struct uproc *mm, struct fastp *f)
 		f->u->nhits += agg_hits(mm, f);
 	f->u->nhits += f->nrec + filtered + lost;
 	f->u->nlost += lost;
-	mm->ctx->stats.records_lost += lost;
-	mm->ctx->stats.records_filtered += filtered;
+	mm->ctx->stats->records_lost += lost;
+	mm->ctx->stats->records_filtered += filtered;
 	f->nrec = 0;
 }

@@ -8,14 +8,14 @@
 
 #include "site/internal.h"
 
-void where_range(struct where *w, struct uproc *mm, uint64_t lo, uint64_t hi)
+void where_range(struct where *w, struct up_sites *mm, uint64_t lo, uint64_t hi)
 {
 	w->mm = mm;
 	w->lo[w->n] = lo;
 	w->hi[w->n++] = hi;
 }
 
-void where_out_of_line(struct where *w, struct uproc *mm)
+void where_out_of_line(struct where *w, struct up_sites *mm)
 {
 	w->mm = mm;
 	w->out_of_line = true;
@@ -53,21 +53,21 @@ static bool points(const struct where *w, uint64_t a)
  * by then; and one in a system call goes back to its syscall instruction if the call
  * restarts.  Either may sit right after the bytes a jmp would cover and return inside.
  */
-static bool resumes_in(struct uproc *mm, const struct where *w, const struct user_regs_struct *r)
+static bool resumes_in(struct up_sites *mm, const struct where *w, const struct user_regs_struct *r)
 {
 	if (points(w, r->rip))
 		return true;
-	if (written_orig(mm, r->rip - 1) >= 0 && points(w, r->rip - 1))
+	if (up_site_written_orig(mm, r->rip - 1) >= 0 && points(w, r->rip - 1))
 		return true;
 	return (int64_t)r->orig_rax >= 0 && points(w, r->rip - 2);
 }
 
-bool any_rip(struct uproc *mm, const struct where *w)
+bool any_rip(struct up_sites *mm, const struct where *w)
 {
-	for (struct uproc *up = mm->ctx->procs; up; up = up->next) {
-		if (mm_of(up) != mm)
-			continue;
-		for (struct up_task *t = up_proc_first_task(up->p); t; t = up_proc_next_task(t)) {
+	struct up_proc *p;
+
+	for (unsigned i = 0; (p = sites_proc(mm, i)); i++) {
+		for (struct up_task *t = up_proc_first_task(p); t; t = up_proc_next_task(t)) {
 			struct user_regs_struct r;
 
 			if (!up_task_stopped(t) || up_task_get_regs(t, &r))
@@ -79,7 +79,7 @@ bool any_rip(struct uproc *mm, const struct where *w)
 	return false;
 }
 
-bool any_rip_in(struct uproc *mm, uint64_t lo, uint64_t hi)
+bool any_rip_in(struct up_sites *mm, uint64_t lo, uint64_t hi)
 {
 	struct where w = { .n = 0 };
 
@@ -95,17 +95,16 @@ bool any_rip_in(struct uproc *mm, uint64_t lo, uint64_t hi)
  * return address can: any such word is a saved context, or a coincidence (then the
  * probe only stays on the trap path).  The top STACK_SCAN bytes above rsp are read.
  */
-bool any_stack_word(struct uproc *mm, const struct where *w)
+bool any_stack_word(struct up_sites *mm, const struct where *w)
 {
 	uint64_t *buf = malloc(STACK_SCAN);
 	bool found = false;
+	struct up_proc *p;
 
 	if (!buf)
 		return true;
-	for (struct uproc *up = mm->ctx->procs; up && !found; up = up->next) {
-		if (mm_of(up) != mm)
-			continue;
-		for (struct up_task *t = up_proc_first_task(up->p); t && !found;
+	for (unsigned k = 0; !found && (p = sites_proc(mm, k)); k++) {
+		for (struct up_task *t = up_proc_first_task(p); t && !found;
 		     t = up_proc_next_task(t)) {
 			struct user_regs_struct r;
 			size_t n = 0;
@@ -134,7 +133,7 @@ bool any_stack_word(struct uproc *mm, const struct where *w)
 	return found;
 }
 
-bool stack_points_in(struct uproc *mm, uint64_t lo, uint64_t hi)
+bool stack_points_in(struct up_sites *mm, uint64_t lo, uint64_t hi)
 {
 	struct where w = { .n = 0 };
 

@@ -1,39 +1,98 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fast path's files' shared insides (src/site/): what one of them uses of another.
+ * The probe-site layer's insides, shared by its files (src/site/): the patched site,
+ * and what one file uses of another.  Only src/site/ includes this; like the layer it
+ * never includes uprobes_int.h.
  */
 #ifndef UPROBE_SITE_INTERNAL_H
 #define UPROBE_SITE_INTERNAL_H
 
-#include "uprobes_int.h"
+#include <stdbool.h>
+#include <stdint.h>
 
+#include "agent/patch.h"
+#include "agent/ring.h"
+#include "site/site.h"
+
+#define FAST_SLOTS 2 /* 128 bytes of trampoline */
+#define FAST_SLOTS_REC 6 /* 384 bytes of a recording trampoline */
 #define CHAIN_MAX 16
 
-/* Where a thread's rip or a word of its stack may point: inside one of the ranges
-   (lo, hi), or (out of line) anywhere it runs code of ours, from where it jumps back
-   into the program (hull: every such place is within it). */
+/* A patched site: the jmp over the instruction, its trampoline, its counter. */
+struct up_patched {
+	struct up_patched *next;
+	struct up_patch_site site;
+	struct uprobe *u;
+	uint64_t tramp, counter;
+	unsigned nslots; /* of the trampoline, 0 once given back */
+	unsigned home_of[UP_PATCH_MAX_INSN];
+	uint64_t last; /* the counter as last read */
+	bool patched;
+	bool shared; /* the counter is in the agent's region: readable after exec and exit */
+	/* a recording site: its descriptor in the shared region, its record id */
+	bool rec;
+	bool agg; /* rec, aggregating: its tables follow the descriptor */
+	uint64_t desc;
+	uint32_t id;
+	uint64_t regs;	 /* the frame words its records carry */
+	uint64_t save;	 /* the frame words its trampoline saves */
+	uint64_t nrec;	 /* records delivered */
+	/* several probes on one site run in a chain of trampolines: entry probes in the
+	   order they came (seq), return probes (they rewrite the return address) last */
+	uint64_t seq;
+	bool is_ret;
+	bool chained; /* its trampoline is one of several: a thread in another may come */
+};
+
+/* site.c */
+__attribute__((format(printf, 2, 3))) void site_log(struct up_site_ctx *c, const char *fmt, ...);
+/* The processes whose threads run in mm's memory: i from 0 while non-NULL (the vfork
+   children, newest first, then the owner, as the arbiter lists them). */
+struct up_proc *sites_proc(const struct up_sites *mm, unsigned i);
+struct up_patched *fast_overlapping(struct up_sites *mm, uint64_t lo, uint64_t hi);
+void fast_unlink(struct up_sites *mm, struct up_patched *f);
+
+/* patched.c */
+bool wants_record(const struct uprobe *u);
+int fast_arm(struct up_sites *mm, struct uprobe *u, struct up_task *t, char *why, size_t whylen);
+int read_counter(struct up_sites *mm, struct up_patched *f, struct up_task *t, uint64_t *v);
+void fast_unpatch(struct up_sites *mm, struct up_patched *f);
+void settle(struct up_sites *mm, struct up_patched *f);
+
+/* inside.c: where a thread's rip or a word of its stack may point: inside one of the
+   ranges (lo, hi), or (out of line) anywhere it runs code of ours, from where it jumps
+   back into the program (hull: every such place is within it). */
 struct where {
-	struct uproc *mm;
+	struct up_sites *mm;
 	unsigned n;
 	uint64_t lo[CHAIN_MAX + 1], hi[CHAIN_MAX + 1];
 	bool out_of_line;
 	uint64_t hull_lo, hull_hi;
 };
+void where_range(struct where *w, struct up_sites *mm, uint64_t lo, uint64_t hi);
+void where_out_of_line(struct where *w, struct up_sites *mm);
+bool any_rip(struct up_sites *mm, const struct where *w);
+bool any_rip_in(struct up_sites *mm, uint64_t lo, uint64_t hi);
+bool any_stack_word(struct up_sites *mm, const struct where *w);
+bool stack_points_in(struct up_sites *mm, uint64_t lo, uint64_t hi);
 
-void where_range(struct where *w, struct uproc *mm, uint64_t lo, uint64_t hi);
-void where_out_of_line(struct where *w, struct uproc *mm);
-bool any_rip(struct uproc *mm, const struct where *w);
-bool any_rip_in(struct uproc *mm, uint64_t lo, uint64_t hi);
-bool any_stack_word(struct uproc *mm, const struct where *w);
-bool stack_points_in(struct uproc *mm, uint64_t lo, uint64_t hi);
-void agent_find_rseq(struct uproc *mm);
-unsigned chain_of(struct uproc *mm, uint64_t vaddr, struct fastp **v);
-void tramp_reclaim(struct uproc *mm, struct fastp *f);
-int chain_build(struct uproc *mm, struct up_task *t, uint64_t vaddr,
-		       struct fastp *extra, char *why, size_t whylen);
-uint64_t agg_hits(struct uproc *mm, struct fastp *f);
-uint64_t agg_emit(struct uproc *mm, struct fastp *f,
-			 void (*fn)(void *arg, const struct uprobe_agg_entry *e), void *arg);
-void rec_settle(struct uproc *mm, struct fastp *f);
+/* int3.c */
+bool int3_live_in(const struct up_sites *mm, uint64_t lo, uint64_t hi);
+void int3_forget(struct up_sites *mm);
+
+/* rseq.c */
+void agent_find_rseq(struct up_sites *mm);
+
+/* chain.c */
+unsigned chain_of(struct up_sites *mm, uint64_t vaddr, struct up_patched **v);
+void tramp_reclaim(struct up_sites *mm, struct up_patched *f);
+int chain_build(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
+		struct up_patched *extra, char *why, size_t whylen);
+
+/* deliver.c */
+uint64_t agg_hits(struct up_sites *mm, struct up_patched *f);
+uint64_t agg_emit(struct up_sites *mm, struct up_patched *f,
+		  void (*fn)(void *arg, const struct uprobe_agg_entry *e), void *arg);
+void rec_settle(struct up_sites *mm, struct up_patched *f);
 
 #endif

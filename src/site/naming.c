@@ -2,52 +2,79 @@
 /*
  * Thread naming: how the agent tells threads apart in the process -- the word at
  * the thread's TLS block (%fs:0), or its stack while some thread has no TLS block yet
- * (notls) -- and the one-shot trap probe where the program's thread gets its block
- * (the TLS watch).  It never changes a thread's registers or the program's memory.
+ * (notls) -- and where the program's thread gets its block, for the one-shot trap
+ * probe the arbiter places there (the TLS watch).  It never changes a thread's
+ * registers or the program's memory, and never places a probe itself.
  */
 #include <elf.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
 #include "sym/sym.h"
 
 #include "site/internal.h"
 
-/* Is t counted among the threads without TLS? */
-static void set_notls(struct uproc *mm, struct utask *ut, bool notls)
+/* Is thread t counted among those without TLS?  (NULL, or no memory to list it: a
+   thread counted for good.) */
+static void set_notls(struct up_sites *mm, struct up_task *t, bool notls)
 {
-	if (!ut) {
-		if (notls)
-			mm->notls++; /* never taken back: lsl for good, which is safe */
+	unsigned i = 0;
+
+	while (t && i < mm->nnotls && mm->notls_task[i] != t)
+		i++;
+	if (t && (i < mm->nnotls) == notls)
+		return;
+	if (t && !notls) {
+		mm->notls_task[i] = mm->notls_task[--mm->nnotls];
+		if (mm->notls)
+			mm->notls--;
 		return;
 	}
-	if (ut->notls == notls)
+	if (!notls)
 		return;
-	ut->notls = notls;
-	if (notls)
-		mm->notls++;
-	else if (mm->notls)
-		mm->notls--;
+	if (t && mm->nnotls == mm->capnotls) {
+		unsigned cap = mm->capnotls ? mm->capnotls * 2 : 8;
+		struct up_task **v = realloc(mm->notls_task, cap * sizeof(*v));
+
+		if (v) {
+			mm->notls_task = v;
+			mm->capnotls = cap;
+		}
+	}
+	if (t && mm->nnotls < mm->capnotls)
+		mm->notls_task[mm->nnotls++] = t;
+	mm->notls++; /* unlisted: never taken back, lsl for good, which is safe */
+}
+
+static bool is_notls(const struct up_sites *mm, const struct up_task *t)
+{
+	for (unsigned i = 0; i < mm->nnotls; i++)
+		if (mm->notls_task[i] == t)
+			return true;
+	return false;
 }
 
 /* No thread without TLS left: records name threads by %fs:0 again. */
-static void agent_all_tls(struct uproc *mm)
+static void agent_all_tls(struct up_sites *mm)
 {
-	if (mm->agent && !mm->notls && up_agent_fs0(mm->agent) && mm->ctx->opts.verbose)
-		logf_(mm->ctx, "process %d: every thread has its TLS block: records name "
+	if (mm->agent && !mm->notls && up_agent_fs0(mm->agent) && mm->ctx->opts->verbose)
+		site_log(mm->ctx, "process %d: every thread has its TLS block: records name "
 			       "threads by %%fs:0", (int)mm->pid);
 }
 
 /* Is key (a TLS block's first word) another live thread's of mm's than tid's? */
-static bool shares_tls(struct uproc *mm, uint64_t key, pid_t tid)
+static bool shares_tls(struct up_sites *mm, uint64_t key, pid_t tid)
 {
 	pid_t prev = up_agent_thread_tid(mm->agent, key);
+	struct up_proc *p;
 
 	if (!prev || prev == tid)
 		return false;
-	for (struct uproc *up = mm->ctx->procs; up; up = up->next)
-		if (mm_of(up) == mm && up_proc_find_task(up->p, prev))
+	for (unsigned i = 0; (p = sites_proc(mm, i)); i++)
+		if (up_proc_find_task(p, prev))
 			return true;
 	return false;
 }
@@ -57,7 +84,7 @@ static bool shares_tls(struct uproc *mm, uint64_t key, pid_t tid)
  * thread has none (a process caught at its exec, before its dynamic linker ran), its
  * stack pointer for every thread, and the cpu from lsl.  Named again once it has one.
  */
-void agent_name_thread(struct uproc *mm, struct up_task *t)
+void up_site_name_thread(struct up_sites *mm, struct up_task *t)
 {
 	struct user_regs_struct r;
 	struct up_map m;
@@ -84,7 +111,7 @@ void agent_name_thread(struct uproc *mm, struct up_task *t)
 		set_notls(mm, NULL, true);
 		tls = false;
 	}
-	set_notls(mm, utask_of(t), !tls);
+	set_notls(mm, t, !tls);
 	if (!tls) {
 		up_agent_no_fs0(mm->agent);
 		return;
@@ -99,11 +126,18 @@ void agent_name_thread(struct uproc *mm, struct up_task *t)
 	agent_all_tls(mm);
 }
 
-/* Thread ut is gone (exit, exec): it no longer counts. */
-void agent_thread_gone(struct uproc *mm, struct utask *ut)
+/* A thread the agent names by its stack has its TLS block by now, perhaps. */
+void up_site_hit_name(struct up_sites *mm, struct up_task *t, const struct user_regs_struct *r)
 {
-	if (ut && ut->notls) {
-		set_notls(mm, ut, false);
+	if (mm->nnotls && r->fs_base && mm->agent && is_notls(mm, t))
+		up_site_name_thread(mm, t);
+}
+
+/* Thread t is gone (exit, exec): it no longer counts. */
+void up_site_thread_gone(struct up_sites *mm, struct up_task *t)
+{
+	if (is_notls(mm, t)) {
+		set_notls(mm, t, false);
 		agent_all_tls(mm);
 	}
 }
@@ -114,7 +148,7 @@ void agent_thread_gone(struct uproc *mm, struct utask *ut)
  * code having done it -- relocated as _start is (a static PIE), from the auxiliary
  * vector's AT_ENTRY (AT_BASE, the interpreter's, is 0 there).
  */
-static uint64_t tls_point(struct uproc *mm)
+static uint64_t tls_point(struct up_sites *mm)
 {
 	char path[64], exe[PATH_MAX];
 	uint64_t av[2], entry = 0, interp = 0;
@@ -146,31 +180,21 @@ static uint64_t tls_point(struct uproc *mm)
 	return main_.value + (entry - start.value);
 }
 
-static void tls_hit(struct uprobe *u, uprobe_regs_t *regs)
-{
-	struct uproc *mm = u->data;
-
-	(void)regs;
-	unregister_uprobe(mm->ctx, u); /* queued: done once the hit is handled */
-}
-
 /*
  * A process with threads the agent names by their stack gets a one-shot trap probe
- * (the process quiesced) where its thread has a TLS block: the trap names it again
- * (on_breakpoint).  Other threads without one are named again at their next trap hit.
+ * (the arbiter places it, the process quiesced) where its thread has a TLS block: the
+ * trap names it again (up_site_hit_name).  Other threads without one are named again
+ * at their next trap hit.
  */
-void agent_watch_entry(struct uproc *mm)
+uint64_t up_site_tls_point(struct up_sites *mm)
 {
 	uint64_t entry;
 
-	if (!mm->agent || !mm->notls || mm->tls_watched || mm->mm_owner)
-		return;
+	if (!mm->agent || !mm->notls)
+		return 0;
 	entry = tls_point(mm);
 	/* a jmp over it would be broken by the int3 */
 	if (!entry || fast_overlapping(mm, entry, entry + 1))
-		return;
-	mm->tls_watch = (struct uprobe){ .pid = mm->pid, .vaddr = entry, .handler = tls_hit,
-					 .flags = UPROBE_F_OWN, .data = mm };
-	if (!arm(mm->ctx, mm, &mm->tls_watch))
-		mm->tls_watched = true;
+		return 0;
+	return entry;
 }

@@ -15,7 +15,7 @@
 
 #include "site/internal.h"
 
-int read_counter(struct uproc *mm, struct fastp *f, struct up_task *t, uint64_t *v)
+int read_counter(struct up_sites *mm, struct up_patched *f, struct up_task *t, uint64_t *v)
 {
 	int rc;
 
@@ -40,14 +40,6 @@ int read_counter(struct uproc *mm, struct fastp *f, struct up_task *t, uint64_t 
 	return rc;
 }
 
-struct fastp *fast_overlapping(struct uproc *mm, uint64_t lo, uint64_t hi)
-{
-	for (struct fastp *f = mm->fast; f; f = f->next)
-		if (lo < f->site.vaddr + f->site.len && f->site.vaddr < hi)
-			return f;
-	return NULL;
-}
-
 /* A seccomp filter may forbid the agent's syscalls (or kill the program for them). */
 static bool under_seccomp(pid_t pid)
 {
@@ -66,8 +58,9 @@ static bool under_seccomp(pid_t pid)
 	return on;
 }
 
-static int agent_ensure(struct uproc *mm, struct up_task *t, char *why, size_t whylen)
+static int agent_ensure(struct up_sites *mm, struct up_task *t, char *why, size_t whylen)
 {
+	struct up_proc *p;
 	uint64_t scratch;
 	int rc;
 
@@ -83,16 +76,14 @@ static int agent_ensure(struct uproc *mm, struct up_task *t, char *why, size_t w
 		snprintf(why, whylen, "no XOL slot (%s)", strerror(-rc));
 		return rc;
 	}
-	rc = up_agent_new(t, scratch, mm->ctx->opts.ring_bytes, &mm->agent, why, whylen);
+	rc = up_agent_new(t, scratch, mm->ctx->opts->ring_bytes, &mm->agent, why, whylen);
 	up_xol_free(&mm->xol, scratch);
 	if (rc)
 		return rc;
 	agent_find_rseq(mm);
-	for (struct uproc *up = mm->ctx->procs; up; up = up->next)
-		if (mm_of(up) == mm)
-			for (struct up_task *x = up_proc_first_task(up->p); x;
-			     x = up_proc_next_task(x))
-				agent_name_thread(mm, x);
+	for (unsigned i = 0; (p = sites_proc(mm, i)); i++)
+		for (struct up_task *x = up_proc_first_task(p); x; x = up_proc_next_task(x))
+			up_site_name_thread(mm, x);
 	return 0;
 }
 
@@ -266,11 +257,11 @@ static int build_agg(const struct uprobe *u, struct upa_agg *g, char *why, size_
 	return 0;
 }
 
-static int rec_slot(struct uproc *mm, struct fastp *f)
+static int rec_slot(struct up_sites *mm, struct up_patched *f)
 {
 	if (f->id >= mm->nrecp) {
 		uint32_t n = mm->nrecp ? mm->nrecp : 64;
-		struct fastp **r;
+		struct up_patched **r;
 
 		while (n <= f->id)
 			n *= 2;
@@ -286,7 +277,7 @@ static int rec_slot(struct uproc *mm, struct fastp *f)
 }
 
 /* A recording site's descriptor (in the shared region) and its record id. */
-static int rec_desc(struct uproc *mm, struct up_task *t, struct fastp *f, char *why,
+static int rec_desc(struct up_sites *mm, struct up_task *t, struct up_patched *f, char *why,
 		    size_t whylen)
 {
 	struct uprobe *u = f->u;
@@ -345,17 +336,16 @@ bool wants_record(const struct uprobe *u)
  * Tries the fast path for a counting or recording uprobe (process quiesced).  Where
  * another one's jmp already starts at its address, it joins that site's chain.
  */
-int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
+int fast_arm(struct up_sites *mm, struct uprobe *u, struct up_task *t, char *why, size_t whylen)
 {
-	struct uprobe_ctx *ctx = mm->ctx;
-	struct fastp *f, *base, *v[CHAIN_MAX];
-	struct up_task *t = ctx->cur_task ? ctx->cur_task : idle_task(mm);
+	struct up_site_ctx *ctx = mm->ctx;
+	struct up_patched *f, *base, *v[CHAIN_MAX];
 	bool rec = wants_record(u);
 	struct where ool = { .n = 0 };
 	unsigned n;
 	int rc;
 
-	if (!t || ctx->opts.no_xol) {
+	if (!t || ctx->opts->no_xol) {
 		snprintf(why, whylen, "no XOL area");
 		return -ENOTSUP;
 	}
@@ -392,7 +382,7 @@ int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
 			goto fail;
 		rc = -ENOTSUP;
 		for (unsigned i = 0; i < f->site.len; i++) {
-			if (ppt_lookup(mm, u->vaddr + i)) {
+			if (int3_live_in(mm, u->vaddr + i, u->vaddr + i + 1)) {
 				snprintf(why, whylen, "another probe at 0x%" PRIx64, u->vaddr + i);
 				goto fail;
 			}
@@ -472,10 +462,10 @@ int fast_arm(struct uproc *mm, struct uprobe *u, char *why, size_t whylen)
 		mm->ncounters++;
 	mm->fast_used = true;
 	u->kimg = (struct uprobe_kimg *)f;
-	u->kind = KIND_FAST;
-	ctx->stats.fast_patched++;
-	if (ctx->opts.verbose)
-		logf_(ctx, "process %d: 0x%" PRIx64 " on the fast path (%s: a jmp to 0x%" PRIx64
+	u->kind = UP_KIND_PATCHED;
+	ctx->stats->fast_patched++;
+	if (ctx->opts->verbose)
+		site_log(ctx, "process %d: 0x%" PRIx64 " on the fast path (%s: a jmp to 0x%" PRIx64
 			   ", %s%s)",
 		      (int)mm->pid, u->vaddr, up_patch_tactic_name(f->site.tactic), f->tramp,
 		      rec ? "recorded in-process" : "counted",
@@ -487,14 +477,14 @@ fail:
 }
 
 /* f's hits so far go into its uprobe; a recording site stops recording. */
-static void settle(struct uproc *mm, struct fastp *f)
+void settle(struct up_sites *mm, struct up_patched *f)
 {
 	uint64_t v;
 
 	if (f->rec) {
 		/* records already written are delivered; a thread still inside the
 		   trampoline finishes its record, which nobody reads */
-		agent_drain(mm);
+		up_site_drain(mm);
 		rec_settle(mm, f);
 		if (f->id < mm->nrecp)
 			mm->recp[f->id] = NULL;
@@ -513,7 +503,7 @@ static void settle(struct uproc *mm, struct fastp *f)
 /* Puts the original instruction back (process quiesced); the trampoline stays mapped
    until no thread can be inside it.  The site's other probes, if any, are unpatched
    with it (each is then unpatched, or downgraded, on its own: a no-op for the bytes). */
-void fast_unpatch(struct uproc *mm, struct fastp *f)
+void fast_unpatch(struct up_sites *mm, struct up_patched *f)
 {
 	if (!f->patched)
 		return;
@@ -521,154 +511,4 @@ void fast_unpatch(struct uproc *mm, struct fastp *f)
 	f->patched = false;
 	tramp_reclaim(mm, f);
 	settle(mm, f);
-}
-
-void fast_remove(struct uproc *mm, struct fastp *f)
-{
-	struct uprobe_ctx *ctx = mm->ctx;
-	struct up_task *t = ctx->cur_task ? ctx->cur_task : idle_task(mm);
-	struct fastp *v[CHAIN_MAX];
-	char why[160] = "";
-
-	if (f->patched && t && chain_of(mm, f->site.vaddr, v) > 1) {
-		/* the others keep the site, in a chain without f */
-		f->patched = false;
-		if (!chain_build(mm, t, f->site.vaddr, f, why, sizeof(why))) {
-			settle(mm, f);
-			fast_unlink(mm, f);
-			return;
-		}
-		/* no room for the new chain: the site goes back to int3s (the old chain,
-		   f's trampoline in it, is what the jmp still leads to) */
-		f->patched = true;
-		logf_(ctx, "process %d: 0x%" PRIx64 " leaves the fast path: %s", (int)mm->pid,
-		      f->site.vaddr, why);
-		fast_unpatch(mm, f);
-		fast_unlink(mm, f);
-		for (struct fastp *o; (o = fast_overlapping(mm, f->site.vaddr, f->site.vaddr + 1));)
-			fast_downgrade(mm, o);
-		return;
-	}
-	fast_unpatch(mm, f);
-	fast_unlink(mm, f);
-}
-
-void fast_unlink(struct uproc *mm, struct fastp *f)
-{
-	struct fastp **pp = &mm->fast;
-
-	while (*pp && *pp != f)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = f->next;
-}
-
-/* The process exits: the counts as they stand go into the uprobes. */
-void fast_forget(struct uproc *mm)
-{
-	while (mm->fast) {
-		struct fastp *f = mm->fast;
-
-		mm->fast = f->next;
-		if (f->u->kimg == (struct uprobe_kimg *)f && !f->patched) {
-			/* unpatched already (its counts are in the uprobe): let it go */
-			f->u->kimg = NULL;
-			f->u->kind = KIND_PPT;
-		}
-		if (f->patched && f->u->pid == mm->pid) {
-			if (f->rec) {
-				rec_settle(mm, f);
-			} else {
-				uint64_t v = f->last;
-
-				if (f->shared)
-					read_counter(mm, f, NULL, &v); /* the region is still ours */
-				f->u->nhits += v;
-			}
-			f->u->kimg = NULL;
-			f->u->kind = KIND_PPT;
-		}
-		if (f->rec && f->id < mm->nrecp)
-			mm->recp[f->id] = NULL;
-		free(f);
-	}
-	mm->counters = 0;
-	mm->ncounters = 0;
-	mm->fast_used = false;
-}
-
-/* An int3 probe is wanted inside a fast site: the site goes back to the trap path. */
-
-void fast_downgrade(struct uproc *mm, struct fastp *f)
-{
-	struct uprobe *u = f->u;
-
-	if (mm->ctx->opts.verbose)
-		logf_(mm->ctx, "process %d: 0x%" PRIx64 " leaves the fast path: another probe "
-			       "needs an int3 within its bytes", (int)mm->pid, f->site.vaddr);
-
-	fast_unpatch(mm, f);
-	fast_unlink(mm, f);
-	free(f);
-	u->kimg = NULL;
-	u->kind = KIND_PPT;
-	u->flags |= UPROBE_F_NO_FAST;
-	arm(mm->ctx, mm, u);
-}
-
-int uprobe_count(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *hits)
-{
-	uint64_t n = u->nhits;
-
-	if (u->kimg && u->kind == KIND_FAST) {
-		struct fastp *f = (struct fastp *)u->kimg;
-		struct uproc *up = uproc_of_pid(ctx, u->pid);
-		uint64_t v = f->last;
-
-		if (up)
-			read_counter(mm_of(up), f, NULL, &v);
-		n += v;
-	}
-	*hits = n;
-	return 0;
-}
-
-int uprobe_set_enabled(struct uprobe_ctx *ctx, struct uprobe *u, bool on)
-{
-	struct fastp *f = u->kimg && u->kind == KIND_FAST ? (struct fastp *)u->kimg : NULL;
-	struct uproc *up = f && f->rec ? uproc_of_pid(ctx, u->pid) : NULL;
-
-	if (!up || !mm_of(up)->agent)
-		return 0;
-	agent_drain(mm_of(up)); /* what was recorded while on is delivered as such */
-	up_agent_probe_enable(mm_of(up)->agent, f->desc, on);
-	return 0;
-}
-
-int uprobe_lost(struct uprobe_ctx *ctx, const struct uprobe *u, uint64_t *lost)
-{
-	uint64_t n = u->nlost;
-
-	if (u->kimg && u->kind == KIND_FAST) {
-		struct fastp *f = (struct fastp *)u->kimg;
-		struct uproc *up = uproc_of_pid(ctx, u->pid);
-		uint64_t filtered = 0, l = 0;
-
-		if (f->rec && up && mm_of(up)->agent)
-			up_agent_probe_counts(mm_of(up)->agent, f->desc, &filtered, &l);
-		n += l;
-	}
-	*lost = n;
-	return 0;
-}
-
-int uprobe_agg_read(struct uprobe_ctx *ctx, const struct uprobe *u,
-		    void (*fn)(void *arg, const struct uprobe_agg_entry *e), void *arg)
-{
-	struct fastp *f = u->kimg && u->kind == KIND_FAST ? (struct fastp *)u->kimg : NULL;
-	struct uproc *up = f && f->agg ? uproc_of_pid(ctx, u->pid) : NULL;
-
-	if (up && f->patched)
-		agg_emit(mm_of(up), f, fn, arg);
-	return 0;
 }

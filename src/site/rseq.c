@@ -7,12 +7,13 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+
 #include "sym/sym.h"
 
 #include "site/internal.h"
 
 struct rseq_find {
-	struct uproc *mm;
+	struct up_sites *mm;
 	bool exe_seen;	  /* the first file mapped, the executable, was looked at */
 	uint64_t addr[2]; /* __rseq_offset's and __rseq_size's in the process */
 };
@@ -61,14 +62,14 @@ static int rseq_map_fn(void *arg, const struct up_map *m)
  * by the time main runs: a process caught at its exec has zeros there), so the agent
  * reads them itself; each thread named afterwards is checked to have the area.
  */
-void agent_find_rseq(struct uproc *mm)
+void agent_find_rseq(struct up_sites *mm)
 {
 	struct rseq_find rf = { .mm = mm };
 
 	if (up_proc_for_each_map(mm->p, rseq_map_fn, &rf) != 1)
 		return;
 	up_agent_rseq(mm->agent, rf.addr[0], rf.addr[1]);
-	if (mm->ctx->opts.verbose)
-		logf_(mm->ctx, "process %d: records take the cpu from glibc's rseq area",
+	if (mm->ctx->opts->verbose)
+		site_log(mm->ctx, "process %d: records take the cpu from glibc's rseq area",
 		      (int)mm->pid);
 }

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The probe-site layer: how an address of a traced process gets its control transfer.
+ *
+ *   an int3 site    the breakpoint byte (ubp.c), and for the instruction it displaces
+ *                   a slot in the XOL area (xol.c) with its relocation (arch/x86/);
+ *   a patched site  a jmp over the instruction(s) into a trampoline, the planner
+ *                   (agent/plan.c, up_patch_site) choosing how; a counter, or a
+ *                   descriptor the agent records by; several probes at one address
+ *                   run in a chain of trampolines.
+ *
+ * The arbiter (uprobes.c) is the one caller.  It asks for the fast path first
+ * (up_site_place: the planner's choice, or the reason it stays on an int3, logged),
+ * for an int3 otherwise (up_site_int3_*), takes patched sites back to int3 where it
+ * needs an int3 within their bytes (up_site_evict), removes sites, and reads counts.
+ *
+ * Beneath the arbiter: nothing here includes uprobes_int.h or calls the arbiter
+ * (ctest layers.site, tests/integration/site_layer.sh, checks both).  What it must
+ * know of threads comes as arguments (the thread to run a remote system call in) or
+ * from the task layer (the threads of the processes that share the address space,
+ * up_sites_share); it logs through the library's public log callback (opts->log).
+ * The agent's records, thread names and returns are its business too, since the
+ * agent runs in the patched sites.
+ *
+ * Prefixes: up_site_ (a site, the layer), up_sites_ (an address space's sites).
+ */
+#ifndef UPROBE_SITE_SITE_H
+#define UPROBE_SITE_SITE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/user.h>
+
+#include <uprobe/uprobe.h>
+
+#include "arch/x86/insn.h"
+#include "task/task.h"
+#include "ubp.h"
+#include "xol.h"
+
+/* What a uprobe's kimg is (u->kind): the arbiter's probepoint, or a patched site of
+   this layer (which sets and clears that kind itself). */
+#define UP_KIND_PPT 0
+#define UP_KIND_PATCHED 1
+
+struct up_agent;
+struct up_patched; /* a patched site (site/internal.h) */
+
+/* What every address space's sites share: the library's options and counters. */
+struct up_site_ctx {
+	const struct uprobe_ctx_opts *opts; /* log, verbose, no_xol, ring_bytes, handlers */
+	struct uprobe_stats *stats;
+	struct up_ubp_files files; /* ELF files read to check and plan sites */
+	struct up_sites *spaces;   /* every address space's sites, newest first */
+	unsigned ring_fill;	   /* the fullest ring at the last drain, in 256ths */
+	uint64_t rec_seen_ns;	   /* when records last came (or a recording site was placed) */
+};
+
+/* Addresses, sorted, each with a byte (int3.c). */
+struct up_site_marks {
+	struct up_site_mark {
+		uint64_t vaddr;
+		uint8_t orig;
+	} *v;
+	unsigned n, cap;
+};
+
+/* An int3 site: the breakpoint and the displaced instruction's slot. */
+struct up_int3_site {
+	struct up_ubp bp;
+	struct up_reloc rel;
+	uint64_t slot; /* 0: none */
+};
+
+/* The sites of one address space. */
+struct up_sites {
+	struct up_sites *next; /* in ctx->spaces */
+	struct up_site_ctx *ctx;
+	struct up_proc *p; /* the process that owns the memory */
+	pid_t pid;
+	/* the other processes whose threads run in this memory (vfork children), oldest
+	   first: every "is a thread inside" check looks at theirs too */
+	struct up_proc **shared;
+	unsigned nshared, capshared;
+	struct up_xol xol;
+	/* every address we ever wrote an int3 at, with the byte it replaced: a last line
+	   of defence should one be left behind (up_site_written_orig); live: the int3s in
+	   place now, which a jmp must not cover */
+	struct up_site_marks written, live;
+	/* patched sites */
+	struct up_patched *fast;
+	uint64_t fast_seq;  /* the next site's seq */
+	uint64_t counters;  /* their counters' page in the process, 0: none yet */
+	unsigned ncounters;
+	bool fast_used;	    /* trampolines were live: the XOL area outlives a detach */
+	struct up_agent *agent; /* the recording probes' shared ring, NULL: none yet */
+	struct up_patched **recp; /* by record id: the site, NULL once gone */
+	uint32_t nrecp;
+	bool draining;
+	/* threads the agent names by their stack, having no TLS block yet (a process
+	   caught at its exec has none until its dynamic linker sets one up): while any,
+	   records key by rsp and take the cpu with lsl.  notls counts them (and, for good,
+	   any that could not be listed); notls_task lists them. */
+	unsigned notls;
+	struct up_task **notls_task;
+	unsigned nnotls, capnotls;
+};
+
+/* ---- the context and an address space's life ---- */
+void up_site_ctx_init(struct up_site_ctx *c, const struct uprobe_ctx_opts *opts,
+		      struct uprobe_stats *stats);
+void up_site_ctx_fini(struct up_site_ctx *c);
+/* A batch of registrations begins: mappings may have changed since the last. */
+void up_site_ctx_batch(struct up_site_ctx *c);
+void up_sites_init(struct up_sites *s, struct up_site_ctx *c, struct up_proc *p);
+/* s is no longer used (its address space forgotten before, if it had sites). */
+void up_sites_fini(struct up_sites *s);
+/* child's threads run in s's memory from now on (vfork), or no longer. */
+int up_sites_share(struct up_sites *s, struct up_proc *child);
+void up_sites_unshare(struct up_sites *s, struct up_proc *child);
+/* The address space is gone (exec, exit): every site forgotten, counts settled. */
+void up_sites_forget(struct up_sites *s);
+/* Detach (process quiesced, its int3s out): every jmp undone, hijacked returns sent
+   home, the XOL area unmapped through idle unless a trampoline was ever live. */
+void up_sites_detach(struct up_sites *s, struct up_task *idle);
+/* A fork child (not sharing the memory) gets the original bytes of every jmp, and
+   the returns the agent hijacked, back: it has no trampolines. */
+void up_sites_fork(struct up_sites *s, struct up_proc *child);
+/* Thread t of the process exits: counters read and records delivered meanwhile. */
+void up_sites_exiting(struct up_sites *s, struct up_task *t);
+
+/* ---- int3 sites (int3.c) ---- */
+/* Checks and analyses the instruction at vaddr (up_ubp_prepare); msg says why not. */
+int up_site_int3_prepare(struct up_sites *s, uint64_t vaddr, struct up_int3_site *i, char *msg,
+			 size_t msglen);
+/* A slot near `near`, mapping an area through t (stopped) if need be. */
+int up_site_slot_alloc(struct up_sites *s, struct up_task *t, uint64_t near, uint64_t *slot);
+/* i's instruction relocated into slot and written there; the slot is freed on failure. */
+int up_site_int3_fill(struct up_sites *s, struct up_int3_site *i, uint64_t slot);
+/* Writes the int3 (process quiesced). */
+int up_site_int3_insert(struct up_sites *s, struct up_int3_site *i);
+/* Takes the int3 out, if in. */
+void up_site_int3_remove(struct up_sites *s, struct up_int3_site *i);
+/* Gives i's slot back. */
+void up_site_int3_free(struct up_sites *s, struct up_int3_site *i);
+/* A fork child's copy of the text gets the original byte back (a child not followed). */
+void up_site_int3_unfork(struct up_proc *child, const struct up_int3_site *i);
+/* A followed fork child has the parent's int3 at i in its copied memory: c is its site. */
+void up_site_int3_inherit(struct up_sites *child, const struct up_int3_site *i,
+			  struct up_int3_site *c);
+/* The byte an int3 of ours replaced at vaddr (ever, in this image), or -1. */
+int up_site_written_orig(const struct up_sites *s, uint64_t vaddr);
+/* A slot holding one int3 near `near` (return probes' trampoline), through t. */
+int up_site_ret_int3(struct up_sites *s, struct up_task *t, uint64_t near, uint64_t *at);
+bool up_sites_in_xol(const struct up_sites *s, uint64_t addr);
+
+/* ---- patched sites: the choice, eviction, removal, counts (site.c) ---- */
+/*
+ * The fast path for u where it allows one (a count or a record, no handler to run in
+ * the tracer), process quiesced, t a stopped thread for remote system calls (NULL:
+ * none).  0: patched (u->kind UP_KIND_PATCHED); 1: u takes an int3 (the reason
+ * logged when verbose, counted in stats.fast_refused); -EEXIST: a foreign int3 there.
+ */
+int up_site_place(struct up_sites *s, struct uprobe *u, struct up_task *t);
+/* A patched site covering vaddr leaves the fast path (an int3 is wanted there): its
+   uprobe, marked UPROBE_F_NO_FAST, for the caller to arm on an int3; NULL: none left. */
+struct uprobe *up_site_evict(struct up_sites *s, uint64_t vaddr);
+/* u's patched site goes (process quiesced; s NULL: its process is gone), its counts
+   settled into u.  Returns the address whose other probes lost the site with it
+   (up_site_evict them there), else 0. */
+uint64_t up_site_remove(struct up_sites *s, struct uprobe *u, struct up_task *t);
+/* Hits, lost records of u's patched site so far (s NULL: its process is gone). */
+uint64_t up_site_hits(struct up_sites *s, const struct uprobe *u);
+uint64_t up_site_lost(struct up_sites *s, const struct uprobe *u);
+void up_site_set_enabled(struct up_sites *s, const struct uprobe *u, bool on);
+void up_site_agg_read(struct up_sites *s, const struct uprobe *u,
+		      void (*fn)(void *arg, const struct uprobe_agg_entry *e), void *arg);
+/* The patched sites after prev (NULL: the first) with their address and uprobe. */
+struct up_patched *up_site_next_patched(struct up_sites *s, struct up_patched *prev,
+					uint64_t *vaddr, struct uprobe **u);
+/* A fault in a trampoline's relocated instruction: rip and si_addr made the site's
+   (set on t); false when regs->rip is in no trampoline's. */
+bool up_site_fault_home(struct up_sites *s, struct up_task *t, struct user_regs_struct *regs,
+			const siginfo_t *info);
+
+/* ---- thread naming (naming.c) ---- */
+/* The agent learns t's name (a new thread, or every thread when the agent comes). */
+void up_site_name_thread(struct up_sites *s, struct up_task *t);
+/* At a trap hit: a thread named by its stack is named again once it has TLS. */
+void up_site_hit_name(struct up_sites *s, struct up_task *t, const struct user_regs_struct *r);
+void up_site_thread_gone(struct up_sites *s, struct up_task *t);
+/* Where a one-shot trap probe would see the program's thread with its TLS block, for
+   threads the agent names by their stack; 0: none wanted or none possible. */
+uint64_t up_site_tls_point(struct up_sites *s);
+
+/* ---- records (deliver.c) ---- */
+void up_site_drain(struct up_sites *s);
+/* Every address space's rings drained; how full they were noted for up_site_drain_ms. */
+void up_site_drain_all(struct up_site_ctx *c);
+bool up_site_any_agent(const struct up_site_ctx *c);
+/* How soon the rings are read again while nothing stops (ms). */
+int up_site_drain_ms(const struct up_site_ctx *c);
+/* The agent's hijacked returns go home in p (take: forgotten). */
+void up_site_unhijack(struct up_sites *s, struct up_proc *p, bool take);
+/* A recording probe without a handler hit on the trap path: a record of the live
+   registers, its memory read from p (t stopped meanwhile). */
+void up_site_record_trap_hit(struct up_proc *p, struct up_task *t, struct uprobe *u,
+			     struct user_regs_struct *regs, bool is_return);
+
+#endif
