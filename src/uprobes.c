@@ -261,7 +261,8 @@ static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
 		free(q);
 		return -ENOTSUP;
 	}
-	rc = up_site_int3_insert(&mm->sites, &q->site);
+	rc = up_site_int3_insert(&mm->sites, &q->site,
+				 ctx->cur_task ? ctx->cur_task : idle_task(mm));
 	if (rc) {
 		logf_(ctx, "process %d: cannot write the breakpoint at 0x%" PRIx64 ": %s",
 		      (int)mm->pid, vaddr, strerror(-rc));
@@ -278,7 +279,8 @@ static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
 /* Takes the int3 out; the probepoint waits as a zombie for its users and slot. */
 static void ppt_retire(struct uproc *mm, struct ppt *q)
 {
-	up_site_int3_remove(&mm->sites, &q->site);
+	up_site_int3_remove(&mm->sites, &q->site,
+			    mm->ctx->cur_task ? mm->ctx->cur_task : idle_task(mm));
 	ppt_unhash(mm, q);
 	q->dead = true;
 	q->next = mm->zombies;
@@ -383,6 +385,17 @@ static int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u)
 	}
 	u->kimg = (struct uprobe_kimg *)q;
 	return 0;
+}
+
+/* Probes whose punned jmps lost their place (a neighbour changed the bytes they end
+   in, and no trampoline could go where they now send it) go on int3s, at once: one
+   may be unregistered next. */
+static void arm_evicted(struct uprobe_ctx *ctx, struct uproc *mm)
+{
+	struct uprobe *v;
+
+	while ((v = up_site_evicted(&mm->sites)))
+		arm(ctx, mm, v);
 }
 
 static void tls_hit(struct uprobe *u, uprobe_regs_t *regs)
@@ -513,9 +526,11 @@ static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, 
 			} else if (us[j]->kimg) {
 				disarm(ctx, us[j]);
 			}
+			arm_evicted(ctx, mm_of(up));
 		}
 		if (reg)
 			watch_tls(mm_of(up));
+		arm_evicted(ctx, mm_of(up));
 		reap_zombies(mm_of(up));
 		up_proc_unquiesce(up->p);
 		i = j;
@@ -1512,7 +1527,7 @@ static int release(struct uprobe_ctx *ctx, struct uproc *up)
 				for (unsigned c = 0; c < q->ncons; c++)
 					if (q->cons[c]->pid == up->pid)
 						q->cons[c]->kimg = NULL;
-				up_site_int3_remove(&up->sites, &q->site);
+				up_site_int3_remove(&up->sites, &q->site, NULL);
 			}
 		}
 		up_sites_detach(&up->sites, idle_task(up));

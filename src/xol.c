@@ -262,8 +262,9 @@ static bool span_free(const struct up_xol_area *a, uint64_t at, uint64_t bytes, 
 	return !(a->used & *mask);
 }
 
-/* In area a, a start in [lo, hi] whose span is free: lo itself, else the first slot
-   boundary that fits.  0 when none. */
+/* In area a, a start in [lo, hi] whose span is free: the first slot boundary that
+   fits, else lo itself (which leaves part of a slot unused: a window of one address,
+   a 1-byte instruction's, may need just that slot).  0 when none. */
 static uint64_t start_in(const struct up_xol_area *a, uint64_t lo, uint64_t hi, uint64_t bytes,
 			 uint64_t *mask)
 {
@@ -271,12 +272,22 @@ static uint64_t start_in(const struct up_xol_area *a, uint64_t lo, uint64_t hi, 
 
 	if (lo >= end || hi < a->base)
 		return 0;
-	if (lo >= a->base && span_free(a, lo, bytes, mask))
-		return lo;
 	for (uint64_t c = (lo > a->base ? lo + 63 : a->base) & ~63ULL; c <= hi && c < end; c += 64)
 		if (span_free(a, c, bytes, mask))
 			return c;
+	if (lo >= a->base && span_free(a, lo, bytes, mask))
+		return lo;
 	return 0;
+}
+
+bool up_xol_span_free(const struct up_xol *x, uint64_t at, uint64_t bytes)
+{
+	uint64_t mask;
+
+	for (const struct up_xol_area *a = x->areas; a; a = a->next)
+		if (at >= a->base && at < a->base + UP_XOL_AREA_SIZE)
+			return span_free(a, at, bytes, &mask);
+	return false;
 }
 
 static int heap_fn(void *arg, const struct up_map *m)

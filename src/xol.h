@@ -45,6 +45,8 @@ void up_xol_free_n(struct up_xol *x, uint64_t slot, unsigned n);
  */
 int up_xol_alloc_in(struct up_xol *x, struct up_task *t, uint64_t lo, uint64_t hi,
 		    uint64_t bytes, uint64_t *at, unsigned *nslots);
+/* Are the slots of [at, at + bytes) in one area, and free? */
+bool up_xol_span_free(const struct up_xol *x, uint64_t at, uint64_t bytes);
 /* A read-write page near `near` (the fast path's counters), never inherited by fork. */
 int up_xol_map_data(struct up_task *t, uint64_t near, uint64_t *addr);
 /*

@@ -186,3 +186,11 @@ uprobe_core_target(ret_flags ret_flags.c)
 add_test(NAME trace.fast.ret_flags
   COMMAND sh -c "want=$($1) && got=$($0 trace -v -e \"r:t/r $1:retflags f=%flags\" -e \"r:t/r2 $1:retflags2\" -t t/r2:hist:keys=\\$duration.log2 -o /dev/null -- $1 2>/tmp/ret_flags.$$) && grep -c 'on the fast path' /tmp/ret_flags.$$ | grep -qx 2 && rm -f /tmp/ret_flags.$$ && test \"$want\" = \"$got\" && echo \"flags $got, both returns on the fast path\""
     $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:ret_flags>)
+
+# The fast path on real programs other than libc: every entry of bash and postgres, and
+# every instruction of their hottest functions (issue 19)
+add_test(NAME fast.binary.bash
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/fast_binary.py $<TARGET_FILE:uprobe-cli> bash)
+add_test(NAME fast.binary.postgres
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/fast_binary.py $<TARGET_FILE:uprobe-cli> postgres)
+set_tests_properties(fast.binary.bash fast.binary.postgres PROPERTIES TIMEOUT 400)

@@ -49,11 +49,27 @@ struct up_patch_site {
 /*
  * The planner (plan.c): whether vaddr in p can be patched, and how -- a 64-bit process,
  * an instruction boundary, instructions that run free relocated (no call, no loop,
- * nothing stepped), by the first tactic that applies.  0 and the site, or -ENOTSUP
- * (-EEXIST for a foreign int3) with why (the reasons of every tactic tried).
+ * nothing stepped), by the first tactic that applies.  limit: where another site's
+ * bytes begin (0: none near), which no tactic may write over -- a punned jmp may end
+ * in them.  0 and the site, or -ENOTSUP (-EEXIST for a foreign int3) with why (the
+ * reasons of every tactic tried).
  */
 int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
-		  struct up_patch_site *site, char *why, size_t whylen);
+		  uint64_t limit, struct up_patch_site *site, char *why, size_t whylen);
+
+/*
+ * A punned site whose following bytes changed (a neighbour patched or put back): its
+ * window and the bytes it ends in, as they are now.  0, or -ENOTSUP with why (the
+ * window left user space).
+ */
+int up_patch_repun(struct up_proc *p, struct up_patch_site *site, char *why, size_t whylen);
+
+/* The bytes a site writes: a punned jmp only its own instruction's (the rest of its
+   rel32 is the bytes that follow, which it depends on but leaves as they are). */
+static inline unsigned up_patch_written(const struct up_patch_site *site)
+{
+	return site->tactic == UP_TACTIC_PUN ? site->insn[0].length : site->len;
+}
 
 /*
  * The tactic the instruction insn (decoded at its file address) of elf would get, by

@@ -28,7 +28,10 @@
  *         jump).  Nothing but the probed instruction changes, so branches into what
  *         follows are harmless; the price is the trampoline's place, which those bytes
  *         dictate: a window of 256^(k-1) addresses for a k-byte instruction, one exact
- *         address for a 1-byte one, where a page must be free to map.
+ *         address for a 1-byte one, where a page must be free to map.  The bytes that
+ *         follow may be a neighbour's jmp or int3 (every instruction probed): the
+ *         arbiter moves the trampoline whenever they change (fast.c repun_under), and
+ *         arms a file's probes from the highest address down, so that they seldom do.
  *
  * Where none applies the probe stays on int3, and the reason of the tactic that came
  * closest is given.  Prefix: up_patch_ (the site), up_plan_ (the static report).
@@ -211,8 +214,8 @@ static int first_insn(struct up_proc *p, struct up_ubp_files *files, struct up_p
 }
 
 /* succ: the successors too, whole instructions until 5 bytes are covered. */
-static int try_succ(struct up_proc *p, struct up_ubp_files *files, struct up_patch_site *site,
-		    char *why, size_t whylen)
+static int try_succ(struct up_proc *p, struct up_ubp_files *files, uint64_t limit,
+		    struct up_patch_site *site, char *why, size_t whylen)
 {
 	char text[96], sub[160];
 
@@ -221,6 +224,11 @@ static int try_succ(struct up_proc *p, struct up_ubp_files *files, struct up_pat
 		struct up_ubp b;
 		int rc;
 
+		if (limit && at >= limit) {
+			snprintf(why, whylen, "the next instruction, at 0x%" PRIx64 ", is another "
+				 "fast-path site's", at);
+			return -ENOTSUP;
+		}
 		if (site->ninsn == UP_PATCH_MAX_INSN) {
 			snprintf(why, whylen, "too many instructions under the jmp");
 			return -ENOTSUP;
@@ -269,8 +277,8 @@ static struct up_sym_elf *file_of(struct up_proc *p, struct up_ubp_files *files,
 }
 
 /* pad: the function's tail and its padding, as the file has them (and the process). */
-static int try_pad(struct up_proc *p, struct up_ubp_files *files, struct up_patch_site *site,
-		   char *why, size_t whylen)
+static int try_pad(struct up_proc *p, struct up_ubp_files *files, uint64_t limit,
+		   struct up_patch_site *site, char *why, size_t whylen)
 {
 	struct up_insn insn[UP_PATCH_MAX_INSN];
 	uint8_t now[UP_PATCH_JMP], file[UP_PATCH_JMP];
@@ -279,6 +287,10 @@ static int try_pad(struct up_proc *p, struct up_ubp_files *files, struct up_patc
 	unsigned n;
 	int rc;
 
+	if (limit && limit < site->vaddr + UP_PATCH_JMP) {
+		snprintf(why, whylen, "another fast-path site's bytes at 0x%" PRIx64, limit);
+		return -ENOTSUP;
+	}
 	elf = file_of(p, files, site->vaddr, &fv);
 	if (!elf) {
 		snprintf(why, whylen, "not in a mapped file");
@@ -306,7 +318,8 @@ static int try_pad(struct up_proc *p, struct up_ubp_files *files, struct up_patc
 	return 0;
 }
 
-/* pun: the first instruction alone, the rel32 ending in the bytes after it. */
+/* pun: the first instruction alone, the rel32 ending in the bytes after it (whatever
+   they are now: a neighbour's jmp too, which must then stay while this one does). */
 static int try_pun(struct up_proc *p, struct up_patch_site *site, char *why, size_t whylen)
 {
 	unsigned k = site->insn[0].length;
@@ -329,8 +342,13 @@ static int try_pun(struct up_proc *p, struct up_patch_site *site, char *why, siz
 	return 0;
 }
 
+int up_patch_repun(struct up_proc *p, struct up_patch_site *site, char *why, size_t whylen)
+{
+	return site->tactic == UP_TACTIC_PUN ? try_pun(p, site, why, whylen) : 0;
+}
+
 int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
-		  struct up_patch_site *site, char *why, size_t whylen)
+		  uint64_t limit, struct up_patch_site *site, char *why, size_t whylen)
 {
 	struct up_patch_site first;
 	char w2[200], w3[200];
@@ -353,12 +371,12 @@ int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
 	if (up_patch_is_call(&site->insn[0])) {
 		snprintf(why, whylen, "a call of %u bytes returns inside the jmp's bytes",
 			 site->len);
-	} else if (!try_succ(p, files, site, why, whylen)) {
+	} else if (!try_succ(p, files, limit, site, why, whylen)) {
 		site->tactic = UP_TACTIC_SUCC;
 		return 0;
 	}
 	*site = first;
-	if (!try_pad(p, files, site, w2, sizeof(w2))) {
+	if (!try_pad(p, files, limit, site, w2, sizeof(w2))) {
 		site->tactic = UP_TACTIC_PAD;
 		return 0;
 	}

@@ -25,6 +25,20 @@ static int tramp_code(struct up_sites *mm, const struct up_patched *f,
 	return up_patch_tramp(site, tramp, f->counter, code, size, len, home_of);
 }
 
+size_t tramp_need(struct up_sites *mm, const struct up_patched *f, bool chained)
+{
+	struct up_patch_site site = f->site;
+	uint8_t code[UP_PATCH_TRAMP_REC];
+	unsigned home[UP_PATCH_MAX_INSN];
+	size_t need = 64ull * (f->rec ? FAST_SLOTS_REC : FAST_SLOTS);
+	uint64_t at = site.pun_lo ? site.pun_lo : site.vaddr;
+
+	site.chain = chained ? at : 0;
+	if (!tramp_code(mm, f, &site, at, code, sizeof(code), &need, home))
+		need = need < 64 ? 64 : need;
+	return need;
+}
+
 /* The probes sharing the jmp at vaddr, in the order their trampolines run. */
 unsigned chain_of(struct up_sites *mm, uint64_t vaddr, struct up_patched **v)
 {
@@ -90,32 +104,41 @@ void tramp_reclaim(struct up_sites *mm, struct up_patched *f)
  * (each jumps on to the next; the last runs the relocated instructions and jumps
  * back), then points the jmp at the first (process quiesced).  The old trampolines go
  * back to the allocator where no thread can be inside (else they stay, as after an
- * unpatch).  On failure nothing has changed.
+ * unpatch).  The jmp's new rel32 moves the punned jmps that end in it (pun.c).  On
+ * failure nothing has changed.
  */
 int chain_build(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
 		struct up_patched *extra, char *why, size_t whylen)
+{
+	return chain_build_in(mm, t, vaddr, extra, 0, 0, why, whylen);
+}
+
+int chain_build_in(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
+		   struct up_patched *extra, uint64_t lo, uint64_t hi, char *why, size_t whylen)
 {
 	struct up_patched *v[CHAIN_MAX + 1];
 	uint64_t tramp[CHAIN_MAX];
 	unsigned nslots[CHAIN_MAX], home[CHAIN_MAX][UP_PATCH_MAX_INSN];
 	uint8_t code[UP_PATCH_TRAMP_REC], jmp[UP_PATCH_MAX_INSN * UP_INSN_MAX];
 	unsigned n = chain_of(mm, vaddr, v), made = 0;
-	uint64_t near = vaddr;
+	uint64_t near = vaddr, back;
 	bool pun_held = false; /* tramp[0] placed for a punned jmp, not yet made or freed */
 	int rc = 0;
 
 	if (!n)
 		return -ENOENT;
+	if (!lo && v[0]->site.tactic == UP_TACTIC_PUN) {
+		lo = v[0]->site.pun_lo;
+		hi = v[0]->site.pun_hi;
+	}
 	/* a punned jmp goes where the bytes after the instruction say: the first
-	   trampoline there, the rest of the chain near it */
-	if (v[0]->site.tactic == UP_TACTIC_PUN) {
-		nslots[0] = v[0]->rec ? FAST_SLOTS_REC : FAST_SLOTS;
-		rc = up_xol_alloc_in(&mm->xol, t, v[0]->site.pun_lo, v[0]->site.pun_hi,
-				     64ull * nslots[0], &tramp[0], &nslots[0]);
+	   trampoline there (only the bytes it takes), the rest of the chain near it */
+	if (lo) {
+		rc = up_xol_alloc_in(&mm->xol, t, lo, hi, tramp_need(mm, v[0], n > 1), &tramp[0],
+				     &nslots[0]);
 		if (rc) {
 			snprintf(why, whylen, "no page where the punned jmp goes (0x%" PRIx64
-				 "..0x%" PRIx64 "): %s", v[0]->site.pun_lo, v[0]->site.pun_hi,
-				 strerror(-rc));
+				 "..0x%" PRIx64 "): %s", lo, hi, strerror(-rc));
 			return rc;
 		}
 		near = tramp[0];
@@ -127,7 +150,7 @@ int chain_build(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
 		size_t len;
 
 		site.chain = i + 1 < n ? tramp[i + 1] : 0;
-		if (i || v[0]->site.tactic != UP_TACTIC_PUN) {
+		if (i || !lo) {
 			nslots[i] = v[i]->rec ? FAST_SLOTS_REC : FAST_SLOTS;
 			rc = up_xol_alloc_n(&mm->xol, t, near, nslots[i], &tramp[i]);
 		}
@@ -151,7 +174,7 @@ int chain_build(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
 	if (!rc)
 		rc = up_patch_jmp(&v[0]->site, tramp[0], jmp);
 	if (!rc)
-		rc = up_proc_write_text(mm->p, vaddr, jmp, v[0]->site.len);
+		rc = up_proc_write_text(mm->p, vaddr, jmp, up_patch_written(&v[0]->site));
 	if (rc) {
 		if (!why[0])
 			snprintf(why, whylen, "cannot write the jmp (%s)", strerror(-rc));
@@ -168,5 +191,11 @@ int chain_build(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
 		v[i]->chained = n > 1;
 		memcpy(v[i]->home_of, home[i], sizeof(home[i]));
 	}
+	/* where the last one jumps back to, after its relocated instructions */
+	back = vaddr;
+	for (unsigned i = 0; i < v[n - 1]->site.ninsn; i++)
+		back += v[n - 1]->site.insn[i].length;
+	back_add(mm, back);
+	pun_follow(mm, t, vaddr, vaddr + up_patch_written(&v[0]->site));
 	return 0;
 }

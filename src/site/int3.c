@@ -4,7 +4,8 @@
  * area that the displaced instruction runs in, relocated (arch/x86/), and the record
  * of every int3 we ever wrote.  How a hit on it is handled -- emulated, run out of
  * line, stepped -- is the arbiter's; this file only puts the bytes in place and takes
- * them out, and writes nothing but the int3, its slot and the return probes' int3.
+ * them out (a punned jmp that ends in the byte then moves: pun.c), and writes nothing
+ * but the int3, its slot and the return probes' int3.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@ int up_site_int3_fill(struct up_sites *s, struct up_int3_site *i, uint64_t slot)
 	}
 	i->rel = rel;
 	i->slot = slot;
+	back_add(s, i->bp.vaddr + i->bp.insn.length);
 	return 0;
 }
 
@@ -111,7 +113,20 @@ bool int3_live_in(const struct up_sites *s, uint64_t lo, uint64_t hi)
 	return i < s->live.n && s->live.v[i].vaddr < hi;
 }
 
-int up_site_int3_insert(struct up_sites *s, struct up_int3_site *i)
+void back_add(struct up_sites *s, uint64_t vaddr)
+{
+	if (marks_add(&s->backs, vaddr, 0))
+		s->backs_lost = true; /* then any address may be one */
+}
+
+bool back_in(const struct up_sites *s, uint64_t lo, uint64_t hi)
+{
+	unsigned i = marks_pos(&s->backs, lo);
+
+	return s->backs_lost || (i < s->backs.n && s->backs.v[i].vaddr < hi);
+}
+
+int up_site_int3_insert(struct up_sites *s, struct up_int3_site *i, struct up_task *t)
 {
 	int rc = marks_add(&s->live, i->bp.vaddr, 0);
 
@@ -123,14 +138,20 @@ int up_site_int3_insert(struct up_sites *s, struct up_int3_site *i)
 		return rc;
 	}
 	marks_add(&s->written, i->bp.vaddr, i->bp.orig); /* best effort, as ever */
+	if (t)
+		pun_follow(s, t, i->bp.vaddr, i->bp.vaddr + 1);
 	return 0;
 }
 
-void up_site_int3_remove(struct up_sites *s, struct up_int3_site *i)
+void up_site_int3_remove(struct up_sites *s, struct up_int3_site *i, struct up_task *t)
 {
-	if (i->bp.inserted)
+	bool was = i->bp.inserted;
+
+	if (was)
 		up_ubp_remove(s->p, &i->bp);
 	marks_del(&s->live, i->bp.vaddr);
+	if (was && !i->bp.inserted && t)
+		pun_follow(s, t, i->bp.vaddr, i->bp.vaddr + 1);
 }
 
 void up_site_int3_free(struct up_sites *s, struct up_int3_site *i)
@@ -182,4 +203,6 @@ void int3_forget(struct up_sites *s)
 {
 	marks_free(&s->written);
 	marks_free(&s->live);
+	marks_free(&s->backs);
+	s->backs_lost = false;
 }

@@ -49,8 +49,14 @@ __attribute__((format(printf, 2, 3))) void site_log(struct up_site_ctx *c, const
 /* The processes whose threads run in mm's memory: i from 0 while non-NULL (the vfork
    children, newest first, then the owner, as the arbiter lists them). */
 struct up_proc *sites_proc(const struct up_sites *mm, unsigned i);
+/* A site whose jmp writes or (punned) ends in bytes of [lo, hi); one that writes them. */
 struct up_patched *fast_overlapping(struct up_sites *mm, uint64_t lo, uint64_t hi);
+struct up_patched *fast_writing(struct up_sites *mm, uint64_t lo, uint64_t hi);
+/* Where the next site above vaddr begins, if near enough to matter (0: none). */
+uint64_t next_site(struct up_sites *mm, uint64_t vaddr);
 void fast_unlink(struct up_sites *mm, struct up_patched *f);
+/* f leaves the fast path on its own: unpatched, freed, its uprobe queued for an int3. */
+void fast_drop(struct up_sites *mm, struct up_patched *f);
 
 /* patched.c */
 bool wants_record(const struct uprobe *u);
@@ -78,6 +84,10 @@ bool stack_points_in(struct up_sites *mm, uint64_t lo, uint64_t hi);
 
 /* int3.c */
 bool int3_live_in(const struct up_sites *mm, uint64_t lo, uint64_t hi);
+/* Out-of-line code jumps back to vaddr (kept for good); does any jump back into
+   [lo, hi)? */
+void back_add(struct up_sites *mm, uint64_t vaddr);
+bool back_in(const struct up_sites *mm, uint64_t lo, uint64_t hi);
 void int3_forget(struct up_sites *mm);
 
 /* rseq.c */
@@ -88,6 +98,22 @@ unsigned chain_of(struct up_sites *mm, uint64_t vaddr, struct up_patched **v);
 void tramp_reclaim(struct up_sites *mm, struct up_patched *f);
 int chain_build(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
 		struct up_patched *extra, char *why, size_t whylen);
+/* The same with the first trampoline in [lo, hi] (0, 0: a punned jmp's window, or
+   anywhere near). */
+int chain_build_in(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
+		   struct up_patched *extra, uint64_t lo, uint64_t hi, char *why, size_t whylen);
+/* The bytes f's trampoline takes as the first of its chain (chained: not the last). */
+size_t tramp_need(struct up_sites *mm, const struct up_patched *f, bool chained);
+
+/* pun.c */
+/* The bytes [lo, hi) changed: punned jmps that end in them move (t stopped, for what
+   they map), or leave the fast path (fast_drop). */
+void pun_follow(struct up_sites *mm, struct up_task *t, uint64_t lo, uint64_t hi);
+/* The punned chain at a planned again from the bytes after it now and built there,
+   its follower's jmp steered where that window has no room (tried: the window as it
+   is was tried already).  0, or why not. */
+int pun_rebuild(struct up_sites *mm, struct up_task *t, uint64_t a, bool tried, char *why,
+		size_t whylen);
 
 /* deliver.c */
 uint64_t agg_hits(struct up_sites *mm, struct up_patched *f);

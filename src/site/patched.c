@@ -355,7 +355,7 @@ int fast_arm(struct up_sites *mm, struct uprobe *u, struct up_task *t, char *why
 	f->u = u;
 	f->is_ret = u->ret_handler != NULL;
 	rc = -ENOTSUP;
-	base = fast_overlapping(mm, u->vaddr, u->vaddr + 1);
+	base = fast_writing(mm, u->vaddr, u->vaddr + 1);
 	if (base && (base->site.vaddr != u->vaddr || !base->patched)) {
 		/* its bytes are a jmp now: the arbiter takes that site back to int3s */
 		snprintf(why, whylen, "inside another fast-path site");
@@ -377,21 +377,24 @@ int fast_arm(struct up_sites *mm, struct uprobe *u, struct up_task *t, char *why
 		f->site = base->site;
 		f->site.chain = 0;
 	} else {
-		rc = up_patch_site(mm->p, &ctx->files, u->vaddr, &f->site, why, whylen);
+		rc = up_patch_site(mm->p, &ctx->files, u->vaddr, next_site(mm, u->vaddr),
+				   &f->site, why, whylen);
 		if (rc)
 			goto fail;
 		rc = -ENOTSUP;
-		for (unsigned i = 0; i < f->site.len; i++) {
+		for (unsigned i = 0; i < up_patch_written(&f->site); i++) {
 			if (int3_live_in(mm, u->vaddr + i, u->vaddr + i + 1)) {
 				snprintf(why, whylen, "another probe at 0x%" PRIx64, u->vaddr + i);
 				goto fail;
 			}
 		}
-		if (fast_overlapping(mm, u->vaddr, u->vaddr + f->site.len)) {
+		/* a punned jmp may end in another site's bytes (and another's may end in
+		   this one's: it moves, pun.c); no two write the same byte */
+		if (fast_writing(mm, u->vaddr, u->vaddr + up_patch_written(&f->site))) {
 			snprintf(why, whylen, "overlaps another fast-path site");
 			goto fail;
 		}
-		if (any_rip_in(mm, u->vaddr, u->vaddr + f->site.len)) {
+		if (any_rip_in(mm, u->vaddr, u->vaddr + up_patch_written(&f->site))) {
 			snprintf(why, whylen, "a thread is inside the bytes the jmp would cover "
 					      "(or trapped on an int3 there)");
 			goto fail;
@@ -402,9 +405,10 @@ int fast_arm(struct up_sites *mm, struct uprobe *u, struct up_task *t, char *why
 					      "the jmp would cover (a signal frame?)");
 			goto fail;
 		}
-		if (f->site.ninsn > 1) {
+		if (f->site.ninsn > 1 &&
+		    back_in(mm, u->vaddr + 1, u->vaddr + up_patch_written(&f->site))) {
 			/* from a slot or a trampoline it jumps back to the instruction after
-			   the one it ran there: perhaps inside these bytes (and in a signal
+			   the one it ran there: one is inside these bytes (and in a signal
 			   handler, its frame's rip would take it there) */
 			where_out_of_line(&ool, mm);
 			if (any_rip(mm, &ool) || any_stack_word(mm, &ool)) {
@@ -448,6 +452,12 @@ int fast_arm(struct up_sites *mm, struct uprobe *u, struct up_task *t, char *why
 	f->next = mm->fast;
 	mm->fast = f;
 	rc = chain_build(mm, t, u->vaddr, NULL, why, whylen);
+	if (rc && !base && f->site.tactic == UP_TACTIC_PUN) {
+		char w2[200] = "";
+
+		if (!pun_rebuild(mm, t, u->vaddr, true, w2, sizeof(w2)))
+			rc = 0;
+	}
 	if (rc) {
 		fast_unlink(mm, f);
 		if (f->rec) {
@@ -500,14 +510,15 @@ void settle(struct up_sites *mm, struct up_patched *f)
 	f->last = 0;
 }
 
-/* Puts the original instruction back (process quiesced); the trampoline stays mapped
+/* Puts the original instruction back (its own bytes: a punned jmp leaves those after
+   it) (process quiesced); the trampoline stays mapped
    until no thread can be inside it.  The site's other probes, if any, are unpatched
    with it (each is then unpatched, or downgraded, on its own: a no-op for the bytes). */
 void fast_unpatch(struct up_sites *mm, struct up_patched *f)
 {
 	if (!f->patched)
 		return;
-	up_proc_write_text(mm->p, f->site.vaddr, f->site.orig, f->site.len);
+	up_proc_write_text(mm->p, f->site.vaddr, f->site.orig, up_patch_written(&f->site));
 	f->patched = false;
 	tramp_reclaim(mm, f);
 	settle(mm, f);

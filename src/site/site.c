@@ -68,8 +68,11 @@ void up_sites_fini(struct up_sites *s)
 		*pp = s->next;
 	free(s->shared);
 	free(s->notls_task);
+	free(s->evicted);
 	s->shared = NULL;
 	s->notls_task = NULL;
+	s->evicted = NULL;
+	s->nevicted = s->capevicted = 0;
 	int3_forget(s);
 }
 
@@ -171,7 +174,8 @@ void up_sites_fork(struct up_sites *s, struct up_proc *child)
 {
 	for (struct up_patched *f = s->fast; f; f = f->next)
 		if (f->patched)
-			up_proc_write_text(child, f->site.vaddr, f->site.orig, f->site.len);
+			up_proc_write_text(child, f->site.vaddr, f->site.orig,
+					   up_patch_written(&f->site));
 }
 
 void up_sites_exiting(struct up_sites *s, struct up_task *t)
@@ -192,6 +196,25 @@ struct up_patched *fast_overlapping(struct up_sites *mm, uint64_t lo, uint64_t h
 		if (lo < f->site.vaddr + f->site.len && f->site.vaddr < hi)
 			return f;
 	return NULL;
+}
+
+struct up_patched *fast_writing(struct up_sites *mm, uint64_t lo, uint64_t hi)
+{
+	for (struct up_patched *f = mm->fast; f; f = f->next)
+		if (lo < f->site.vaddr + up_patch_written(&f->site) && f->site.vaddr < hi)
+			return f;
+	return NULL;
+}
+
+uint64_t next_site(struct up_sites *mm, uint64_t vaddr)
+{
+	uint64_t limit = 0;
+
+	for (struct up_patched *f = mm->fast; f; f = f->next)
+		if (f->site.vaddr > vaddr && f->site.vaddr < vaddr + 2 * UP_INSN_MAX &&
+		    (!limit || f->site.vaddr < limit))
+			limit = f->site.vaddr;
+	return limit;
 }
 
 void fast_unlink(struct up_sites *mm, struct up_patched *f)
@@ -225,7 +248,7 @@ int up_site_place(struct up_sites *s, struct uprobe *u, struct up_task *t)
 
 struct uprobe *up_site_evict(struct up_sites *s, uint64_t vaddr)
 {
-	struct up_patched *f = fast_overlapping(s, vaddr, vaddr + 1);
+	struct up_patched *f = fast_writing(s, vaddr, vaddr + 1);
 	struct uprobe *u;
 
 	if (!f)
@@ -241,6 +264,37 @@ struct uprobe *up_site_evict(struct up_sites *s, uint64_t vaddr)
 	u->kind = UP_KIND_PPT;
 	u->flags |= UPROBE_F_NO_FAST;
 	return u;
+}
+
+void fast_drop(struct up_sites *mm, struct up_patched *f)
+{
+	struct uprobe *u = f->u;
+
+	if (mm->nevicted == mm->capevicted) {
+		unsigned cap = mm->capevicted ? mm->capevicted * 2 : 16;
+		struct uprobe **v = realloc(mm->evicted, cap * sizeof(*v));
+
+		if (v) {
+			mm->evicted = v;
+			mm->capevicted = cap;
+		}
+	}
+	fast_unpatch(mm, f);
+	fast_unlink(mm, f);
+	free(f);
+	u->kimg = NULL;
+	u->kind = UP_KIND_PPT;
+	u->flags |= UPROBE_F_NO_FAST;
+	if (mm->nevicted < mm->capevicted)
+		mm->evicted[mm->nevicted++] = u;
+	else
+		site_log(mm->ctx, "process %d: 0x%" PRIx64 " is not probed any more: no memory "
+			 "to arm it on an int3", (int)mm->pid, u->vaddr);
+}
+
+struct uprobe *up_site_evicted(struct up_sites *s)
+{
+	return s->nevicted ? s->evicted[--s->nevicted] : NULL;
 }
 
 /* f's site without f: the others keep it in a chain without f, or it goes back to
@@ -269,6 +323,8 @@ static uint64_t fast_remove(struct up_sites *mm, struct up_patched *f, struct up
 	}
 	fast_unpatch(mm, f);
 	fast_unlink(mm, f);
+	if (t && !fast_writing(mm, f->site.vaddr, f->site.vaddr + 1))
+		pun_follow(mm, t, f->site.vaddr, f->site.vaddr + up_patch_written(&f->site));
 	return 0;
 }
 

@@ -88,6 +88,10 @@ struct up_sites {
 	   of defence should one be left behind (up_site_written_orig); live: the int3s in
 	   place now, which a jmp must not cover */
 	struct up_site_marks written, live;
+	/* every address out-of-line code (a trampoline, a slot) ever jumped back to: a
+	   thread running out of line comes back to one of them */
+	struct up_site_marks backs;
+	bool backs_lost; /* one could not be kept: any may be */
 	/* patched sites */
 	struct up_patched *fast;
 	uint64_t fast_seq;  /* the next site's seq */
@@ -105,6 +109,9 @@ struct up_sites {
 	unsigned notls;
 	struct up_task **notls_task;
 	unsigned nnotls, capnotls;
+	/* uprobes whose sites left the fast path on their own (up_site_evicted) */
+	struct uprobe **evicted;
+	unsigned nevicted, capevicted;
 };
 
 /* ---- the context and an address space's life ---- */
@@ -138,10 +145,11 @@ int up_site_int3_prepare(struct up_sites *s, uint64_t vaddr, struct up_int3_site
 int up_site_slot_alloc(struct up_sites *s, struct up_task *t, uint64_t near, uint64_t *slot);
 /* i's instruction relocated into slot and written there; the slot is freed on failure. */
 int up_site_int3_fill(struct up_sites *s, struct up_int3_site *i, uint64_t slot);
-/* Writes the int3 (process quiesced). */
-int up_site_int3_insert(struct up_sites *s, struct up_int3_site *i);
-/* Takes the int3 out, if in. */
-void up_site_int3_remove(struct up_sites *s, struct up_int3_site *i);
+/* Writes the int3 (process quiesced); punned jmps that end in its byte move, through
+   t (stopped) for what they map. */
+int up_site_int3_insert(struct up_sites *s, struct up_int3_site *i, struct up_task *t);
+/* Takes the int3 out, if in; the same moves (t NULL: none, every site goes anyway). */
+void up_site_int3_remove(struct up_sites *s, struct up_int3_site *i, struct up_task *t);
 /* Gives i's slot back. */
 void up_site_int3_free(struct up_sites *s, struct up_int3_site *i);
 /* A fork child's copy of the text gets the original byte back (a child not followed). */
@@ -163,9 +171,14 @@ bool up_sites_in_xol(const struct up_sites *s, uint64_t addr);
  * logged when verbose, counted in stats.fast_refused); -EEXIST: a foreign int3 there.
  */
 int up_site_place(struct up_sites *s, struct uprobe *u, struct up_task *t);
-/* A patched site covering vaddr leaves the fast path (an int3 is wanted there): its
-   uprobe, marked UPROBE_F_NO_FAST, for the caller to arm on an int3; NULL: none left. */
+/* A patched site whose jmp writes vaddr leaves the fast path (an int3 is wanted
+   there): its uprobe, marked UPROBE_F_NO_FAST, for the caller to arm on an int3; NULL:
+   none left.  (A punned jmp that only ends in vaddr's byte moves when the int3 is in.) */
 struct uprobe *up_site_evict(struct up_sites *s, uint64_t vaddr);
+/* A uprobe whose punned jmp found no room where the bytes it ends in now send it (a
+   neighbour changed), left the fast path since the last call: for the caller to arm
+   on an int3 (UPROBE_F_NO_FAST set); NULL: none. */
+struct uprobe *up_site_evicted(struct up_sites *s);
 /* u's patched site goes (process quiesced; s NULL: its process is gone), its counts
    settled into u.  Returns the address whose other probes lost the site with it
    (up_site_evict them there), else 0. */

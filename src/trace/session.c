@@ -1810,15 +1810,47 @@ static void disarm_unmapped(struct up_trace *tr, struct tproc *tp)
 	}
 }
 
+/*
+ * The order probes are armed in: by address, the highest first (a file's specs by
+ * their offset in it), specs at one address in the order given.  A punned jmp's rel32
+ * ends in the bytes after its instruction; armed after its neighbours it ends in their
+ * jmps, as they stay, and does not have to move as each comes (E9Patch patches in
+ * reverse order for the same reason).
+ */
+static int arm_order(const void *a, const void *b, void *arg)
+{
+	const struct tspec *x = ((struct up_trace *)arg)->specs[*(const unsigned *)a];
+	const struct tspec *y = ((struct up_trace *)arg)->specs[*(const unsigned *)b];
+	uint64_t ox = x->is_file ? x->file_off : x->spec.kind == UP_SPEC_SEED ? x->spec.addr
+									     : x->spec.vaddr;
+	uint64_t oy = y->is_file ? y->file_off : y->spec.kind == UP_SPEC_SEED ? y->spec.addr
+									     : y->spec.vaddr;
+
+	if (x->is_file != y->is_file)
+		return x->is_file ? -1 : 1;
+	if (x->is_file && (x->dev != y->dev || x->ino != y->ino))
+		return x->dev != y->dev ? (x->dev < y->dev ? -1 : 1) : (x->ino < y->ino ? -1 : 1);
+	if (ox != oy)
+		return ox > oy ? -1 : 1;
+	return x->index < y->index ? -1 : 1;
+}
+
 static int arm_proc(struct up_trace *tr, struct tproc *tp)
 {
+	unsigned *order = malloc((tr->nspecs ? tr->nspecs : 1) * sizeof(*order));
 	bool pending = false;
 	int first = 0;
 
 	disarm_unmapped(tr, tp);
 	up_stack_syms_stale(tp->syms);
 
-	for (unsigned i = 0; i < tr->nspecs; i++) {
+	for (unsigned i = 0; i < tr->nspecs; i++)
+		if (order)
+			order[i] = i;
+	if (order)
+		qsort_r(order, tr->nspecs, sizeof(*order), arm_order, tr);
+	for (unsigned n = 0; n < tr->nspecs; n++) {
+		unsigned i = order ? order[n] : n;
 		int rc = arm_one(tr, tp, i);
 
 		if (rc && !first)
@@ -1826,6 +1858,7 @@ static int arm_proc(struct up_trace *tr, struct tproc *tp)
 		if (!tp->armed[i] && tr->specs[i]->is_file && !tr->specs[i]->removed)
 			pending = true;
 	}
+	free(order);
 	if (pending)
 		hook_ldso(tr, tp);
 	tp->rescan = false;

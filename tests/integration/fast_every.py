@@ -6,11 +6,16 @@ Every instruction of four real libc functions (malloc, free, qsort_r: ~560
 probes) counted while `ls -lR` of 40 folders of /usr/share/doc runs, the fast path on:
 
   - the program's output is byte for byte the unprobed one, its status the same;
-  - the planner's tactics (-v) place jmps of every kind that applies here (jmp, succ,
-    pun), and what cannot go fast stays on int3s;
+  - the planner's tactics (-v) place jmps of every kind that applies when every
+    instruction is probed (jmp, pun: a punned jmp ends in its neighbour's jmp or int3),
+    and at least 95% of the probes are on the fast path in the end;
   - every count equals the kernel's uprobe events' count for the same run (tracefs,
     --backend kernel), for each instruction the kernel can probe (it refuses lock- and
     segment-prefixed ones, and says which others).
+
+Then every instruction of 25 of the hottest libc functions of `ls -lR` (~10,000
+probes): the output as unprobed, at least 95% on the fast path, every count equal to
+the trap path's (--no-fast) for the same run.
 """
 import atexit
 import glob
@@ -30,6 +35,11 @@ shutil.copy("/lib/x86_64-linux-gnu/libc.so.6", LIBC)
 atexit.register(shutil.rmtree, LIBDIR, True)
 os.environ["LD_LIBRARY_PATH"] = LIBDIR
 FUNCS = ["__libc_malloc", "cfree", "malloc_consolidate", "qsort_r"]
+HOT = FUNCS + ["_int_malloc", "_int_free", "__strlen_avx2", "__memmove_avx_unaligned_erms",
+               "__strcoll_l", "__memchr_avx2", "__strchr_avx2", "__strcmp_avx2", "getenv",
+               "__readdir64", "__fstatat64", "_IO_file_xsputn", "__vfprintf_internal",
+               "__printf_fp_l", "__memset_avx2_unaligned_erms", "realloc", "__libc_calloc",
+               "__mbrtowc", "__wcwidth", "__strncmp_avx2", "__mempcpy_avx_unaligned_erms"]
 # a few thousand calls of each: enough for every kind of site, few enough that the
 # instructions left on int3s (each hit a stop of ~20 us) keep the run short
 CMD = ["ls", "-lR"] + sorted(glob.glob("/usr/share/doc/[a-c]*"))[:40]
@@ -41,9 +51,9 @@ def fail(msg):
     sys.exit(1)
 
 
-def specs():
+def specs(funcs=FUNCS):
     out, asm = [], {}
-    for f in FUNCS:
+    for f in funcs:
         lines = subprocess.run([UPROBE, "decode", "--asm", LIBC, f], capture_output=True,
                                text=True, check=True).stdout.splitlines()
         addrs = [(int(l.split()[0], 16), l.split("\t", 1)[-1]) for l in lines if l.strip()]
@@ -61,6 +71,40 @@ def counts(text):
         if m:
             d[m.group(1)] = int(m.group(2))
     return d
+
+
+def placed(log):
+    """Tactics placed (-v), sites taken back to int3, probes on the fast path in the end."""
+    tactics = {}
+    for t in re.findall(r"on the fast path \((\w+):", log):
+        tactics[t] = tactics.get(t, 0) + 1
+    left = log.count("leaves the fast path")
+    return tactics, sum(tactics.values()) - left, left
+
+
+def hot_phase(path):
+    """Every instruction of HOT: as unprobed, >= 95% fast, counts = the trap path's."""
+    hot, _ = specs([f for f in HOT if subprocess.run(
+        [UPROBE, "decode", LIBC, f], capture_output=True).returncode == 0])
+    with open(path, "w") as f:
+        f.write("\n".join(hot) + "\n")
+    p = run(["-v"], path)
+    if p.returncode != plain.returncode or not p.stdout.startswith(plain.stdout):
+        fail("hot: the program's output or status changed (%d, unprobed %d)\n%s" % (
+            p.returncode, plain.returncode, p.stderr[-2000:]))
+    tactics, fast, left = placed(p.stderr)
+    ours = counts(p.stdout[len(plain.stdout):])
+    t = run(["--no-fast"], path)
+    trap = counts(t.stdout[len(plain.stdout):])
+    diff = [(e, ours.get(e), n) for e, n in trap.items() if ours.get(e) != n]
+    if t.returncode != plain.returncode or len(trap) != len(hot) or len(ours) != len(hot) or diff:
+        fail("hot: %d counts, %d on the trap path, for %d probes; differing: %s" % (
+            len(ours), len(trap), len(hot), diff[:10]))
+    print("hot: %d probes over %d functions, output as unprobed, placed %s, %d fast in the end "
+          "(%.1f%%), every count the trap path's (%d hits)" % (
+              len(hot), len(HOT), tactics, fast, 100.0 * fast / len(hot), sum(ours.values())))
+    if fast < 0.95 * len(hot):
+        fail("hot: fewer than 95% on the fast path")
 
 
 def run(extra, spec_file):
@@ -101,16 +145,17 @@ try:
     ours = counts(p.stdout[len(plain.stdout):])
     if len(ours) != len(all_specs):
         fail("%d counts for %d probes" % (len(ours), len(all_specs)))
-    tactics = {}
-    for t in re.findall(r"on the fast path \((\w+):", p.stderr):
-        tactics[t] = tactics.get(t, 0) + 1
-    left = p.stderr.count("leaves the fast path")
-    fast = sum(tactics.values()) - left
-    for t in ("jmp", "succ", "pun"):
+    tactics, fast, left = placed(p.stderr)
+    for t in ("jmp", "pun"):
         if not tactics.get(t):
             fail("no site placed by %s: %s" % (t, tactics))
-    print("%d probes: output as unprobed; placed %s, %d taken back to int3 for a neighbour's "
-          "int3, %d fast in the end" % (len(all_specs), tactics, left, fast))
+    print("%d probes: output as unprobed; placed %s, %d taken back to int3, %d fast in the "
+          "end (%.1f%%)" % (len(all_specs), tactics, left, fast, 100.0 * fast / len(all_specs)))
+    if fast < 0.95 * len(all_specs):
+        fail("fewer than 95%% on the fast path:\n" + "\n".join(
+            l for l in p.stderr.splitlines() if "trap path" in l)[:3000])
+
+    hot_phase(path)
 
     if not os.path.isdir(TRACEFS + "/events"):
         subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], capture_output=True)
