@@ -1107,7 +1107,16 @@ static enum up_resume cb_stop(void *arg, struct up_task *t, const struct up_stop
 	struct uproc *up = up_proc_data(up_task_proc(t));
 	struct utask *ut = up ? utask_of(t) : NULL;
 	enum up_resume r = UP_RESUME_CONT;
+	struct user_regs_struct regs;
 
+	if (up && !ut && stop->kind == UP_STOP_BREAKPOINT && !up_task_get_regs(t, &regs) &&
+	    (ppt_lookup(mm_of(up), regs.rip - 1) || regs.rip - 1 == mm_of(up)->tramp)) {
+		/* no memory for the thread's state: it goes back to the int3, to trap
+		   again (and be handled then), not on into the middle of an instruction */
+		regs.rip--;
+		up_task_set_regs(t, &regs);
+		return UP_RESUME_CONT;
+	}
 	if (!up || !ut)
 		return UP_RESUME_CONT;
 	ctx->cur_task = t;
