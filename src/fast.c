@@ -743,7 +743,7 @@ static int tramp_code(struct uproc *mm, const struct fastp *f, const struct up_p
 {
 	if (f->rec)
 		return up_patch_tramp_rec(site, tramp, f->desc, up_agent_entry(mm->agent), f->save,
-					  code, size, len, home_of);
+					  f->is_ret, code, size, len, home_of);
 	if (f->shared)
 		return up_patch_tramp_abs(site, tramp, f->counter, code, size, len, home_of);
 	return up_patch_tramp(site, tramp, f->counter, code, size, len, home_of);
