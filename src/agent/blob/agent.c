@@ -813,14 +813,44 @@ static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
  * the function is to return to, whose call writes the stub in the slot, or slot[-1],
  * the function straight on.  No string instruction: DF is the program's.
  */
+static __attribute__((noinline, no_caller_saved_registers)) uint64_t
+rt_claim_far(struct upa_ctl *ctl, struct upa_probe *d, uint64_t slot)
+{
+	return rt_claim(ctl, d, (const uint64_t *)(slot - UPA_HIJACK_FRAME), slot);
+}
+
 __attribute__((used, no_caller_saved_registers)) void upa_hijack(struct upa_probe *d,
 								 uint64_t slot)
 {
 	struct upa_ctl *ctl = (struct upa_ctl *)d->ctl;
-	uint64_t *ra = (uint64_t *)slot, stub;
+	const uint64_t *owner = (const uint64_t *)ctl->rt_owner;
+	uint64_t *ra = (uint64_t *)slot, stub = 0, me;
 	uint32_t fl = __atomic_load_n(&d->flags, __ATOMIC_RELAXED);
+	unsigned j = 0;
 
-	stub = rt_claim(ctl, d, (const uint64_t *)(slot - UPA_HIJACK_FRAME), slot);
+	/* the common case inline, with few registers to save: a thread that has its
+	   own table already, the first entry its slot hashes to free, no arguments */
+	if ((ctl->flags & (UPA_F_RTOWN | UPA_F_FS0)) == (UPA_F_RTOWN | UPA_F_FS0) && owner &&
+	    !(fl & UPA_P_ENTRY_ARGS) && !UPA_RT_IS_STUB(*ra, ctl->ret_tramp)) {
+		__asm__ volatile("mov %%fs:0, %0" : "=r"(me));
+		while (j < UPA_RT_OWNERS && __atomic_load_n(&owner[j], __ATOMIC_RELAXED) != me)
+			j++;
+		if (me && j < UPA_RT_OWNERS) {
+			struct upa_rt *e = rt_at(rt_of_slot(ctl, j), UPA_RT_OWN_ORDER, slot, 0);
+			uint64_t k = __atomic_load_n(&e->key, __ATOMIC_RELAXED);
+
+			if (k == slot || k == UPA_RT_FREE || k == UPA_RT_TOMB) {
+				__atomic_store_n(&e->key, slot, __ATOMIC_RELAXED);
+				__atomic_signal_fence(__ATOMIC_SEQ_CST);
+				e->orig = *ra;
+				e->desc = (uint64_t)d;
+				e->tsc = tsc();
+				stub = ctl->ret_tramp + UPA_RT_STUB * (j + 1);
+			}
+		}
+	}
+	if (!stub)
+		stub = rt_claim_far(ctl, d, slot);
 	if (stub && lean_return(d, fl))
 		stub += UPA_RT_LEAN;
 	ra[-2] = stub ? stub - UPA_RT_CALL_LEN : ra[-1];
@@ -891,7 +921,8 @@ extern struct upa_ctl *const upa_ctl_word __attribute__((visibility("hidden")));
  * longer what the row is for (disabled meanwhile): nothing is done, and the trampoline
  * goes on to the full path, upa_return.
  */
-__attribute__((used, no_caller_saved_registers)) uint64_t upa_return_lean(uint64_t *slotp)
+static __attribute__((noinline, no_caller_saved_registers)) uint64_t
+return_lean_far(uint64_t *slotp)
 {
 	struct upa_ctl *ctl = upa_ctl_word;
 	uint64_t slot = (uint64_t)slotp, t;
@@ -915,6 +946,51 @@ __attribute__((used, no_caller_saved_registers)) uint64_t upa_return_lean(uint64
 	agg1_count(ctl, (struct upa_agg *)((struct upa_fetch *)(d + 1) + d->nfetch),
 		   (uint64_t)((unsigned __int128)t * ctl->ns_mult >> 32), ts);
 	return 1;
+}
+
+static __attribute__((noinline, no_caller_saved_registers)) void
+agg1_count_far(const struct upa_ctl *ctl, struct upa_agg *a, uint64_t v, int slot)
+{
+	agg1_count(ctl, a, v, slot);
+}
+
+__attribute__((used, no_caller_saved_registers)) uint64_t upa_return_lean(uint64_t *slotp)
+{
+	struct upa_ctl *ctl = upa_ctl_word;
+	uint64_t slot = (uint64_t)slotp, table = *slotp;
+
+	/* the common case inline (as upa_hijack's): the thread's own table, the entry
+	   where the slot hashes, a log2 key, the key's entry where it hashes in the
+	   thread's own table of the aggregation */
+	if (table < UPA_RT_OWNERS) {
+		struct upa_rt *e = rt_at(rt_of_slot(ctl, (unsigned)table), UPA_RT_OWN_ORDER, slot, 0);
+		struct upa_probe *d = (struct upa_probe *)e->desc;
+
+		if (__atomic_load_n(&e->key, __ATOMIC_ACQUIRE) == slot &&
+		    __atomic_load_n(&d->flags, __ATOMIC_RELAXED) ==
+			    (UPA_P_ENABLED | UPA_P_RETURN | UPA_P_AGG | UPA_P_AGG1)) {
+			struct upa_agg *a = (struct upa_agg *)((struct upa_fetch *)(d + 1) + d->nfetch);
+			uint64_t t = tsc() - e->tsc, dur, v, h, *s;
+
+			*slotp = e->orig;
+			__atomic_store_n(&e->key, UPA_RT_TOMB, __ATOMIC_RELEASE);
+			dur = (uint64_t)((unsigned __int128)t * ctl->ns_mult >> 32);
+			if (a->key[0].xform == UPA_AGG_LOG2 && table < a->ntables - 1) {
+				v = upa_agg_log2(dur);
+				h = upa_agg_hash(&v, 1);
+				s = (uint64_t *)a->tables +
+				    (((uint64_t)table << a->order) + (h & ((1ull << a->order) - 1))) *
+					    a->entry_words;
+				if (__atomic_load_n(s, __ATOMIC_ACQUIRE) == h && s[1] == v) {
+					add(&s[2], 1, 0);
+					return 1;
+				}
+			}
+			agg1_count_far(ctl, a, dur, (int)table);
+			return 1;
+		}
+	}
+	return return_lean_far(slotp);
 }
 
 /*
