@@ -157,12 +157,11 @@ struct upa_cond {
  * where the function goes on (the relocated instructions), [slot - 16] where the jump
  * goes: a call site, or the function straight on when nothing was hijacked.
  */
-#define UPA_RT_STUB 16 /* bytes of each unit */
-#define UPA_RT_CALL_LEN 9 /* the call site before each stub */
-#define UPA_RT_LEAN (UPA_RT_STUB * (UPA_RT_OWNERS + 1))
+#define UPA_RT_STUB	16 /* bytes of each unit */
+#define UPA_RT_CALL_LEN 9  /* the call site before each stub */
+#define UPA_RT_LEAN	(UPA_RT_STUB * (UPA_RT_OWNERS + 1))
 /* Is addr one of the return trampoline's stubs (ret_tramp the first)? */
-#define UPA_RT_IS_STUB(addr, ret_tramp) \
-	((uint64_t)(addr) - (uint64_t)(ret_tramp) < 2 * UPA_RT_LEAN)
+#define UPA_RT_IS_STUB(addr, ret_tramp) ((uint64_t)(addr) - (uint64_t)(ret_tramp) < 2 * UPA_RT_LEAN)
 
 struct upa_rt {
 	uint64_t key;
@@ -179,11 +178,11 @@ struct upa_rt {
 #define UPA_RET_LAHF_AT 8 /* a word: the offset of the return trampoline without popfq */
 #define UPA_TOUCH_OFF 224
 #define UPA_TOUCH_LEN 16
-#define UPA_HIJACK_AT 240 /* a word: the offset of upa_hijack(desc, slot), which a return
-			     probe's entry trampoline calls (lahf CPUs); it saves every
-			     register it uses.  With UPA_P_ENTRY_ARGS the trampoline pushed
-			     rdi rsi rdx rcx rax r8 r9 below the red zone: frame words
-			     UPA_R9..UPA_RDI of a frame at slot - UPA_HIJACK_FRAME */
+/* A word: the offset of upa_hijack(desc, slot), which a return probe's entry trampoline
+   calls (lahf CPUs); it saves every register it uses.  With UPA_P_ENTRY_ARGS the
+   trampoline pushed rdi rsi rdx rcx rax r8 r9 below the red zone: frame words
+   UPA_R9..UPA_RDI of a frame at slot - UPA_HIJACK_FRAME. */
+#define UPA_HIJACK_AT	 240
 #define UPA_HIJACK_FRAME (128 + 7 * 8 + UPA_R9 * 8)
 #define UPA_ENTRY_OFF 256
 #define UPA_CODE_SIZE 12288 /* the blob's mapping: it must fit */

@@ -318,10 +318,11 @@ static int tramp_hijack(const struct up_patch_site *site, uint64_t tramp, uint64
 
 	n += lea_rsp(c + n, 4, -128); /* the red zone */
 	if (args) {
-		c[n++] = 0x57, c[n++] = 0x56, c[n++] = 0x52, c[n++] = 0x51; /* push rdi rsi rdx rcx */
-		c[n++] = 0x50;						/* push %rax */
-		c[n++] = 0x0f, c[n++] = 0x90, c[n++] = 0xc0;		/* seto %al */
-		c[n++] = 0x9f;						/* lahf */
+		c[n++] = 0x57, c[n++] = 0x56;				    /* push rdi rsi */
+		c[n++] = 0x52, c[n++] = 0x51;				    /* push rdx rcx */
+		c[n++] = 0x50;						    /* push %rax */
+		c[n++] = 0x0f, c[n++] = 0x90, c[n++] = 0xc0;		    /* seto %al */
+		c[n++] = 0x9f;						    /* lahf */
 		c[n++] = 0x41, c[n++] = 0x50, c[n++] = 0x41, c[n++] = 0x51; /* push r8 r9 */
 	} else {
 		c[n++] = 0x50;				     /* push %rax */
@@ -333,7 +334,7 @@ static int tramp_hijack(const struct up_patch_site *site, uint64_t tramp, uint64
 	b_at = n;
 	n += 4;
 	n += mov_rsp(c + n, true, 7, (int32_t)(128 + 8 * np - 8)); /* slot[-1] */
-	c[n++] = 0x48, c[n++] = 0xbf;				    /* movabs $desc,%rdi */
+	c[n++] = 0x48, c[n++] = 0xbf;				   /* movabs $desc,%rdi */
 	memcpy(c + n, &desc, 8), n += 8;
 	n += lea_rsp(c + n, 6, (int32_t)(128 + 8 * np)); /* the slot, in rsi */
 	c[n++] = 0xff, c[n++] = 0x15;			 /* call *lit(%rip) */
@@ -348,7 +349,7 @@ static int tramp_hijack(const struct up_patch_site *site, uint64_t tramp, uint64
 	c[n++] = 0x9e;		      /* sahf */
 	c[n++] = 0x58;		      /* pop %rax */
 	if (args)
-		c[n++] = 0x59, c[n++] = 0x5a, c[n++] = 0x5e, c[n++] = 0x5f; /* pop rcx rdx rsi rdi */
+		c[n++] = 0x59, c[n++] = 0x5a, c[n++] = 0x5e, c[n++] = 0x5f; /* pop rcx..rdi */
 	n += lea_rsp(c + n, 4, 128);
 	c[n++] = 0xff, c[n++] = 0x64, c[n++] = 0x24, c[n++] = 0xf0; /* jmp *-16(%rsp) */
 	d32 = (int32_t)(n - (b_at + 4));

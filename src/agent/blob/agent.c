@@ -853,7 +853,8 @@ __attribute__((used, no_caller_saved_registers)) void upa_hijack(struct upa_prob
 		stub = rt_claim_far(ctl, d, slot);
 	if (stub && lean_return(d, fl))
 		stub += UPA_RT_LEAN;
-	ra[-2] = stub ? stub - UPA_RT_CALL_LEN : ra[-1];
+	/* (below the slot by address: the words are the function's red zone, not ra's) */
+	*(uint64_t *)(slot - 16) = stub ? stub - UPA_RT_CALL_LEN : *(uint64_t *)(slot - 8);
 }
 
 /* slot's entry in tab, or NULL */
