@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define UPA_MAGIC 0x746e656761707575ull /* "uupagent" */
-#define UPA_VERSION 5
+#define UPA_VERSION 6
 
 /* ctl.flags */
 #define UPA_F_FS0 1u /* %fs:0 names the thread (every thread has a TLS block); else its rsp */
@@ -64,7 +64,7 @@ struct upa_ctl {
 	uint64_t ns_mult;
 	/* UPA_F_RTOWN: a table of hijacked returns per thread, written without a lock:
 	   rt_owner holds UPA_RT_OWNERS %fs:0 words (0: free), rt_own their tables; a
-	   return into table j goes to ret_tramp + UPA_RT_STUB * (j + 1) */
+	   return into table j goes to ret_tramp + UPA_RT_STUB * (j + 1) (+ UPA_RT_LEAN) */
 	uint64_t rt_owner, rt_own;
 	_Alignas(64) struct upa_ring ring[UPA_RINGS]; /* a cache line for each head, tail */
 };
@@ -141,10 +141,27 @@ struct upa_cond {
 #define UPA_RT_PROBES 64 /* entries tried before the table counts as full */
 #define UPA_RT_OWNERS 16 /* threads with a table (and a ring) of their own */
 #define UPA_RT_OWN_ORDER 10 /* 1024 entries each: deeper, the shared table */
-#define UPA_RT_STUB 8	    /* bytes of each return stub: the shared one, then one a table */
+/*
+ * The return trampoline without popfq (lahf CPUs) is two rows of UPA_RT_OWNERS + 1
+ * units of UPA_RT_STUB bytes, each a call site and the stub its call returns to:
+ *
+ *   lea 8(%rsp),%rsp; call *-16(%rsp)  |  stub: push $table; jmp to its row's code
+ *
+ * ctl->ret_tramp is the first stub: the shared table's; the thread in slot j has the
+ * stub UPA_RT_STUB * (j + 1) on; the second row (UPA_RT_LEAN on) the same for returns
+ * that only count their duration (UPA_P_AGG1 with a $duration key), which no register
+ * frame serves.  A return probe's entry trampoline (up_patch_tramp_rec) goes on into
+ * the function through its unit's call site: the call writes the stub's address as the
+ * return address, and the CPU's return predictor expects it there (~10 ns a return
+ * mispredicted otherwise).  Its stack at the jump: [slot] the return address, [slot - 8]
+ * where the function goes on (the relocated instructions), [slot - 16] where the jump
+ * goes: a call site, or the function straight on when nothing was hijacked.
+ */
+#define UPA_RT_STUB	16 /* bytes of each unit */
+#define UPA_RT_CALL_LEN 9  /* the call site before each stub */
+#define UPA_RT_LEAN	(UPA_RT_STUB * (UPA_RT_OWNERS + 1))
 /* Is addr one of the return trampoline's stubs (ret_tramp the first)? */
-#define UPA_RT_IS_STUB(addr, ret_tramp) \
-	((uint64_t)(addr) - (uint64_t)(ret_tramp) < UPA_RT_STUB * (UPA_RT_OWNERS + 1))
+#define UPA_RT_IS_STUB(addr, ret_tramp) ((uint64_t)(addr) - (uint64_t)(ret_tramp) < 2 * UPA_RT_LEAN)
 
 struct upa_rt {
 	uint64_t key;
@@ -161,6 +178,12 @@ struct upa_rt {
 #define UPA_RET_LAHF_AT 8 /* a word: the offset of the return trampoline without popfq */
 #define UPA_TOUCH_OFF 224
 #define UPA_TOUCH_LEN 16
+/* A word: the offset of upa_hijack(desc, slot), which a return probe's entry trampoline
+   calls (lahf CPUs); it saves every register it uses.  With UPA_P_ENTRY_ARGS the
+   trampoline pushed rdi rsi rdx rcx rax r8 r9 below the red zone: frame words
+   UPA_R9..UPA_RDI of a frame at slot - UPA_HIJACK_FRAME. */
+#define UPA_HIJACK_AT	 240
+#define UPA_HIJACK_FRAME (128 + 7 * 8 + UPA_R9 * 8)
 #define UPA_ENTRY_OFF 256
 #define UPA_CODE_SIZE 12288 /* the blob's mapping: it must fit */
 

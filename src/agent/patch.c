@@ -13,6 +13,8 @@
 #include "agent/abi.h"
 #include "ubp.h"
 
+extern const uint8_t up_agent_blob[]; /* the agent (blob/agent.c): its header's words */
+
 /* The hardware number of each frame word's register (-1: not a general register). */
 static const int8_t hw_of[UPA_NREGS] = {
 	[UPA_R15] = 15, [UPA_R14] = 14, [UPA_R13] = 13, [UPA_R12] = 12, [UPA_RBP] = 5,
@@ -294,13 +296,96 @@ int up_patch_tramp(const struct up_patch_site *site, uint64_t tramp, uint64_t co
 	return tail(site, tramp, code, size, n, len, home_of);
 }
 
+/*
+ * A return probe's entry on a CPU with lahf: no register frame, upa_hijack(desc, slot)
+ * saves what it uses; then on through slot[-2] (abi.h, UPA_RT_STUB): a call site of the
+ * return trampoline, which goes on into the function with a call, or the function
+ * straight on (B, whose address the trampoline leaves at slot[-1]).  The flags are kept
+ * with lahf and seto; DF is the program's (nothing runs a string instruction).  With
+ * UPA_P_ENTRY_ARGS (all six argument registers in regs) they are pushed in frame order
+ * for the hijack to keep (UPA_HIJACK_FRAME).  The agent's address is a literal after
+ * the code: the trampoline may be farther than a rel32 from the agent.
+ */
+static int tramp_hijack(const struct up_patch_site *site, uint64_t tramp, uint64_t desc,
+			uint64_t hijack, bool args, uint8_t *code, size_t size, size_t *len,
+			unsigned home_of[UP_PATCH_MAX_INSN])
+{
+	uint8_t c[UP_PATCH_TRAMP_REC];
+	unsigned np = args ? 7 : 3; /* words pushed below the red zone */
+	size_t n = 0, b_at, lit_at;
+	int32_t d32;
+	int rc;
+
+	n += lea_rsp(c + n, 4, -128); /* the red zone */
+	if (args) {
+		c[n++] = 0x57, c[n++] = 0x56;				    /* push rdi rsi */
+		c[n++] = 0x52, c[n++] = 0x51;				    /* push rdx rcx */
+		c[n++] = 0x50;						    /* push %rax */
+		c[n++] = 0x0f, c[n++] = 0x90, c[n++] = 0xc0;		    /* seto %al */
+		c[n++] = 0x9f;						    /* lahf */
+		c[n++] = 0x41, c[n++] = 0x50, c[n++] = 0x41, c[n++] = 0x51; /* push r8 r9 */
+	} else {
+		c[n++] = 0x50;				     /* push %rax */
+		c[n++] = 0x0f, c[n++] = 0x90, c[n++] = 0xc0; /* seto %al */
+		c[n++] = 0x9f;				     /* lahf */
+		c[n++] = 0x56, c[n++] = 0x57;		     /* push rsi rdi */
+	}
+	c[n++] = 0x48, c[n++] = 0x8d, c[n++] = 0x3d; /* lea B(%rip),%rdi */
+	b_at = n;
+	n += 4;
+	n += mov_rsp(c + n, true, 7, (int32_t)(128 + 8 * np - 8)); /* slot[-1] */
+	c[n++] = 0x48, c[n++] = 0xbf;				   /* movabs $desc,%rdi */
+	memcpy(c + n, &desc, 8), n += 8;
+	n += lea_rsp(c + n, 6, (int32_t)(128 + 8 * np)); /* the slot, in rsi */
+	c[n++] = 0xff, c[n++] = 0x15;			 /* call *lit(%rip) */
+	lit_at = n;
+	n += 4;
+	if (args) {
+		c[n++] = 0x41, c[n++] = 0x59, c[n++] = 0x41, c[n++] = 0x58; /* pop r9 r8 */
+	} else {
+		c[n++] = 0x5f, c[n++] = 0x5e; /* pop rdi rsi */
+	}
+	c[n++] = 0x04, c[n++] = 0x7f; /* add $0x7f,%al: OF again */
+	c[n++] = 0x9e;		      /* sahf */
+	c[n++] = 0x58;		      /* pop %rax */
+	if (args)
+		c[n++] = 0x59, c[n++] = 0x5a, c[n++] = 0x5e, c[n++] = 0x5f; /* pop rcx..rdi */
+	n += lea_rsp(c + n, 4, 128);
+	c[n++] = 0xff, c[n++] = 0x64, c[n++] = 0x24, c[n++] = 0xf0; /* jmp *-16(%rsp) */
+	d32 = (int32_t)(n - (b_at + 4));
+	memcpy(c + b_at, &d32, 4);
+	if (n > size)
+		return -ERANGE;
+	memcpy(code, c, n);
+	rc = tail(site, tramp, code, size, n, len, home_of);
+	if (rc)
+		return rc;
+	if (*len + 8 > size)
+		return -ERANGE;
+	d32 = (int32_t)(*len - (lit_at + 4));
+	memcpy(code + lit_at, &d32, 4);
+	memcpy(code + *len, &hijack, 8);
+	*len += 8;
+	return 0;
+}
+
 int up_patch_tramp_rec(const struct up_patch_site *site, uint64_t tramp, uint64_t desc,
-		       uint64_t entry, uint64_t regs, uint8_t *code, size_t size, size_t *len,
-		       unsigned home_of[UP_PATCH_MAX_INSN])
+		       uint64_t entry, uint64_t regs, bool is_ret, uint8_t *code, size_t size,
+		       size_t *len, unsigned home_of[UP_PATCH_MAX_INSN])
 {
 	uint8_t c[UP_PATCH_TRAMP_REC];
 	bool lahf = up_patch_have_lahf();
 	size_t n = 0;
+
+	if (is_ret && lahf) {
+		const uint64_t args = 1ull << UPA_RDI | 1ull << UPA_RSI | 1ull << UPA_RDX |
+				      1ull << UPA_RCX | 1ull << UPA_R8 | 1ull << UPA_R9;
+		uint64_t off;
+
+		memcpy(&off, up_agent_blob + UPA_HIJACK_AT, 8);
+		return tramp_hijack(site, tramp, desc, entry - UPA_ENTRY_OFF + off,
+				    (regs & args) == args, code, size, len, home_of);
+	}
 
 	n += lea_rsp(c + n, 4, -128); /* the red zone */
 	c[n++] = 0x9c;		       /* pushfq */

@@ -105,11 +105,13 @@ int up_patch_tramp_abs(const struct up_patch_site *site, uint64_t tramp, uint64_
  * registers saved into a struct user_regs_struct frame on the stack (with rsp as the
  * thread had it, and the callee-saved registers regs asks for), the agent called as
  * entry(frame, desc), everything put back, then the relocated instructions and a jmp
- * back.  -ERANGE when it does not fit.
+ * back.  A return probe's entry (is_ret) on a CPU with lahf saves no frame: the agent's
+ * upa_hijack keeps the return address, and the function goes on through a call site of
+ * the return trampoline (abi.h, UPA_RT_STUB).  -ERANGE when it does not fit.
  */
 int up_patch_tramp_rec(const struct up_patch_site *site, uint64_t tramp, uint64_t desc,
-		       uint64_t entry, uint64_t regs, uint8_t *code, size_t size, size_t *len,
-		       unsigned home_of[UP_PATCH_MAX_INSN]);
+		       uint64_t entry, uint64_t regs, bool is_ret, uint8_t *code, size_t size,
+		       size_t *len, unsigned home_of[UP_PATCH_MAX_INSN]);
 
 /* The jmp written over the site. */
 /* lahf/sahf work in 64-bit mode here (all but the first x86-64s): flags are kept

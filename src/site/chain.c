@@ -19,7 +19,7 @@ static int tramp_code(struct up_sites *mm, const struct up_patched *f,
 {
 	if (f->rec)
 		return up_patch_tramp_rec(site, tramp, f->desc, up_agent_entry(mm->agent), f->save,
-					  code, size, len, home_of);
+					  f->is_ret, code, size, len, home_of);
 	if (f->shared)
 		return up_patch_tramp_abs(site, tramp, f->counter, code, size, len, home_of);
 	return up_patch_tramp(site, tramp, f->counter, code, size, len, home_of);

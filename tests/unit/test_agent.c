@@ -7,7 +7,8 @@
  * ring's end, up_agent_rec_read's view of the memory entries, and the cpu taken from
  * glibc's rseq area or, without one, from lsl; and aggregation: keys (numbers with
  * log2 and buckets, strings, stacks, durations), sums and extremes, a full table, and
- * two threads hitting one table with no hit lost or counted twice.
+ * two threads hitting one table with no hit lost or counted twice; a return probe's
+ * entry and lean return as the lahf trampolines call them.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -869,6 +870,95 @@ static void test_agg_duration(void **state)
 	ctl->rtab = 0;
 }
 
+/*
+ * A return probe's entry on a CPU with lahf (upa_hijack, called as its trampoline calls
+ * it) and the lean return (upa_return_lean, called as the second row's code calls it,
+ * with the slot): the entry leaves the return address in place and names below the
+ * slot the call site of the thread's lean stub; the return puts the real address back
+ * and counts the duration in the thread's table.  A tail call goes straight on; a probe
+ * disabled meanwhile goes to the full path untouched; one with a val takes the first row.
+ */
+static void test_agg_duration_lean(void **state)
+{
+	/* upa_ret_lean: push %rax; seto %al; lahf; push %rax; push %rdi;
+	   lea 24(%rsp),%rdi (the slot, above the three words); call upa_return_lean */
+	static const uint8_t pat[] = { 0x50, 0x0f, 0x90, 0xc0, 0x9f, 0x50, 0x57,
+				       0x48, 0x8d, 0x7c, 0x24, 0x18, 0xe8 };
+	static struct upa_rt own[UPA_RT_OWNERS << UPA_RT_OWN_ORDER];
+	uint64_t stack[8] = { 0 }, *slot = &stack[4], owner[UPA_RT_OWNERS] = { 0 }, me;
+	uint64_t hj_off, lahf_off, lean_stub;
+	void (*hijack)(struct upa_probe *, uint64_t);
+	uint64_t (*ret_lean)(uint64_t *);
+	struct upa_rt rt[1u << 4];
+	const uint8_t *lean;
+	uint32_t flags0 = ctl->flags;
+	struct aprobe p;
+	unsigned j = UPA_RT_OWNERS;
+	int32_t rel;
+
+	(void)state;
+	memcpy(&hj_off, code + UPA_HIJACK_AT, 8);
+	memcpy(&lahf_off, code + UPA_RET_LAHF_AT, 8);
+	hijack = (void (*)(struct upa_probe *, uint64_t))(void *)(code + hj_off);
+	lean = code + lahf_off - UPA_RT_CALL_LEN + 2 * UPA_RT_LEAN;
+	assert_memory_equal(lean, pat, sizeof(pat));
+	memcpy(&rel, lean + sizeof(pat), 4);
+	ret_lean = (uint64_t (*)(uint64_t *))(void *)(lean + sizeof(pat) + 4 + rel);
+
+	memset(rt, 0, sizeof(rt));
+	memset(own, 0, sizeof(own));
+	ctl->rtab = (uint64_t)(uintptr_t)rt;
+	ctl->rtab_order = 4;
+	ctl->ret_tramp = (uint64_t)(uintptr_t)(code + lahf_off);
+	ctl->ns_mult = 1ull << 32;
+	ctl->flags |= UPA_F_RTOWN | UPA_F_FS0;
+	ctl->rt_owner = (uint64_t)(uintptr_t)owner;
+	ctl->rt_own = (uint64_t)(uintptr_t)own;
+	__asm__ volatile("mov %%fs:0, %0" : "=r"(me));
+	aprobe_init(&p, 1, 0, 1);
+	p.d.flags |= UPA_P_RETURN | UPA_P_AGG1;
+	p.g.key[0] = (struct upa_agg_key){ .src = UPA_AGG_DURATION, .xform = UPA_AGG_LOG2,
+					   .words = 1 };
+	slot[-1] = 0x1234; /* where the function goes on */
+	for (unsigned i = 1; i <= 2; i++) { /* a slot claimed, then the inline path */
+		slot[0] = 0x7777;
+		hijack(&p.d, (uint64_t)(uintptr_t)slot);
+		for (unsigned k = 0; k < UPA_RT_OWNERS; k++)
+			if (owner[k] == me)
+				j = k;
+		assert_true(j < UPA_RT_OWNERS);
+		lean_stub = ctl->ret_tramp + UPA_RT_LEAN + UPA_RT_STUB * (j + 1);
+		assert_int_equal(slot[0], 0x7777); /* the call site's call writes the stub */
+		assert_int_equal(slot[-2], lean_stub - UPA_RT_CALL_LEN);
+		assert_int_equal(slot[-1], 0x1234);
+		slot[0] = j; /* the stub's push */
+		assert_int_equal(ret_lean(slot), 1);
+		assert_int_equal(slot[0], 0x7777);
+		assert_int_equal(agg_total(&p), i);
+	}
+	/* a tail call into the function: the return address is a stub already */
+	slot[0] = lean_stub;
+	hijack(&p.d, (uint64_t)(uintptr_t)slot);
+	assert_int_equal(slot[-2], 0x1234);
+	assert_int_equal(slot[0], lean_stub);
+	/* disabled before its return: nothing done here, the full path takes it */
+	slot[0] = 0x7777;
+	hijack(&p.d, (uint64_t)(uintptr_t)slot);
+	p.d.flags &= ~UPA_P_ENABLED;
+	slot[0] = j;
+	assert_int_equal(ret_lean(slot), 0);
+	assert_int_equal(slot[0], j);
+	assert_int_equal(agg_total(&p), 2);
+	/* a val: the first row */
+	p.d.flags |= UPA_P_ENABLED;
+	p.d.flags &= ~UPA_P_AGG1;
+	slot[0] = 0x7777;
+	hijack(&p.d, (uint64_t)(uintptr_t)slot);
+	assert_int_equal(slot[-2], ctl->ret_tramp + UPA_RT_STUB * (j + 1) - UPA_RT_CALL_LEN);
+	ctl->flags = flags0;
+	ctl->rt_owner = ctl->rt_own = ctl->rtab = 0;
+}
+
 /* ---- a ring a thread ------------------------------------------------------------------ */
 
 #define TR_ORDER 17 /* 128 KiB: 2048 records of 64 bytes, none has to wait for the reader */
@@ -1030,6 +1120,7 @@ int main(void)
 		cmocka_unit_test(test_agg_stack_key),
 		cmocka_unit_test(test_agg_two_threads),
 		cmocka_unit_test(test_agg_duration),
+		cmocka_unit_test(test_agg_duration_lean),
 		cmocka_unit_test(test_thread_rings),
 	};
 

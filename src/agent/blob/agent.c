@@ -444,7 +444,7 @@ static void agg_max(uint64_t *p, uint64_t v, int is_signed, int shared)
  * tables, which may be fewer); only while every thread has a TLS block of its own.
  * Slots are never given back.  -1: none, the shared tables.
  */
-static int thread_slot(const struct upa_ctl *ctl)
+static inline __attribute__((always_inline)) int thread_slot(const struct upa_ctl *ctl)
 {
 	uint64_t *owner = (uint64_t *)ctl->rt_owner, me;
 
@@ -469,7 +469,7 @@ static int thread_slot(const struct upa_ctl *ctl)
 
 /* The aggregation table of a thread in slot: its own while there is one for it, else
    the shared one, the last. */
-static unsigned own_table(const struct upa_ctl *ctl, const struct upa_agg *a, int slot)
+static inline unsigned own_table(const struct upa_ctl *ctl, const struct upa_agg *a, int slot)
 {
 	unsigned nown = a->ntables - 1;
 
@@ -518,6 +518,28 @@ static inline uint64_t *agg_slot(struct upa_agg *a, uint64_t *t, const uint64_t 
 	return 0;
 }
 
+/* The one key v of a UPA_P_AGG1 probe, transformed and counted in the table of the
+   thread in slot. */
+static inline __attribute__((always_inline)) void agg1_count(const struct upa_ctl *ctl,
+							      struct upa_agg *a, uint64_t v,
+							      int slot)
+{
+	uint64_t *e;
+	unsigned ti;
+
+	if (a->key[0].xform == UPA_AGG_LOG2)
+		v = upa_agg_log2(v);
+	else if (a->key[0].xform == UPA_AGG_BUCKETS)
+		v = upa_agg_bucket(v, a->key[0].buckets);
+	ti = own_table(ctl, a, slot);
+	e = agg_slot(a, (uint64_t *)a->tables + ((uint64_t)ti * a->entry_words << a->order), &v, 1,
+		     upa_agg_hash(&v, 1));
+	if (!e)
+		__atomic_fetch_add(&a->dropped, 1, __ATOMIC_RELAXED);
+	else
+		add(&e[2], 1, ti == a->ntables - 1);
+}
+
 /* UPA_P_AGG1: one register's value (or the return's duration), transformed, counted.  No call, no loop over
    fetches: the cost of a histogram is this and the trampoline. */
 static void aggregate1(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame,
@@ -525,8 +547,7 @@ static void aggregate1(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t 
 {
 	const struct upa_fetch *f = (const struct upa_fetch *)(d + 1);
 	struct upa_agg *a = (struct upa_agg *)(f + d->nfetch);
-	uint64_t v = dur, *e;
-	unsigned ti;
+	uint64_t v = dur;
 
 	if (a->key[0].src == UPA_AGG_FETCH) {
 		const struct upa_fetch *kf = &f[a->key[0].fetch];
@@ -539,17 +560,7 @@ static void aggregate1(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t 
 		if (kf->is_signed && kf->size < 8 && (v >> (kf->size * 8 - 1)) & 1)
 			v |= ~0ull << (kf->size * 8);
 	}
-	if (a->key[0].xform == UPA_AGG_LOG2)
-		v = upa_agg_log2(v);
-	else if (a->key[0].xform == UPA_AGG_BUCKETS)
-		v = upa_agg_bucket(v, a->key[0].buckets);
-	ti = own_table(ctl, a, slot);
-	e = agg_slot(a, (uint64_t *)a->tables + ((uint64_t)ti * a->entry_words << a->order), &v, 1,
-		     upa_agg_hash(&v, 1));
-	if (!e)
-		__atomic_fetch_add(&a->dropped, 1, __ATOMIC_RELAXED);
-	else
-		add(&e[2], 1, ti == a->ntables - 1);
+	agg1_count(ctl, a, v, slot);
 }
 
 static void aggregate(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame,
@@ -697,7 +708,8 @@ static inline struct upa_rt *rt_of_slot(const struct upa_ctl *ctl, unsigned k)
 
 /* The calling thread's own table of hijacked returns (*j its slot), or NULL: the
    shared table. */
-static struct upa_rt *rt_own(const struct upa_ctl *ctl, unsigned *j)
+static inline __attribute__((always_inline)) struct upa_rt *rt_own(const struct upa_ctl *ctl,
+								   unsigned *j)
 {
 	int k;
 
@@ -707,10 +719,69 @@ static struct upa_rt *rt_own(const struct upa_ctl *ctl, unsigned *j)
 	return rt_of_slot(ctl, *j);
 }
 
-static void rt_fill(struct upa_rt *e, struct upa_probe *d, const uint64_t *frame, uint64_t *ra,
-		    uint64_t tramp)
+/* A return that only counts its duration (UPA_P_AGG1, a $duration key): its stub is in
+   the second row, whose code needs no register frame. */
+static inline int lean_return(const struct upa_probe *d, uint32_t fl)
 {
-	if (d->flags & UPA_P_ENTRY_ARGS) {
+	const struct upa_agg *a = (const struct upa_agg *)((const struct upa_fetch *)(d + 1) +
+							   d->nfetch);
+
+	return fl == (UPA_P_ENABLED | UPA_P_RETURN | UPA_P_AGG | UPA_P_AGG1) &&
+	       a->key[0].src == UPA_AGG_DURATION;
+}
+
+/*
+ * A return probe's entry: the return address at slot is remembered in the thread's
+ * own table of returns or the shared one, with the entry's TSC (and the arguments in
+ * frame, UPA_P_ENTRY_ARGS).  The stub it is to return to, or 0: not hijacked (a tail
+ * call into a probed function, whose first hijack stands; or no room).  The caller
+ * writes the stub, which nothing here does.
+ */
+static inline __attribute__((always_inline)) uint64_t
+rt_claim(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame, uint64_t slot)
+{
+	uint64_t *ra = (uint64_t *)slot, stub;
+	uint32_t fl = __atomic_load_n(&d->flags, __ATOMIC_RELAXED);
+	struct upa_rt *own, *e = 0;
+	unsigned j = 0;
+
+	if (UPA_RT_IS_STUB(*ra, ctl->ret_tramp))
+		return 0;
+	own = rt_own(ctl, &j);
+	for (unsigned i = 0; own && i < UPA_RT_PROBES; i++) {
+		struct upa_rt *o = rt_at(own, UPA_RT_OWN_ORDER, slot, i);
+		uint64_t k = __atomic_load_n(&o->key, __ATOMIC_RELAXED);
+
+		if (k == slot || k == UPA_RT_FREE || k == UPA_RT_TOMB) {
+			/* claimed first: a signal handler's hijack on this thread passes it by */
+			__atomic_store_n(&o->key, slot, __ATOMIC_RELAXED);
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			e = o;
+			break;
+		}
+	}
+	if (e) {
+		stub = ctl->ret_tramp + UPA_RT_STUB * (j + 1);
+	} else {
+		for (unsigned i = 0; !e && i < UPA_RT_PROBES; i++) {
+			struct upa_rt *o = rt_at((struct upa_rt *)ctl->rtab, ctl->rtab_order, slot, i);
+			uint64_t k = __atomic_load_n(&o->key, __ATOMIC_ACQUIRE);
+
+			if (k == slot ||
+			    ((k == UPA_RT_FREE || k == UPA_RT_TOMB) &&
+			     __atomic_compare_exchange_n(&o->key, &k, slot, 0, __ATOMIC_ACQ_REL,
+							 __ATOMIC_RELAXED)))
+				e = o;
+		}
+		if (!e) {
+			/* the table is full: this return goes unrecorded */
+			__atomic_fetch_add(&ctl->ring[0].lost, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&d->lost, 1, __ATOMIC_RELAXED);
+			return 0;
+		}
+		stub = ctl->ret_tramp;
+	}
+	if (fl & UPA_P_ENTRY_ARGS) {
 		e->args[0] = frame[UPA_RDI];
 		e->args[1] = frame[UPA_RSI];
 		e->args[2] = frame[UPA_RDX];
@@ -721,48 +792,74 @@ static void rt_fill(struct upa_rt *e, struct upa_probe *d, const uint64_t *frame
 	e->orig = *ra;
 	e->desc = (uint64_t)d;
 	e->tsc = tsc();
-	*ra = tramp;
+	return stub;
 }
 
-/* A return probe's entry: the return address at [rsp] is remembered and replaced. */
+/* A return probe's entry from upa_entry (the register frame; CPUs without lahf): the
+   return address at [rsp] is remembered and replaced by its stub. */
 static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame)
 {
-	uint64_t slot = frame[UPA_RSP], *ra = (uint64_t *)slot;
-	struct upa_rt *own;
+	uint64_t stub = rt_claim(ctl, d, frame, frame[UPA_RSP]);
+
+	if (stub)
+		*(uint64_t *)frame[UPA_RSP] = stub;
+}
+
+/*
+ * A return probe's entry from its trampoline on a CPU with lahf: called with no frame
+ * (no_caller_saved_registers: it saves what it uses; nothing here may call a function
+ * that is not inlined, or every register is saved around it).  The return address at
+ * slot is remembered; the trampoline then jumps to slot[-2]: the call site of the stub
+ * the function is to return to, whose call writes the stub in the slot, or slot[-1],
+ * the function straight on.  No string instruction: DF is the program's.
+ */
+static __attribute__((noinline, no_caller_saved_registers)) uint64_t
+rt_claim_far(struct upa_ctl *ctl, struct upa_probe *d, uint64_t slot)
+{
+	return rt_claim(ctl, d, (const uint64_t *)(slot - UPA_HIJACK_FRAME), slot);
+}
+
+__attribute__((used, no_caller_saved_registers)) void upa_hijack(struct upa_probe *d,
+								 uint64_t slot)
+{
+	struct upa_ctl *ctl = (struct upa_ctl *)d->ctl;
+	const uint64_t *owner = (const uint64_t *)ctl->rt_owner;
+	uint64_t *ra = (uint64_t *)slot, stub = 0, me;
+	uint32_t fl = __atomic_load_n(&d->flags, __ATOMIC_RELAXED);
 	unsigned j = 0;
 
-	if (UPA_RT_IS_STUB(*ra, ctl->ret_tramp))
-		return; /* (a tail call into a probed function: the first hijack stands) */
-	own = rt_own(ctl, &j);
-	for (unsigned i = 0; own && i < UPA_RT_PROBES; i++) {
-		struct upa_rt *e = rt_at(own, UPA_RT_OWN_ORDER, slot, i);
-		uint64_t k = __atomic_load_n(&e->key, __ATOMIC_RELAXED);
+	/* the common case inline, with few registers to save: a thread that has its
+	   own table already, the first entry its slot hashes to free, no arguments */
+	if ((ctl->flags & (UPA_F_RTOWN | UPA_F_FS0)) == (UPA_F_RTOWN | UPA_F_FS0) && owner &&
+	    !(fl & UPA_P_ENTRY_ARGS) && !UPA_RT_IS_STUB(*ra, ctl->ret_tramp)) {
+		__asm__ volatile("mov %%fs:0, %0" : "=r"(me));
+		while (j < UPA_RT_OWNERS && __atomic_load_n(&owner[j], __ATOMIC_RELAXED) != me)
+			j++;
+		if (me && j < UPA_RT_OWNERS) {
+			struct upa_rt *e = rt_at(rt_of_slot(ctl, j), UPA_RT_OWN_ORDER, slot, 0);
+			uint64_t k = __atomic_load_n(&e->key, __ATOMIC_RELAXED);
 
-		if (k == slot || k == UPA_RT_FREE || k == UPA_RT_TOMB) {
-			__atomic_store_n(&e->key, slot, __ATOMIC_RELAXED);
-			__atomic_signal_fence(__ATOMIC_SEQ_CST);
-			rt_fill(e, d, frame, ra, ctl->ret_tramp + UPA_RT_STUB * (j + 1));
-			return;
+			if (k == slot || k == UPA_RT_FREE || k == UPA_RT_TOMB) {
+				__atomic_store_n(&e->key, slot, __ATOMIC_RELAXED);
+				__atomic_signal_fence(__ATOMIC_SEQ_CST);
+				e->orig = *ra;
+				e->desc = (uint64_t)d;
+				e->tsc = tsc();
+				stub = ctl->ret_tramp + UPA_RT_STUB * (j + 1);
+			}
 		}
 	}
-	for (unsigned i = 0; i < UPA_RT_PROBES; i++) {
-		struct upa_rt *e = rt_at((struct upa_rt *)ctl->rtab, ctl->rtab_order, slot, i);
-		uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
-
-		if (k == slot || ((k == UPA_RT_FREE || k == UPA_RT_TOMB) &&
-				  __atomic_compare_exchange_n(&e->key, &k, slot, 0, __ATOMIC_ACQ_REL,
-							      __ATOMIC_RELAXED))) {
-			rt_fill(e, d, frame, ra, ctl->ret_tramp);
-			return;
-		}
-	}
-	/* the table is full: this return goes unrecorded */
-	__atomic_fetch_add(&ctl->ring[0].lost, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&d->lost, 1, __ATOMIC_RELAXED);
+	if (!stub)
+		stub = rt_claim_far(ctl, d, slot);
+	if (stub && lean_return(d, fl))
+		stub += UPA_RT_LEAN;
+	/* (below the slot by address: the words are the function's red zone, not ra's) */
+	*(uint64_t *)(slot - 16) = stub ? stub - UPA_RT_CALL_LEN : *(uint64_t *)(slot - 8);
 }
 
 /* slot's entry in tab, or NULL */
-static struct upa_rt *rt_find(struct upa_rt *tab, unsigned order, uint64_t slot)
+static inline __attribute__((always_inline)) struct upa_rt *rt_find(struct upa_rt *tab,
+								    unsigned order, uint64_t slot)
 {
 	for (unsigned i = 0; i < UPA_RT_PROBES; i++) {
 		struct upa_rt *e = rt_at(tab, order, slot, i);
@@ -815,6 +912,88 @@ __attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl, 
 	return orig;
 }
 
+/* The blob's first word (the trampolines' asm below): the ctl's address. */
+extern struct upa_ctl *const upa_ctl_word __attribute__((visibility("hidden")));
+
+/*
+ * A return through a stub of the second row (lean_return): the duration counted with
+ * no register frame (no_caller_saved_registers, as upa_hijack), the real return address
+ * put in the slot (which held the stub's table number), 1.  0 when the probe is no
+ * longer what the row is for (disabled meanwhile): nothing is done, and the trampoline
+ * goes on to the full path, upa_return.
+ */
+static __attribute__((noinline, no_caller_saved_registers)) uint64_t
+return_lean_far(uint64_t *slotp)
+{
+	struct upa_ctl *ctl = upa_ctl_word;
+	uint64_t slot = (uint64_t)slotp, t;
+	int64_t table = (int64_t)*slotp;
+	int ts = table >= 0 && table < UPA_RT_OWNERS ? (int)table : SLOT_UNKNOWN;
+	struct upa_rt *e;
+	struct upa_probe *d;
+
+	if (ts >= 0)
+		e = rt_find(rt_of_slot(ctl, (unsigned)ts), UPA_RT_OWN_ORDER, slot);
+	else
+		e = rt_find((struct upa_rt *)ctl->rtab, ctl->rtab_order, slot);
+	if (!e)
+		return 0;
+	d = (struct upa_probe *)e->desc;
+	if (!lean_return(d, __atomic_load_n(&d->flags, __ATOMIC_RELAXED)))
+		return 0;
+	t = tsc() - e->tsc;
+	*slotp = e->orig;
+	__atomic_store_n(&e->key, UPA_RT_TOMB, __ATOMIC_RELEASE);
+	agg1_count(ctl, (struct upa_agg *)((struct upa_fetch *)(d + 1) + d->nfetch),
+		   (uint64_t)((unsigned __int128)t * ctl->ns_mult >> 32), ts);
+	return 1;
+}
+
+static __attribute__((noinline, no_caller_saved_registers)) void
+agg1_count_far(const struct upa_ctl *ctl, struct upa_agg *a, uint64_t v, int slot)
+{
+	agg1_count(ctl, a, v, slot);
+}
+
+__attribute__((used, no_caller_saved_registers)) uint64_t upa_return_lean(uint64_t *slotp)
+{
+	struct upa_ctl *ctl = upa_ctl_word;
+	uint64_t slot = (uint64_t)slotp, table = *slotp;
+
+	/* the common case inline (as upa_hijack's): the thread's own table, the entry
+	   where the slot hashes, a log2 key, the key's entry where it hashes in the
+	   thread's own table of the aggregation */
+	if (table < UPA_RT_OWNERS) {
+		struct upa_rt *e = rt_at(rt_of_slot(ctl, (unsigned)table), UPA_RT_OWN_ORDER, slot, 0);
+		struct upa_probe *d = (struct upa_probe *)e->desc;
+
+		if (__atomic_load_n(&e->key, __ATOMIC_ACQUIRE) == slot &&
+		    __atomic_load_n(&d->flags, __ATOMIC_RELAXED) ==
+			    (UPA_P_ENABLED | UPA_P_RETURN | UPA_P_AGG | UPA_P_AGG1)) {
+			struct upa_agg *a = (struct upa_agg *)((struct upa_fetch *)(d + 1) + d->nfetch);
+			uint64_t t = tsc() - e->tsc, dur, v, h, *s;
+
+			*slotp = e->orig;
+			__atomic_store_n(&e->key, UPA_RT_TOMB, __ATOMIC_RELEASE);
+			dur = (uint64_t)((unsigned __int128)t * ctl->ns_mult >> 32);
+			if (a->key[0].xform == UPA_AGG_LOG2 && table < a->ntables - 1) {
+				v = upa_agg_log2(dur);
+				h = upa_agg_hash(&v, 1);
+				s = (uint64_t *)a->tables +
+				    (((uint64_t)table << a->order) + (h & ((1ull << a->order) - 1))) *
+					    a->entry_words;
+				if (__atomic_load_n(s, __ATOMIC_ACQUIRE) == h && s[1] == v) {
+					add(&s[2], 1, 0);
+					return 1;
+				}
+			}
+			agg1_count_far(ctl, a, dur, (int)table);
+			return 1;
+		}
+	}
+	return return_lean_far(slotp);
+}
+
 /*
  * The return trampoline, at the blob's start: a probed function returned here, rsp
  * just above where its return address was.  That slot, dead now, receives the real
@@ -822,6 +1001,8 @@ __attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl, 
  * return happens.  The blob's first word is the ctl's address (the tracer writes it).
  */
 __asm__(".section .text.entry0,\"ax\",@progbits\n"
+	".globl upa_ctl_word\n"
+	".hidden upa_ctl_word\n"
 	"upa_ctl_word:\n"
 	"	.quad 0\n"
 	"	.quad upa_ret_tramp_lahf\n" /* UPA_RET_LAHF_AT: the faster one's offset */
@@ -863,25 +1044,55 @@ __asm__(".section .text.entry0,\"ax\",@progbits\n"
 	"	cmp %rsi,%rdi\n"
 	"	jb 1b\n"
 	"	int3\n"
+	"	.org 240\n" /* UPA_HIJACK_AT */
+	"	.quad upa_hijack\n"
 	".previous\n");
 
 /*
  * The same trampoline without popfq (~5 ns of a return): the flags a function's return
  * hands its caller are put back by hand, SF ZF AF PF CF with sahf, OF with the add
  * $0x7f trick; DF is 0 at any return (the ABI), so cld changes nothing.  For CPUs with
- * lahf in 64-bit mode; the tracer picks it (UPA_RET_LAHF_AT).  Its entry is a row of
- * stubs, UPA_RT_STUB bytes each: the first for a return hijacked into the shared table,
- * then one per thread's own table (UPA_F_RTOWN); each pushes its table's number into
- * the slot the real return address takes later, so the return need not look for it.
+ * lahf in 64-bit mode; the tracer picks it (UPA_RET_LAHF_AT: its first stub).  Two rows
+ * of units (abi.h, UPA_RT_STUB): a call site, which a return probe's entry trampoline
+ * goes on through into the function, and a stub: the first unit of a row for a return
+ * hijacked into the shared table, then one per thread's own table (UPA_F_RTOWN); each
+ * stub pushes its table's number into the slot the real return address takes later,
+ * so the return need not look for it.  The first row's stubs go to the full path (a
+ * register frame, upa_return), the second's to the lean one (upa_return_lean).
  */
-__asm__(".text\n"
-	".globl upa_ret_tramp_lahf\n"
-	"	.balign 16\n"
-	"upa_ret_tramp_lahf:\n"
-	"	.byte 0x6a, 0xff\n	.byte 0xe9\n	.long upa_ret_common - . - 4\n	.byte 0x90\n"
-	"	.irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
-	"	.byte 0x6a, \\n\n	.byte 0xe9\n	.long upa_ret_common - . - 4\n	.byte 0x90\n"
+#define UPA_RT_ROW(common)                                                                 \
+	"	.irp n, 0xff,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"                          \
+	"	lea 8(%rsp),%rsp\n" /* rsp above the slot, which the call fills */            \
+	"	call *-16(%rsp)\n"  /* into the function: [slot - 8] */                      \
+	"	.byte 0x6a, \\n\n"  /* the stub: push $n */                                   \
+	"	.byte 0xe9\n	.long " common " - . - 4\n"                                       \
 	"	.endr\n"
+__asm__(".text\n"
+	"	.balign 16\n"
+	"upa_rt_units:\n"
+	".globl upa_ret_tramp_lahf\n"
+	"upa_ret_tramp_lahf = upa_rt_units + 9\n" /* UPA_RT_CALL_LEN: the first stub */
+	UPA_RT_ROW("upa_ret_common")
+	UPA_RT_ROW("upa_ret_lean")
+	"upa_ret_lean:\n"			/* the slot: the table's number */
+	"	push %rax\n"
+	"	seto %al\n"
+	"	lahf\n"
+	"	push %rax\n"
+	"	push %rdi\n"
+	"	lea 24(%rsp),%rdi\n"		/* the slot */
+	"	call upa_return_lean\n"		/* saves what it uses */
+	"	test %rax,%rax\n"
+	"	pop %rdi\n"
+	"	pop %rax\n"
+	"	jz 1f\n"
+	"	add $0x7f,%al\n"
+	"	sahf\n"
+	"	pop %rax\n"
+	"	ret\n"				/* the slot: the real return address */
+	"1:	add $0x7f,%al\n"			/* not lean after all: the full path */
+	"	sahf\n"
+	"	pop %rax\n"
 	"upa_ret_common:\n"
 	"	lea -8(%rsp),%rsp\n"		/* the flags' word; the table's number in the slot */
 	"	lea -216(%rsp),%rsp\n"
@@ -910,12 +1121,12 @@ __asm__(".text\n"
 	"	add $0x7f,%al\n"			/* OF */
 	"	sahf\n"
 	"	mov 80(%rsp),%rax\n"
-	/* home by an indirect jmp, not a ret: the function's ret into the stub took the
-	   return stack buffer's entry for its caller, and a second ret would take its
-	   caller's too (two mispredicted returns more); the slot, now below rsp, is in
-	   the red zone, which a signal frame never overwrites */
-	"	lea 232(%rsp),%rsp\n"
-	"	jmp *-8(%rsp)\n");
+	/* home by a ret: the function's ret into the stub was predicted, its call site's
+	   call having pushed it onto the return stack buffer, whose top is the caller's
+	   return address again (a return hijacked by upa_entry, with no call, is
+	   mispredicted once more here, and is still right) */
+	"	lea 224(%rsp),%rsp\n"
+	"	ret\n");
 
 __attribute__((section(".text.entry1"), used, force_align_arg_pointer)) void
 upa_entry(uint64_t *frame, struct upa_probe *d)
