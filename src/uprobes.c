@@ -369,7 +369,8 @@ static int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u)
 			return rc;
 	}
 	/* an int3 inside a fast site's bytes would break its jmp */
-	while ((v = up_site_evict(&mm->sites, u->vaddr)))
+	while ((v = up_site_evict(&mm->sites, u->vaddr,
+				  ctx->cur_task ? ctx->cur_task : idle_task(mm))))
 		arm(ctx, mm, v);
 	q = ppt_lookup(mm, u->vaddr); /* the eviction may have made it */
 	if (!q) {
@@ -433,7 +434,7 @@ static void disarm(struct uprobe_ctx *ctx, struct uprobe *u)
 		struct uprobe *v;
 
 		/* the site's other probes lost it with u: on int3s now */
-		while (evict && (v = up_site_evict(&mm->sites, evict)))
+		while (evict && (v = up_site_evict(&mm->sites, evict, t)))
 			arm(ctx, mm, v);
 		return;
 	}

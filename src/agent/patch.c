@@ -447,11 +447,31 @@ int up_patch_tramp_rec(const struct up_patch_site *site, uint64_t tramp, uint64_
 	return tail(site, tramp, code, size, n, len, home_of);
 }
 
+int up_patch_hop(const struct up_patch_site *site, uint64_t tramp, uint8_t *code)
+{
+	int64_t d = (int64_t)(tramp - (site->hop + UP_PATCH_JMP));
+	int32_t d32 = (int32_t)d;
+
+	if (site->tactic != UP_TACTIC_HOP || !rel32(d))
+		return -ERANGE;
+	code[0] = 0xe9;
+	memcpy(code + 1, &d32, 4);
+	return 0;
+}
+
 int up_patch_jmp(const struct up_patch_site *site, uint64_t tramp, uint8_t *code)
 {
 	int64_t d = (int64_t)(tramp - (site->vaddr + UP_PATCH_JMP));
 	int32_t d32;
 
+	if (site->tactic == UP_TACTIC_HOP) {
+		d = (int64_t)(site->hop - (site->vaddr + UP_PATCH_SHORT));
+		if (d < -128 || d > 127)
+			return -ERANGE;
+		code[0] = 0xeb;
+		code[1] = (uint8_t)(int8_t)d;
+		return 0;
+	}
 	if (!rel32(d))
 		return -ERANGE;
 	code[0] = 0xe9;

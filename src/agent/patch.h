@@ -10,6 +10,7 @@
 #ifndef UPROBE_AGENT_PATCH_H
 #define UPROBE_AGENT_PATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,7 +32,10 @@ enum up_tactic {
 	UP_TACTIC_SUCC, /* with its successors, nothing branching into them */
 	UP_TACTIC_PAD,	/* with the rest of a short function and the padding after it */
 	UP_TACTIC_PUN,	/* the instruction alone, the rel32 ending in the bytes after it */
+	UP_TACTIC_HOP,	/* a 2-byte jmp to a 5-byte one planted in the padding nearby */
 };
+#define UP_TACTIC_COUNT (UP_TACTIC_HOP + 1)
+#define UP_PATCH_SHORT 2 /* jmp rel8 */
 
 struct up_patch_site {
 	uint64_t vaddr;
@@ -39,6 +43,9 @@ struct up_patch_site {
 	unsigned ninsn; /* the instructions relocated into the trampoline */
 	unsigned len; /* bytes the jmp depends on (and orig holds): >= 5 */
 	uint64_t pun_lo, pun_hi; /* UP_TACTIC_PUN: where the trampoline may start */
+	/* UP_TACTIC_HOP: where the 5-byte jmp goes (padding no code runs), what it replaces */
+	uint64_t hop;
+	uint8_t hop_orig[UP_PATCH_JMP];
 	struct up_insn insn[UP_PATCH_MAX_INSN];
 	uint8_t orig[UP_PATCH_MAX_INSN * UP_INSN_MAX];
 	/* several probes on one site: a trampoline ends with a jmp to the next one's
@@ -57,6 +64,11 @@ struct up_patch_site {
 int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
 		  uint64_t limit, struct up_patch_site *site, char *why, size_t whylen);
 
+/* A site planned as first_insn left it (its first instruction alone) made a hop, where
+   there is padding within reach.  0, or -ENOTSUP with why. */
+int up_patch_try_hop(struct up_proc *p, struct up_ubp_files *files, struct up_patch_site *site,
+		     char *why, size_t whylen);
+
 /*
  * A punned site whose following bytes changed (a neighbour patched or put back): its
  * window and the bytes it ends in, as they are now.  0, or -ENOTSUP with why (the
@@ -69,6 +81,13 @@ int up_patch_repun(struct up_proc *p, struct up_patch_site *site, char *why, siz
 static inline unsigned up_patch_written(const struct up_patch_site *site)
 {
 	return site->tactic == UP_TACTIC_PUN ? site->insn[0].length : site->len;
+}
+
+/* Does the site write any byte of [lo, hi) (its hop's included)? */
+static inline bool up_patch_writes(const struct up_patch_site *site, uint64_t lo, uint64_t hi)
+{
+	return (lo < site->vaddr + up_patch_written(site) && site->vaddr < hi) ||
+	       (site->tactic == UP_TACTIC_HOP && lo < site->hop + UP_PATCH_JMP && site->hop < hi);
 }
 
 /*
@@ -119,5 +138,8 @@ int up_patch_tramp_rec(const struct up_patch_site *site, uint64_t tramp, uint64_
 bool up_patch_have_lahf(void);
 
 int up_patch_jmp(const struct up_patch_site *site, uint64_t tramp, uint8_t *code);
+/* A hop site's 5-byte jmp (at site->hop) to tramp; its own bytes are up_patch_jmp's
+   2-byte jmp to the hop. */
+int up_patch_hop(const struct up_patch_site *site, uint64_t tramp, uint8_t *code);
 
 #endif

@@ -33,6 +33,12 @@
  *         arbiter moves the trampoline whenever they change (fast.c repun_under), and
  *         arms a file's probes from the highest address down, so that they seldom do.
  *
+ *   hop   the instruction alone (2 bytes or more), when the pun's window has no room:
+ *         a jmp rel8 over its first 2 bytes to a jmp rel32 planted in the padding after
+ *         its function or the one before (as pad finds padding: after an instruction
+ *         that ends the flow, nops and int3s up to the next function), within reach
+ *         (E9Patch's neighbour eviction, into padding).
+ *
  * Where none applies the probe stays on int3, and the reason of the tactic that came
  * closest is given.  Prefix: up_patch_ (the site), up_plan_ (the static report).
  */
@@ -84,6 +90,7 @@ const char *up_patch_tactic_name(enum up_tactic t)
 	case UP_TACTIC_SUCC: return "succ";
 	case UP_TACTIC_PAD: return "pad";
 	case UP_TACTIC_PUN: return "pun";
+	case UP_TACTIC_HOP: return "hop";
 	case UP_TACTIC_INT3: break;
 	}
 	return "int3";
@@ -187,6 +194,94 @@ static int pad_fits(struct up_sym_elf *elf, uint64_t fv, enum up_insn_mode mode,
 		return -ENOTSUP;
 	}
 	return 0;
+}
+
+/* Does the function sym end in an instruction after which control never falls (so the
+   bytes after it run only if something branches there)? */
+static bool func_ends_flow(struct up_sym_elf *elf, const struct up_sym *sym, enum up_insn_mode mode)
+{
+	const uint8_t *code;
+	struct up_insn insn = { .length = 0 };
+	uint64_t at;
+
+	if (!sym->size || up_sym_elf_code(elf, sym->value, sym->size, &code))
+		return false;
+	for (at = sym->value; at < sym->value + sym->size; at += insn.length) {
+		up_insn_analyze(&insn, code + (at - sym->value), sym->value + sym->size - at, at,
+				mode);
+		if (!insn.length)
+			return false;
+	}
+	return at == sym->value + sym->size && ends_flow(&insn);
+}
+
+/* Candidates for a hop in the padding [lo, hi) after a function that ends the flow,
+   nearest to the jmp rel8 at fv first; 0 and *pf, else -ENOTSUP. */
+static int hop_in_gap(struct up_sym_elf *elf, uint64_t fv, uint64_t lo, uint64_t hi,
+		      enum up_insn_mode mode, bool (*taken)(void *arg, uint64_t pf), void *arg,
+		      uint64_t *pf)
+{
+	uint64_t from = fv + UP_PATCH_SHORT;
+
+	for (unsigned i = 0; lo + UP_PATCH_JMP <= hi && i < 2 * 128; i++) {
+		/* alternately from the end nearer to the jmp */
+		uint64_t c = from <= lo ? lo + i : hi - UP_PATCH_JMP - i;
+		int64_t d = (int64_t)(c - from);
+
+		if (c < lo || c + UP_PATCH_JMP > hi || d < -128 || d > 127)
+			break;
+		if (padding(elf, lo, c + UP_PATCH_JMP, mode) && !(taken && taken(arg, c))) {
+			*pf = c;
+			return 0;
+		}
+	}
+	return -ENOTSUP;
+}
+
+/*
+ * The hop tactic over the file: the instruction at fv (2 bytes or more) becomes a jmp
+ * rel8 to a 5-byte jmp planted in the padding after its function, or after the one
+ * before, within reach: bytes no code runs, as the pad tactic uses them -- after an
+ * instruction that ends its function's flow, up to the next function, nops and int3s
+ * only.  taken: a place another site has already (NULL: none).  0 and *pf, else
+ * -ENOTSUP with why.
+ */
+static int hop_find(struct up_sym_elf *elf, uint64_t fv, unsigned len, enum up_insn_mode mode,
+		    bool (*taken)(void *arg, uint64_t pf), void *arg, uint64_t *pf, char *why,
+		    size_t whylen)
+{
+	struct up_sym f, e, g;
+
+	if (len < UP_PATCH_SHORT) {
+		snprintf(why, whylen, "a 1-byte instruction has no room for a 2-byte jmp");
+		return -ENOTSUP;
+	}
+	if (up_sym_elf_enclosing_func(elf, fv, &f) || !f.size) {
+		snprintf(why, whylen, "no symbol for the enclosing function");
+		return -ENOTSUP;
+	}
+	/* after its own function: the padding up to the next one */
+	if (fv + UP_PATCH_SHORT + 127 >= f.value + f.size && func_ends_flow(elf, &f, mode)) {
+		uint64_t end = f.value + f.size, hi = end;
+
+		while (hi < end + 64 && up_sym_elf_enclosing_func(elf, hi, &g))
+			hi++;
+		if (!hop_in_gap(elf, fv, end, hi, mode, taken, arg, pf))
+			return 0;
+	}
+	/* before it: the padding after the function before */
+	if (fv + UP_PATCH_SHORT - 128 <= f.value) {
+		uint64_t lo = f.value;
+
+		while (lo > f.value - 64 && up_sym_elf_enclosing_func(elf, lo - 1, &e))
+			lo--;
+		if (lo < f.value && up_sym_elf_enclosing_func(elf, lo - 1, &e) == 0 &&
+		    e.value + e.size == lo && func_ends_flow(elf, &e, mode) &&
+		    !hop_in_gap(elf, fv, lo, f.value, mode, taken, arg, pf))
+			return 0;
+	}
+	snprintf(why, whylen, "no padding within a jmp rel8's reach");
+	return -ENOTSUP;
 }
 
 /* ---- the live site ----------------------------------------------------------------- */
@@ -347,11 +442,56 @@ int up_patch_repun(struct up_proc *p, struct up_patch_site *site, char *why, siz
 	return site->tactic == UP_TACTIC_PUN ? try_pun(p, site, why, whylen) : 0;
 }
 
+struct hop_live {
+	struct up_proc *p;
+	struct up_sym_elf *elf;
+	uint64_t bias;
+};
+
+/* Are the process's bytes at the file's pf not the file's (another site's hop, an int3)? */
+static bool hop_taken_live(void *arg, uint64_t pf)
+{
+	struct hop_live *h = arg;
+	uint8_t now[UP_PATCH_JMP], file[UP_PATCH_JMP];
+
+	return up_proc_read(h->p, pf + h->bias, now, sizeof(now)) ||
+	       up_sym_elf_read(h->elf, pf, file, sizeof(file)) || memcmp(now, file, sizeof(now));
+}
+
+int up_patch_try_hop(struct up_proc *p, struct up_ubp_files *files, struct up_patch_site *site,
+		     char *why, size_t whylen)
+{
+	struct hop_live h = { .p = p };
+	uint64_t fv, pf;
+	int rc;
+
+	h.elf = file_of(p, files, site->vaddr, &fv);
+	if (!h.elf) {
+		snprintf(why, whylen, "not in a mapped file");
+		return -ENOTSUP;
+	}
+	h.bias = site->vaddr - fv;
+	rc = hop_find(h.elf, fv, site->insn[0].length,
+		      up_sym_elf_class(h.elf) == 32 ? UP_MODE_32 : UP_MODE_64, hop_taken_live, &h,
+		      &pf, why, whylen);
+	if (rc)
+		return rc;
+	site->hop = pf + h.bias;
+	if (up_proc_read(p, site->hop, site->hop_orig, sizeof(site->hop_orig))) {
+		snprintf(why, whylen, "cannot read the padding");
+		return -ENOTSUP;
+	}
+	site->tactic = UP_TACTIC_HOP;
+	site->ninsn = 1;
+	site->len = UP_PATCH_SHORT;
+	return 0;
+}
+
 int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
 		  uint64_t limit, struct up_patch_site *site, char *why, size_t whylen)
 {
 	struct up_patch_site first;
-	char w2[200], w3[200];
+	char w2[200], w3[200], w4[200];
 	int rc;
 
 	memset(site, 0, sizeof(*site));
@@ -386,9 +526,12 @@ int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
 		return 0;
 	}
 	*site = first;
+	if (!up_patch_try_hop(p, files, site, w4, sizeof(w4)))
+		return 0;
+	*site = first;
 	site->tactic = UP_TACTIC_INT3;
-	snprintf(why + strlen(why), whylen - strlen(why), "; no padding (%s); no punned jmp (%s)",
-		 w2, w3);
+	snprintf(why + strlen(why), whylen - strlen(why),
+		 "; no padding (%s); no punned jmp (%s); no hop (%s)", w2, w3, w4);
 	return -ENOTSUP;
 }
 
@@ -435,17 +578,19 @@ enum up_tactic up_plan_file(struct up_sym_elf *elf, const struct up_insn *insn, 
 	   here, so only that is certain to be taken) and, for a fixed-address file,
 	   user space */
 	if (up_sym_elf_read(elf, at + insn->length, buf, UP_PATCH_JMP - insn->length)) {
-		snprintf(why, whylen, "nothing after it to pun with");
-		return UP_TACTIC_INT3;
+		snprintf(sub, sizeof(sub), "nothing after it to pun with");
+	} else {
+		pun_window(at, insn->length, buf, &lo, &hi);
+		if (lo >= img_lo && hi < img_hi)
+			snprintf(sub, sizeof(sub), "a punned jmp would land in the file's own image");
+		else if (up_sym_elf_type(elf) == 2 /* ET_EXEC */ && !user_window(lo, hi))
+			snprintf(sub, sizeof(sub), "a punned jmp would leave user space");
+		else
+			return UP_TACTIC_PUN;
 	}
-	pun_window(at, insn->length, buf, &lo, &hi);
-	if (lo >= img_lo && hi < img_hi) {
-		snprintf(why, whylen, "a punned jmp would land in the file's own image");
-		return UP_TACTIC_INT3;
-	}
-	if (up_sym_elf_type(elf) == 2 /* ET_EXEC */ && !user_window(lo, hi)) {
-		snprintf(why, whylen, "a punned jmp would leave user space");
-		return UP_TACTIC_INT3;
-	}
-	return UP_TACTIC_PUN;
+	/* hop: a jmp rel8 to a jmp in the padding nearby */
+	if (!hop_find(elf, at, insn->length, mode, NULL, NULL, &lo, why, whylen))
+		return UP_TACTIC_HOP;
+	snprintf(why + strlen(why), whylen - strlen(why), "; %s", sub);
+	return UP_TACTIC_INT3;
 }

@@ -173,6 +173,14 @@ int chain_build_in(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
 		up_xol_free_n(&mm->xol, tramp[0], nslots[0]);
 	if (!rc)
 		rc = up_patch_jmp(&v[0]->site, tramp[0], jmp);
+	if (!rc && v[0]->site.tactic == UP_TACTIC_HOP) {
+		uint8_t hop[UP_PATCH_JMP];
+
+		/* the jmp in the padding first: nothing reaches it before the jmp rel8 */
+		rc = up_patch_hop(&v[0]->site, tramp[0], hop);
+		if (!rc)
+			rc = up_proc_write_text(mm->p, v[0]->site.hop, hop, sizeof(hop));
+	}
 	if (!rc)
 		rc = up_proc_write_text(mm->p, vaddr, jmp, up_patch_written(&v[0]->site));
 	if (rc) {
@@ -197,5 +205,7 @@ int chain_build_in(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
 		back += v[n - 1]->site.insn[i].length;
 	back_add(mm, back);
 	pun_follow(mm, t, vaddr, vaddr + up_patch_written(&v[0]->site));
+	if (v[0]->site.tactic == UP_TACTIC_HOP)
+		pun_follow(mm, t, v[0]->site.hop, v[0]->site.hop + UP_PATCH_JMP);
 	return 0;
 }

@@ -56,13 +56,15 @@ struct up_patched *fast_writing(struct up_sites *mm, uint64_t lo, uint64_t hi);
 uint64_t next_site(struct up_sites *mm, uint64_t vaddr);
 void fast_unlink(struct up_sites *mm, struct up_patched *f);
 /* f leaves the fast path on its own: unpatched, freed, its uprobe queued for an int3. */
-void fast_drop(struct up_sites *mm, struct up_patched *f);
+void fast_drop(struct up_sites *mm, struct up_patched *f, struct up_task *t);
 
 /* patched.c */
 bool wants_record(const struct uprobe *u);
 int fast_arm(struct up_sites *mm, struct uprobe *u, struct up_task *t, char *why, size_t whylen);
 int read_counter(struct up_sites *mm, struct up_patched *f, struct up_task *t, uint64_t *v);
-void fast_unpatch(struct up_sites *mm, struct up_patched *f);
+/* Its bytes back (f unlinked already); t: the punned jmps that end in them follow
+   (NULL: none, every site goes, or an int3 there soon makes them follow). */
+void fast_unpatch(struct up_sites *mm, struct up_patched *f, struct up_task *t);
 void settle(struct up_sites *mm, struct up_patched *f);
 
 /* inside.c: where a thread's rip or a word of its stack may point: inside one of the

@@ -332,6 +332,17 @@ bool wants_record(const struct uprobe *u)
 	return u->capture && u->record_handler;
 }
 
+/* Is the padding f's hop would write another site's, or an int3's? */
+static bool hop_taken(struct up_sites *mm, const struct up_patched *f)
+{
+	uint64_t lo = f->site.hop, hi = lo + UP_PATCH_JMP;
+
+	for (struct up_patched *o = mm->fast; o; o = o->next)
+		if (o != f && up_patch_writes(&o->site, lo, hi))
+			return true;
+	return int3_live_in(mm, lo, hi);
+}
+
 /*
  * Tries the fast path for a counting or recording uprobe (process quiesced).  Where
  * another one's jmp already starts at its address, it joins that site's chain.
@@ -392,6 +403,10 @@ int fast_arm(struct up_sites *mm, struct uprobe *u, struct up_task *t, char *why
 		   this one's: it moves, pun.c); no two write the same byte */
 		if (fast_writing(mm, u->vaddr, u->vaddr + up_patch_written(&f->site))) {
 			snprintf(why, whylen, "overlaps another fast-path site");
+			goto fail;
+		}
+		if (f->site.tactic == UP_TACTIC_HOP && hop_taken(mm, f)) {
+			snprintf(why, whylen, "the padding its hop would use is another site's");
 			goto fail;
 		}
 		if (any_rip_in(mm, u->vaddr, u->vaddr + up_patch_written(&f->site))) {
@@ -458,6 +473,18 @@ int fast_arm(struct up_sites *mm, struct uprobe *u, struct up_task *t, char *why
 		if (!pun_rebuild(mm, t, u->vaddr, true, w2, sizeof(w2)))
 			rc = 0;
 	}
+	if (rc && !base && f->site.tactic == UP_TACTIC_PUN) {
+		/* no room where the punned jmp goes: a hop to the padding nearby */
+		struct up_patch_site pun = f->site;
+		char w3[200] = "";
+
+		f->site.pun_lo = f->site.pun_hi = 0;
+		if (!up_patch_try_hop(mm->p, &ctx->files, &f->site, w3, sizeof(w3)) &&
+		    !hop_taken(mm, f) && !chain_build(mm, t, u->vaddr, NULL, w3, sizeof(w3)))
+			rc = 0;
+		else
+			f->site = pun;
+	}
 	if (rc) {
 		fast_unlink(mm, f);
 		if (f->rec) {
@@ -514,12 +541,21 @@ void settle(struct up_sites *mm, struct up_patched *f)
    it) (process quiesced); the trampoline stays mapped
    until no thread can be inside it.  The site's other probes, if any, are unpatched
    with it (each is then unpatched, or downgraded, on its own: a no-op for the bytes). */
-void fast_unpatch(struct up_sites *mm, struct up_patched *f)
+void fast_unpatch(struct up_sites *mm, struct up_patched *f, struct up_task *t)
 {
+	const struct up_patch_site *s = &f->site;
+
 	if (!f->patched)
 		return;
-	up_proc_write_text(mm->p, f->site.vaddr, f->site.orig, up_patch_written(&f->site));
+	up_proc_write_text(mm->p, s->vaddr, s->orig, up_patch_written(s));
+	if (s->tactic == UP_TACTIC_HOP)
+		up_proc_write_text(mm->p, s->hop, s->hop_orig, UP_PATCH_JMP);
 	f->patched = false;
 	tramp_reclaim(mm, f);
 	settle(mm, f);
+	if (t && !fast_writing(mm, s->vaddr, s->vaddr + 1)) {
+		pun_follow(mm, t, s->vaddr, s->vaddr + up_patch_written(s));
+		if (s->tactic == UP_TACTIC_HOP)
+			pun_follow(mm, t, s->hop, s->hop + UP_PATCH_JMP);
+	}
 }

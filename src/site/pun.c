@@ -140,8 +140,7 @@ void pun_follow(struct up_sites *mm, struct up_task *t, uint64_t lo, uint64_t hi
 		site_log(mm->ctx, "process %d: 0x%" PRIx64 " leaves the fast path: the bytes its "
 			 "punned jmp ends in changed, %s", (int)mm->pid, a, why);
 		for (struct up_patched *q; (q = fast_writing(mm, a, a + 1));)
-			fast_drop(mm, q);
-		pun_follow(mm, t, a, a + k);
+			fast_drop(mm, q, t); /* the punned jmps that end in its bytes follow */
 		return pun_follow(mm, t, lo, hi);
 	}
 }

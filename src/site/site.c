@@ -163,7 +163,7 @@ void up_sites_forget(struct up_sites *s)
 void up_sites_detach(struct up_sites *s, struct up_task *idle)
 {
 	for (struct up_patched *f = s->fast; f; f = f->next)
-		fast_unpatch(s, f);
+		fast_unpatch(s, f, NULL);
 	up_site_unhijack(s, s->p, true);
 	/* a thread may be inside a trampoline: those stay mapped (a page or two) */
 	if (idle && !s->fast_used)
@@ -173,9 +173,13 @@ void up_sites_detach(struct up_sites *s, struct up_task *idle)
 void up_sites_fork(struct up_sites *s, struct up_proc *child)
 {
 	for (struct up_patched *f = s->fast; f; f = f->next)
-		if (f->patched)
+		if (f->patched) {
 			up_proc_write_text(child, f->site.vaddr, f->site.orig,
 					   up_patch_written(&f->site));
+			if (f->site.tactic == UP_TACTIC_HOP)
+				up_proc_write_text(child, f->site.hop, f->site.hop_orig,
+						   UP_PATCH_JMP);
+		}
 }
 
 void up_sites_exiting(struct up_sites *s, struct up_task *t)
@@ -201,7 +205,7 @@ struct up_patched *fast_overlapping(struct up_sites *mm, uint64_t lo, uint64_t h
 struct up_patched *fast_writing(struct up_sites *mm, uint64_t lo, uint64_t hi)
 {
 	for (struct up_patched *f = mm->fast; f; f = f->next)
-		if (lo < f->site.vaddr + up_patch_written(&f->site) && f->site.vaddr < hi)
+		if (up_patch_writes(&f->site, lo, hi))
 			return f;
 	return NULL;
 }
@@ -210,10 +214,13 @@ uint64_t next_site(struct up_sites *mm, uint64_t vaddr)
 {
 	uint64_t limit = 0;
 
-	for (struct up_patched *f = mm->fast; f; f = f->next)
-		if (f->site.vaddr > vaddr && f->site.vaddr < vaddr + 2 * UP_INSN_MAX &&
-		    (!limit || f->site.vaddr < limit))
-			limit = f->site.vaddr;
+	for (struct up_patched *f = mm->fast; f; f = f->next) {
+		uint64_t a = f->site.vaddr;
+
+		for (int i = 0; i < 2; i++, a = f->site.tactic == UP_TACTIC_HOP ? f->site.hop : 0)
+			if (a > vaddr && a < vaddr + 2 * UP_INSN_MAX && (!limit || a < limit))
+				limit = a;
+	}
 	return limit;
 }
 
@@ -246,7 +253,7 @@ int up_site_place(struct up_sites *s, struct uprobe *u, struct up_task *t)
 	return 1;
 }
 
-struct uprobe *up_site_evict(struct up_sites *s, uint64_t vaddr)
+struct uprobe *up_site_evict(struct up_sites *s, uint64_t vaddr, struct up_task *t)
 {
 	struct up_patched *f = fast_writing(s, vaddr, vaddr + 1);
 	struct uprobe *u;
@@ -257,8 +264,8 @@ struct uprobe *up_site_evict(struct up_sites *s, uint64_t vaddr)
 	if (s->ctx->opts->verbose)
 		site_log(s->ctx, "process %d: 0x%" PRIx64 " leaves the fast path: another probe "
 				 "needs an int3 within its bytes", (int)s->pid, f->site.vaddr);
-	fast_unpatch(s, f);
 	fast_unlink(s, f);
+	fast_unpatch(s, f, t);
 	free(f);
 	u->kimg = NULL;
 	u->kind = UP_KIND_PPT;
@@ -266,7 +273,7 @@ struct uprobe *up_site_evict(struct up_sites *s, uint64_t vaddr)
 	return u;
 }
 
-void fast_drop(struct up_sites *mm, struct up_patched *f)
+void fast_drop(struct up_sites *mm, struct up_patched *f, struct up_task *t)
 {
 	struct uprobe *u = f->u;
 
@@ -279,8 +286,8 @@ void fast_drop(struct up_sites *mm, struct up_patched *f)
 			mm->capevicted = cap;
 		}
 	}
-	fast_unpatch(mm, f);
 	fast_unlink(mm, f);
+	fast_unpatch(mm, f, t);
 	free(f);
 	u->kimg = NULL;
 	u->kind = UP_KIND_PPT;
@@ -317,14 +324,12 @@ static uint64_t fast_remove(struct up_sites *mm, struct up_patched *f, struct up
 		f->patched = true;
 		site_log(mm->ctx, "process %d: 0x%" PRIx64 " leaves the fast path: %s",
 			 (int)mm->pid, f->site.vaddr, why);
-		fast_unpatch(mm, f);
 		fast_unlink(mm, f);
+		fast_unpatch(mm, f, NULL); /* the others' int3s move what ends in it */
 		return f->site.vaddr;
 	}
-	fast_unpatch(mm, f);
 	fast_unlink(mm, f);
-	if (t && !fast_writing(mm, f->site.vaddr, f->site.vaddr + 1))
-		pun_follow(mm, t, f->site.vaddr, f->site.vaddr + up_patch_written(&f->site));
+	fast_unpatch(mm, f, t);
 	return 0;
 }
 

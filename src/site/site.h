@@ -174,7 +174,7 @@ int up_site_place(struct up_sites *s, struct uprobe *u, struct up_task *t);
 /* A patched site whose jmp writes vaddr leaves the fast path (an int3 is wanted
    there): its uprobe, marked UPROBE_F_NO_FAST, for the caller to arm on an int3; NULL:
    none left.  (A punned jmp that only ends in vaddr's byte moves when the int3 is in.) */
-struct uprobe *up_site_evict(struct up_sites *s, uint64_t vaddr);
+struct uprobe *up_site_evict(struct up_sites *s, uint64_t vaddr, struct up_task *t);
 /* A uprobe whose punned jmp found no room where the bytes it ends in now send it (a
    neighbour changed), left the fast path since the last call: for the caller to arm
    on an int3 (UPROBE_F_NO_FAST set); NULL: none. */

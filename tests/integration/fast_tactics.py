@@ -35,6 +35,7 @@ SITES = {  # symbol: the tactic it should get
     "call_rel_site": "jmp",
     "succ_pair": "succ",
     "wide_lea": "jmp",
+    "hop_site": "hop",
 }
 target = None
 
@@ -68,6 +69,7 @@ def per_round(i):
         "call_rel_site": 1,
         "succ_pair": 1,
         "wide_lea": 1,
+        "hop_site": 1,
     }
 
 
@@ -86,7 +88,7 @@ for line in subprocess.run(["nm", PROG], capture_output=True, text=True).stdout.
     if len(f) == 3 and f[1] in "tT":
         syms[f[2]] = int(f[0], 16)
 funcs = ["tiny3", "loop_push", "loop_xor", "table_mov", "call_ind", "call_rel", "succ_pair",
-         "wide_lea"]
+         "wide_lea", "hop_xor"]
 specs = []
 for s in SITES:
     f = max((fn for fn in funcs if syms[fn] <= syms[s]), key=lambda fn: syms[fn])
@@ -148,7 +150,7 @@ os.kill(target.pid, signal.SIGSTOP)
 # on the fast path as they can be (a site is refused while a thread runs in the
 # trampolines placed just before it: it could come back inside its bytes), a punned
 # one and a padded one among them at least
-kinds = re.findall(r"on the fast path \((pad|pun|jmp|succ):", err)
+kinds = re.findall(r"on the fast path \((pad|pun|jmp|succ|hop):", err)
 if "pun" not in kinds or "pad" not in kinds:
     fail("%s on the fast path while attached:\n%s" % (kinds, err[-2000:]))
 elf = open(PROG, "rb").read()
@@ -160,6 +162,11 @@ with open("/proc/%d/mem" % target.pid, "rb") as mem:
         if mem.read(8) != elf[a - 0x400000:a - 0x400000 + 8]:
             fail("%s at 0x%x: not the file's bytes after the tracer left" % (s, a))
         checked += 1
+    # and the padding after it, where the hop wrote its jmp
+    lo = syms["hop_xor"]
+    mem.seek(lo)
+    if mem.read(128) != elf[lo - 0x400000:lo - 0x400000 + 128]:
+        fail("hop_xor and the padding after it: not the file's bytes after the tracer left")
 maps = open("/proc/%d/maps" % target.pid).read()
 os.kill(target.pid, signal.SIGCONT)
 out = target.communicate(timeout=120)[0]

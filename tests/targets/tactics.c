@@ -15,6 +15,11 @@
  *   call_rel     call tiny3 (5 bytes: jmp, the call relocated)
  *   succ_pair    mov %rdi,%rax; add $3,%rax: nothing branches in (succ)
  *   wide_lea     a 7-byte lea (jmp)
+ *   hop_xor      xor %ecx,%ecx (2 bytes), a branch landing right after it on an
+ *                add $0,%eax with a 4-byte immediate: the punned rel32 would be
+ *                05 00 00, 1.3 KiB on, in the program's own text (int3s filled after
+ *                the function), where no page can be mapped; a jmp rel8 to a jmp in the
+ *                padding after the function (hop)
  *
  * `tactics N THREADS [quiet]` runs N rounds in each of THREADS threads while a timer's
  * signal handler calls them too (every 200 us; not when quiet), and prints a checksum
@@ -35,6 +40,7 @@ long call_ind(long (*f)(void));
 long call_rel(void);
 long succ_pair(long x);
 long wide_lea(long x);
+long hop_xor(long n);
 
 __asm__(".text\n"
 	".p2align 4\n"
@@ -95,7 +101,17 @@ __asm__(".text\n"
 	"	mov %rdi,%rax\n	add $3,%rax\n	ret\n.size succ_pair,.-succ_pair\n"
 	".p2align 4\n"
 	".globl wide_lea\n.type wide_lea,@function\nwide_lea:\n"
-	"	lea 0x12345(%rdi),%rax\n	ret\n.size wide_lea,.-wide_lea\n");
+	"	lea 0x12345(%rdi),%rax\n	ret\n.size wide_lea,.-wide_lea\n"
+	".p2align 4\n"
+	/* returns 3n; the loop's head is the add, right after the site */
+	".globl hop_xor\n.type hop_xor,@function\nhop_xor:\n"
+	"	mov %rdi,%rax\n"
+	"	.globl hop_site\nhop_site:\n"
+	"	xor %ecx,%ecx\n"
+	"1:	.byte 0x05,0,0,0,0\n" /* add $0,%eax */
+	"	lea 1(%rcx),%rcx\n	sub $1,%rax\n	jnz 1b\n"
+	"	lea (%rcx,%rcx,2),%rax\n	ret\n.size hop_xor,.-hop_xor\n"
+	"	.fill 2048,1,0xcc\n");
 
 static long rounds;
 static long handler_runs;
@@ -112,6 +128,7 @@ static long one_round(long i)
 	s += call_rel();
 	s += succ_pair(i);
 	s += wide_lea(i);
+	s += hop_xor(2 + (i & 1));
 	return s;
 }
 

@@ -23,7 +23,7 @@
 
 #define NR_PLANS (UP_PLAN_REJECT + 1)
 
-#define NR_TACTICS (UP_TACTIC_PUN + 1)
+#define NR_TACTICS UP_TACTIC_COUNT
 
 struct decode {
 	enum up_insn_mode mode;
@@ -62,7 +62,7 @@ static void decode_usage(FILE *out)
 		"  -s, --summary      print counts per plan and per reason instead\n"
 		"  -a, --asm          append the instruction in AT&T syntax, after a tab\n"
 		"  -t, --tactic       add a column: how the fast path would place its jmp there\n"
-		"                     (jmp, succ, pad, pun; int3: none), by the code alone;\n"
+		"                     (jmp, succ, pad, pun, hop; int3: none), by the code alone;\n"
 		"                     with -s, counts per tactic, for all instructions and for\n"
 		"                     function entries\n"
 		"  -h, --help         this help\n"
