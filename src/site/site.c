@@ -253,19 +253,13 @@ int up_site_place(struct up_sites *s, struct uprobe *u, struct up_task *t)
 	return 1;
 }
 
-struct uprobe *up_site_evict(struct up_sites *s, uint64_t vaddr, struct up_task *t)
+/* f leaves the fast path: undone and freed; its uprobe, for an int3. */
+static struct uprobe *fast_leave(struct up_sites *mm, struct up_patched *f, struct up_task *t)
 {
-	struct up_patched *f = fast_writing(s, vaddr, vaddr + 1);
-	struct uprobe *u;
+	struct uprobe *u = f->u;
 
-	if (!f)
-		return NULL;
-	u = f->u;
-	if (s->ctx->opts->verbose)
-		site_log(s->ctx, "process %d: 0x%" PRIx64 " leaves the fast path: another probe "
-				 "needs an int3 within its bytes", (int)s->pid, f->site.vaddr);
-	fast_unlink(s, f);
-	fast_unpatch(s, f, t);
+	fast_unlink(mm, f);
+	fast_unpatch(mm, f, t);
 	free(f);
 	u->kimg = NULL;
 	u->kind = UP_KIND_PPT;
@@ -273,9 +267,21 @@ struct uprobe *up_site_evict(struct up_sites *s, uint64_t vaddr, struct up_task 
 	return u;
 }
 
+struct uprobe *up_site_evict(struct up_sites *s, uint64_t vaddr, struct up_task *t)
+{
+	struct up_patched *f = fast_writing(s, vaddr, vaddr + 1);
+
+	if (!f)
+		return NULL;
+	if (s->ctx->opts->verbose)
+		site_log(s->ctx, "process %d: 0x%" PRIx64 " leaves the fast path: another probe "
+				 "needs an int3 within its bytes", (int)s->pid, f->site.vaddr);
+	return fast_leave(s, f, t);
+}
+
 void fast_drop(struct up_sites *mm, struct up_patched *f, struct up_task *t)
 {
-	struct uprobe *u = f->u;
+	struct uprobe *u;
 
 	if (mm->nevicted == mm->capevicted) {
 		unsigned cap = mm->capevicted ? mm->capevicted * 2 : 16;
@@ -286,12 +292,7 @@ void fast_drop(struct up_sites *mm, struct up_patched *f, struct up_task *t)
 			mm->capevicted = cap;
 		}
 	}
-	fast_unlink(mm, f);
-	fast_unpatch(mm, f, t);
-	free(f);
-	u->kimg = NULL;
-	u->kind = UP_KIND_PPT;
-	u->flags |= UPROBE_F_NO_FAST;
+	u = fast_leave(mm, f, t);
 	if (mm->nevicted < mm->capevicted)
 		mm->evicted[mm->nevicted++] = u;
 	else

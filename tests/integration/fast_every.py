@@ -88,10 +88,7 @@ def hot_phase(path):
         [UPROBE, "decode", LIBC, f], capture_output=True).returncode == 0])
     with open(path, "w") as f:
         f.write("\n".join(hot) + "\n")
-    p = run(["-v"], path)
-    if p.returncode != plain.returncode or not p.stdout.startswith(plain.stdout):
-        fail("hot: the program's output or status changed (%d, unprobed %d)\n%s" % (
-            p.returncode, plain.returncode, p.stderr[-2000:]))
+    p = run_as_unprobed(path, "hot: ")
     tactics, fast, left = placed(p.stderr)
     ours = counts(p.stdout[len(plain.stdout):])
     t = run(["--no-fast"], path)
@@ -105,6 +102,16 @@ def hot_phase(path):
               len(hot), len(HOT), tactics, fast, 100.0 * fast / len(hot), sum(ours.values())))
     if fast < 0.95 * len(hot):
         fail("hot: fewer than 95% on the fast path")
+
+
+def run_as_unprobed(spec_file, what):
+    """The probes in spec_file on the fast path (-v): the program's output and status
+    must be the unprobed ones."""
+    p = run(["-v"], spec_file)
+    if p.returncode != plain.returncode or not p.stdout.startswith(plain.stdout):
+        fail("%sthe program's output or status changed (%d, unprobed %d)\n%s" % (
+            what, p.returncode, plain.returncode, p.stderr[-2000:]))
+    return p
 
 
 def run(extra, spec_file):
@@ -138,10 +145,7 @@ path = "/tmp/upt_every.%d" % os.getpid()
 try:
     with open(path, "w") as f:
         f.write("\n".join(all_specs) + "\n")
-    p = run(["-v"], path)
-    if p.returncode != plain.returncode or not p.stdout.startswith(plain.stdout):
-        fail("the program's output or status changed (%d, unprobed %d)\n%s" % (
-            p.returncode, plain.returncode, p.stderr[-2000:]))
+    p = run_as_unprobed(path, "")
     ours = counts(p.stdout[len(plain.stdout):])
     if len(ours) != len(all_specs):
         fail("%d counts for %d probes" % (len(ours), len(all_specs)))
