@@ -1259,7 +1259,7 @@ static void cb_fork(void *arg, struct up_task *parent_t, struct up_proc *child, 
 		/* the child has no trampolines (MADV_DONTFORK): the original bytes back */
 		up_sites_fork(&pm->sites, child);
 		child_home(pm, parent_t, child);
-		up_site_unhijack(&pm->sites, child, false);
+		up_site_unhijack(&pm->sites, child);
 		/* its copy of the stack has our trampoline in it: the child has no XOL area */
 		if (pm->tramp)
 			unhijack(child, pm->tramp, word_size(pu), up_task_data(parent_t));

@@ -77,6 +77,12 @@ add_test(NAME reliability.detach.returns
   COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_detach_ret.py
     $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:core_threads> 12)
 set_tests_properties(reliability.detach.returns PROPERTIES TIMEOUT 120)
+# the same on the fast path: threads stopped inside the agent, mid-hijack or mid-return
+# (the lean return, the full one, the entry that keeps the arguments)
+add_test(NAME reliability.detach.returns_fast
+  COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_detach_ret.py
+    $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:core_threads> 8 lean full args)
+set_tests_properties(reliability.detach.returns_fast PROPERTIES TIMEOUT 180)
 
 # fault injection into the tracer (LD_PRELOAD): one failed allocation, one ptrace request
 # failing with ESRCH, at a different call in each run, under a full-speed load

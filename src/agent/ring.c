@@ -281,7 +281,7 @@ uint64_t up_agent_ret_tramp(const struct up_agent *a)
 	return a->code_addr + a->ret_off;
 }
 
-static void for_each_return_in(struct upa_rt *t, size_t n, bool take,
+static void for_each_return_in(struct upa_rt *t, size_t n,
 			       void (*fn)(void *arg, uint64_t slot, uint64_t orig), void *arg)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -290,19 +290,17 @@ static void for_each_return_in(struct upa_rt *t, size_t n, bool take,
 		if (k == UPA_RT_FREE || k == UPA_RT_TOMB)
 			continue;
 		fn(arg, k, t[i].orig);
-		if (take)
-			__atomic_store_n(&t[i].key, UPA_RT_TOMB, __ATOMIC_RELEASE);
 	}
 }
 
-void up_agent_for_each_return(struct up_agent *a, bool take,
+void up_agent_for_each_return(struct up_agent *a,
 			      void (*fn)(void *arg, uint64_t slot, uint64_t orig), void *arg)
 {
 	/* the threads' own tables (after the owners' page), then the shared one */
 	for_each_return_in((struct upa_rt *)(a->map + a->rtab_off + RTAB_SIZE + PAGE),
-			   (size_t)UPA_RT_OWNERS << UPA_RT_OWN_ORDER, take, fn, arg);
-	for_each_return_in((struct upa_rt *)(a->map + a->rtab_off), (size_t)1 << RTAB_ORDER, take,
-			   fn, arg);
+			   (size_t)UPA_RT_OWNERS << UPA_RT_OWN_ORDER, fn, arg);
+	for_each_return_in((struct upa_rt *)(a->map + a->rtab_off), (size_t)1 << RTAB_ORDER, fn,
+			   arg);
 }
 
 /* ---- threads --------------------------------------------------------------------------- */

@@ -52,9 +52,10 @@ uint64_t up_agent_ret_tramp(const struct up_agent *a);
 /*
  * Every return a return probe hijacked and that has not happened yet: the stack slot
  * holding the trampoline's address, and the real one (to put back in a fork child,
- * or at detach).  take: the entries are dropped.
+ * or at detach).  The entries stay: a thread stopped half-way through a hijack or a
+ * return still needs its own (up_site_unhijack).
  */
-void up_agent_for_each_return(struct up_agent *a, bool take,
+void up_agent_for_each_return(struct up_agent *a,
 			      void (*fn)(void *arg, uint64_t slot, uint64_t orig), void *arg);
 
 /*

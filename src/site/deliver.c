@@ -95,17 +95,39 @@ static void put_back_one(void *arg, uint64_t slot, uint64_t orig)
 
 /*
  * The returns the agent hijacked go straight home again in p: mm's own process at
- * detach (take: forgotten), or a fork child, whose copy of the stack has them but
- * which has no agent (MADV_DONTFORK).
+ * detach, or a fork child, whose copy of the stack has them but which has no agent
+ * (MADV_DONTFORK).
+ *
+ * Only a slot that holds a stub is rewritten, and no entry is dropped: the agent's
+ * code and tables stay mapped after a detach, and a thread stopped inside a hijack or
+ * a return finishes it there on its own once it runs.  A stopped thread can be
+ *   - in the entry, the entry claimed but the stub not yet in the slot (upa_hijack
+ *     after its key store, the trampoline's way on to the call site, the call site;
+ *     hijack() before its store): the slot holds the real address and is left alone;
+ *     the thread writes the stub and returns through its entry;
+ *   - at a stub (the function has returned, rsp is above the slot): the real address
+ *     written into the dead slot is overwritten by the stub's push, and the return
+ *     goes on to its entry;
+ *   - in a return before the entry is taken (upa_ret_lean, upa_return_lean,
+ *     upa_ret_common, upa_return; upa_ret_tramp, whose own return slot that is): the
+ *     slot holds the table's number or the real address, or (upa_ret_tramp) the stub,
+ *     which the trampoline overwrites with upa_return's answer; the entry is there;
+ *   - after its entry was taken: nothing here concerns it.
+ * An entry is complete before its stub is in a slot (the claim comes first), so orig
+ * is right wherever a stub is.  Dropping the entries here (as detach did) made every
+ * thread of the first two kinds return to 0, and one stopped in a return before
+ * taking its entry too.  What stays is an entry for each return put back here, which
+ * no lookup is misled by: the slot's next claim takes it or an entry before it in the
+ * order rt_find reads them, as after a longjmp.
  */
-void up_site_unhijack(struct up_sites *mm, struct up_proc *p, bool take)
+void up_site_unhijack(struct up_sites *mm, struct up_proc *p)
 {
 	struct put_back pb = { p, 0 };
 
 	if (!mm->agent)
 		return;
 	pb.tramp = up_agent_ret_tramp(mm->agent);
-	up_agent_for_each_return(mm->agent, take, put_back_one, &pb);
+	up_agent_for_each_return(mm->agent, put_back_one, &pb);
 }
 
 /* A raw record's probe: the uprobe's raw_id, counted as delivered. */

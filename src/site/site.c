@@ -164,7 +164,7 @@ void up_sites_detach(struct up_sites *s, struct up_task *idle)
 {
 	for (struct up_patched *f = s->fast; f; f = f->next)
 		fast_unpatch(s, f, NULL);
-	up_site_unhijack(s, s->p, true);
+	up_site_unhijack(s, s->p);
 	/* a thread may be inside a trampoline: those stay mapped (a page or two) */
 	if (idle && !s->fast_used)
 		up_xol_unmap(&s->xol, idle);

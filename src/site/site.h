@@ -214,8 +214,8 @@ void up_site_drain_all(struct up_site_ctx *c);
 bool up_site_any_agent(const struct up_site_ctx *c);
 /* How soon the rings are read again while nothing stops (ms). */
 int up_site_drain_ms(const struct up_site_ctx *c);
-/* The agent's hijacked returns go home in p (take: forgotten). */
-void up_site_unhijack(struct up_sites *s, struct up_proc *p, bool take);
+/* The agent's hijacked returns go home in p (its table of returns left as it is). */
+void up_site_unhijack(struct up_sites *s, struct up_proc *p);
 /* A recording probe without a handler hit on the trap path: a record of the live
    registers, its memory read from p (t stopped meanwhile). */
 void up_site_record_trap_hit(struct up_proc *p, struct up_task *t, struct uprobe *u,

@@ -801,6 +801,9 @@ static void hijack(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 {
 	uint64_t stub = rt_claim(ctl, d, frame, frame[UPA_RSP]);
 
+	/* the entry complete before its stub is in the slot: a detach trusts the orig of
+	   an entry whose slot holds a stub (up_site_unhijack) */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	if (stub)
 		*(uint64_t *)frame[UPA_RSP] = stub;
 }
