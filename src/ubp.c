@@ -111,7 +111,7 @@ static int check_boundary(struct up_ubp_files *files, const struct up_map *m, ui
 		return 0;
 	if (up_sym_elf_offset_to_vaddr(elf, vaddr - m->start + m->offset, &fv))
 		return 0;
-	if (up_sym_elf_enclosing_func(elf, fv, &sym) || !sym.size)
+	if (up_sym_elf_enclosing_code(elf, fv, &sym) || !sym.size)
 		return 0;
 	/* the function's bytes are looked up (a walk of the sections) only to map it */
 	if (!function_mapped(files, elf, &sym) &&
@@ -126,11 +126,18 @@ static int check_boundary(struct up_ubp_files *files, const struct up_map *m, ui
 		at--;
 	up_insn_analyze(&insn, code + (at - sym.value), sym.size - (at - sym.value), at,
 			up_sym_elf_class(elf) == 32 ? UP_MODE_32 : UP_MODE_64);
-	snprintf(msg, msglen,
-		 "0x%" PRIx64 " is not an instruction boundary: it is inside %s+0x%" PRIx64
-		 " (%u bytes: %s)",
-		 vaddr, sym.name, at - sym.value, insn.length,
-		 up_insn_format(&insn, text, sizeof(text)));
+	if (!sym.unnamed)
+		snprintf(msg, msglen,
+			 "0x%" PRIx64 " is not an instruction boundary: it is inside %s+0x%" PRIx64
+			 " (%u bytes: %s)",
+			 vaddr, sym.name, at - sym.value, insn.length,
+			 up_insn_format(&insn, text, sizeof(text)));
+	else /* a function only its unwind information knows */
+		snprintf(msg, msglen,
+			 "0x%" PRIx64 " is not an instruction boundary: it is inside the "
+			 "instruction at 0x%" PRIx64 " (%u bytes: %s)",
+			 vaddr, vaddr - (fv - at), insn.length,
+			 up_insn_format(&insn, text, sizeof(text)));
 	return -EINVAL;
 }
 
@@ -480,7 +487,7 @@ int up_ubp_region_free(struct up_proc *p, struct up_ubp_files *files, uint64_t l
 
 	if (up_proc_find_map(p, lo, &m) || m.path[0] != '/' || !(elf = up_ubp_file(files, m.path)) ||
 	    up_sym_elf_offset_to_vaddr(elf, lo - m.start + m.offset, &fv) ||
-	    up_sym_elf_enclosing_func(elf, fv, &sym) || !sym.size) {
+	    up_sym_elf_enclosing_code(elf, fv, &sym) || !sym.size) {
 		snprintf(why, whylen, "no symbol for the enclosing function, so its branches "
 				      "cannot be checked");
 		return -ENOTSUP;
@@ -498,7 +505,7 @@ int up_ubp_region_free_file(struct up_sym_elf *elf, uint64_t lo, uint64_t hi, ch
 	struct region r = { .elf = elf, .why = why, .whylen = whylen, .flo = lo, .fhi = hi };
 	struct up_sym sym;
 
-	if (up_sym_elf_enclosing_func(elf, lo, &sym) || !sym.size) {
+	if (up_sym_elf_enclosing_code(elf, lo, &sym) || !sym.size) {
 		snprintf(why, whylen, "no symbol for the enclosing function, so its branches "
 				      "cannot be checked");
 		return -ENOTSUP;

@@ -128,7 +128,7 @@ static bool padding(struct up_sym_elf *elf, uint64_t lo, uint64_t hi, enum up_in
 	for (uint64_t at = lo; at < hi;) {
 		size_t n = sizeof(buf);
 
-		if (up_sym_elf_enclosing_func(elf, at, &sym) == 0)
+		if (up_sym_elf_enclosing_code(elf, at, &sym) == 0)
 			return false;
 		while (n && up_sym_elf_read(elf, at, buf, n))
 			n--;
@@ -158,7 +158,7 @@ static int pad_fits(struct up_sym_elf *elf, uint64_t fv, enum up_insn_mode mode,
 	char sub[160];
 
 	*n = 0;
-	if (up_sym_elf_enclosing_func(elf, fv, &sym) || !sym.size ||
+	if (up_sym_elf_enclosing_code(elf, fv, &sym) || !sym.size ||
 	    up_sym_elf_code(elf, sym.value, sym.size, &code)) {
 		snprintf(why, whylen, "no symbol for the enclosing function");
 		return -ENOTSUP;
@@ -256,7 +256,7 @@ static int hop_find(struct up_sym_elf *elf, uint64_t fv, unsigned len, enum up_i
 		snprintf(why, whylen, "a 1-byte instruction has no room for a 2-byte jmp");
 		return -ENOTSUP;
 	}
-	if (up_sym_elf_enclosing_func(elf, fv, &f) || !f.size) {
+	if (up_sym_elf_enclosing_code(elf, fv, &f) || !f.size) {
 		snprintf(why, whylen, "no symbol for the enclosing function");
 		return -ENOTSUP;
 	}
@@ -264,7 +264,7 @@ static int hop_find(struct up_sym_elf *elf, uint64_t fv, unsigned len, enum up_i
 	if (fv + UP_PATCH_SHORT + 127 >= f.value + f.size && func_ends_flow(elf, &f, mode)) {
 		uint64_t end = f.value + f.size, hi = end;
 
-		while (hi < end + 64 && up_sym_elf_enclosing_func(elf, hi, &g))
+		while (hi < end + 64 && up_sym_elf_enclosing_code(elf, hi, &g))
 			hi++;
 		if (!hop_in_gap(elf, fv, end, hi, mode, taken, arg, pf))
 			return 0;
@@ -273,9 +273,9 @@ static int hop_find(struct up_sym_elf *elf, uint64_t fv, unsigned len, enum up_i
 	if (fv + UP_PATCH_SHORT - 128 <= f.value) {
 		uint64_t lo = f.value;
 
-		while (lo > f.value - 64 && up_sym_elf_enclosing_func(elf, lo - 1, &e))
+		while (lo > f.value - 64 && up_sym_elf_enclosing_code(elf, lo - 1, &e))
 			lo--;
-		if (lo < f.value && up_sym_elf_enclosing_func(elf, lo - 1, &e) == 0 &&
+		if (lo < f.value && up_sym_elf_enclosing_code(elf, lo - 1, &e) == 0 &&
 		    e.value + e.size == lo && func_ends_flow(elf, &e, mode) &&
 		    !hop_in_gap(elf, fv, lo, f.value, mode, taken, arg, pf))
 			return 0;
@@ -414,8 +414,12 @@ static int try_pad(struct up_proc *p, struct up_ubp_files *files, uint64_t limit
 }
 
 /* pun: the first instruction alone, the rel32 ending in the bytes after it (whatever
-   they are now: a neighbour's jmp too, which must then stay while this one does). */
-static int try_pun(struct up_proc *p, struct up_patch_site *site, char *why, size_t whylen)
+   they are now: a neighbour's jmp too, which must then stay while this one does).
+   steerable: the bytes after it are not the file's (a neighbour's jmp, which can be
+   moved so as to send this one elsewhere: site/pun.c), so a window outside user space
+   is kept as none (0, 0) rather than refused. */
+static int try_pun(struct up_proc *p, struct up_patch_site *site, bool steerable, char *why,
+		   size_t whylen)
 {
 	unsigned k = site->insn[0].length;
 	uint8_t follow[UP_PATCH_JMP];
@@ -428,9 +432,12 @@ static int try_pun(struct up_proc *p, struct up_patch_site *site, char *why, siz
 	}
 	pun_window(site->vaddr, k, follow, &site->pun_lo, &site->pun_hi);
 	if (!user_window(site->pun_lo, site->pun_hi)) {
-		snprintf(why, whylen, "a punned jmp would go to 0x%" PRIx64 ", outside user space",
-			 site->pun_lo);
-		return -ENOTSUP;
+		if (!steerable) {
+			snprintf(why, whylen, "a punned jmp would go to 0x%" PRIx64 ", outside "
+				 "user space", site->pun_lo);
+			return -ENOTSUP;
+		}
+		site->pun_lo = site->pun_hi = 0;
 	}
 	memcpy(site->orig + k, follow, UP_PATCH_JMP - k);
 	site->len = UP_PATCH_JMP;
@@ -439,7 +446,7 @@ static int try_pun(struct up_proc *p, struct up_patch_site *site, char *why, siz
 
 int up_patch_repun(struct up_proc *p, struct up_patch_site *site, char *why, size_t whylen)
 {
-	return site->tactic == UP_TACTIC_PUN ? try_pun(p, site, why, whylen) : 0;
+	return site->tactic == UP_TACTIC_PUN ? try_pun(p, site, true, why, whylen) : 0;
 }
 
 struct hop_live {
@@ -521,7 +528,7 @@ int up_patch_site(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr,
 		return 0;
 	}
 	*site = first;
-	if (!try_pun(p, site, w3, sizeof(w3))) {
+	if (!try_pun(p, site, limit && limit <= vaddr + UP_PATCH_JMP, w3, sizeof(w3))) {
 		site->tactic = UP_TACTIC_PUN;
 		return 0;
 	}

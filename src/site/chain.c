@@ -130,6 +130,10 @@ int chain_build_in(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
 	if (!lo && v[0]->site.tactic == UP_TACTIC_PUN) {
 		lo = v[0]->site.pun_lo;
 		hi = v[0]->site.pun_hi;
+		if (!lo) {
+			snprintf(why, whylen, "a punned jmp would go outside user space");
+			return -ENOMEM;
+		}
 	}
 	/* a punned jmp goes where the bytes after the instruction say: the first
 	   trampoline there (only the bytes it takes), the rest of the chain near it */

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <elfutils/libdw.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <limits.h>
@@ -44,6 +45,9 @@ struct up_sym_elf {
 	/* a user's derived data (up_sym_elf_set_cache), released with the file */
 	void *cache;
 	void (*cache_free)(void *);
+	/* .eh_frame's call frame information: functions the symbols do not name */
+	Dwarf_CFI *cfi;
+	bool cfi_tried;
 };
 
 static int elf_open_raw(const char *path, int *fdp, Elf **elfp)
@@ -473,6 +477,8 @@ void up_sym_elf_close(struct up_sym_elf *e)
 		return;
 	if (e->cache && e->cache_free)
 		e->cache_free(e->cache);
+	if (e->cfi)
+		dwarf_cfi_end(e->cfi);
 	free(e->funcs);
 	elf_end(e->debug_elf);
 	if (e->debug_fd >= 0)
@@ -774,6 +780,32 @@ int up_sym_elf_enclosing_func(struct up_sym_elf *e, uint64_t vaddr, struct up_sy
 	if (!best)
 		return -ENOENT;
 	*out = *best;
+	return 0;
+}
+
+int up_sym_elf_enclosing_code(struct up_sym_elf *e, uint64_t vaddr, struct up_sym *out)
+{
+	Dwarf_Frame *frame = NULL;
+	Dwarf_Addr start = 0, end = 0;
+	int rc = up_sym_elf_enclosing_func(e, vaddr, out);
+
+	if (rc != -ENOENT)
+		return rc;
+	if (!e->cfi_tried) {
+		e->cfi_tried = true;
+		e->cfi = dwarf_getcfi_elf(e->elf);
+	}
+	if (!e->cfi || dwarf_cfi_addrframe(e->cfi, vaddr, &frame) != 0)
+		return -ENOENT;
+	rc = dwarf_frame_info(frame, &start, &end, NULL);
+	free(frame);
+	if (rc < 0 || end <= start || vaddr < start || vaddr >= end)
+		return -ENOENT;
+	memset(out, 0, sizeof(*out));
+	out->name = "a function without a symbol";
+	out->unnamed = true;
+	out->value = start;
+	out->size = end - start;
 	return 0;
 }
 

@@ -87,6 +87,7 @@ struct up_sym {
 	bool ifunc;	/* STT_GNU_IFUNC: value is the resolver */
 	bool dynamic;	/* found in .dynsym rather than .symtab */
 	bool debug_file; /* found in the separate debug file's .symtab */
+	bool unnamed;	 /* no symbol: the range of an .eh_frame FDE */
 };
 
 /*
@@ -112,6 +113,14 @@ int up_sym_elf_for_each_func(struct up_sym_elf *elf, up_sym_fn fn, void *ctx);
  * fills *out, or -ENOENT.
  */
 int up_sym_elf_enclosing_func(struct up_sym_elf *elf, uint64_t vaddr, struct up_sym *out);
+
+/*
+ * The same, or where no symbol holds vaddr (a stripped file's static functions), the
+ * range of the .eh_frame FDE that does: a function the compiler described for
+ * unwinding, named "a function without a symbol".  For code analysis (where a
+ * function begins and ends), not for naming.
+ */
+int up_sym_elf_enclosing_code(struct up_sym_elf *elf, uint64_t vaddr, struct up_sym *out);
 
 /*
  * Maps vaddr to its offset in the file through the PT_LOAD segment that holds it in
