@@ -38,6 +38,11 @@ if(COMMAND uprobe_core_test)
   set_tests_properties(reliability.setid_follow PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
   uprobe_core_target(rel_soak_busy rel_soak_busy.c THREADS)
   target_link_libraries(rel_soak_busy PRIVATE m)
+  # a stripped copy of it: its unwind information says where functions end (issue 19)
+  add_test(NAME fast.stripped
+    COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/fast_stripped.py
+      $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:rel_soak_busy>)
+  set_tests_properties(fast.stripped PROPERTIES TIMEOUT 300)
 
   uprobe_core_test(test_rel_scale)
   add_dependencies(test_rel_scale rel_big rel_tree)
