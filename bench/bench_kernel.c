@@ -26,6 +26,7 @@
 
 static char group[32], rgroup[32], inst[128];
 static bool defined[BENCH_MAX_W], inst_made;
+static char defined_name[BENCH_MAX_W][64]; /* the event defined for workload i */
 static long reg_defined; /* registration events r0.. still defined */
 
 static int write_str(const char *path, const char *s, int flags)
@@ -150,6 +151,7 @@ const char *bench_kernel_setup(struct bench *b)
 			return reason;
 		}
 		defined[i] = true;
+		snprintf(defined_name[i], sizeof(defined_name[i]), "%s", name);
 	}
 	return NULL;
 }
@@ -262,12 +264,12 @@ void bench_kernel_reg(struct bench *b, pid_t pid, const uint64_t *sites, long n,
 
 void bench_kernel_cleanup(void)
 {
-	char line[192];
+	char line[sizeof(group) + sizeof(defined_name[0]) + 8];
 
 	if (!group[0])
 		return;
 	if (inst_made) {
-		for (int i = 0; i < 8; i++)
+		for (int i = 0; i < BENCH_MAX_W; i++)
 			if (defined[i]) {
 				char rel[192];
 
@@ -279,9 +281,10 @@ void bench_kernel_cleanup(void)
 	remove_reg_events();
 	if (inst_made && rmdir(inst) == 0)
 		inst_made = false;
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < BENCH_MAX_W; i++)
 		if (defined[i]) {
-			snprintf(line, sizeof(line), "-:%s/%s_%c\n", group, group, 'a' + i);
+			/* by the name it was given (a workload's key, not its index) */
+			snprintf(line, sizeof(line), "-:%s/%.63s\n", group, defined_name[i]);
 			if (event_line(line) == 0)
 				defined[i] = false;
 		}
