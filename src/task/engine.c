@@ -1284,6 +1284,12 @@ int up_engine_attach(struct up_engine *e, pid_t pid, struct up_proc **out)
 		proc_try_free(p);
 		return err;
 	}
+	/* the memory opened again, now that it is seized: an exec between the first open
+	   and the seize (a shell's child, attached the moment it was started) left that
+	   descriptor on the old image, and no exec event to reopen it -- every read and
+	   write would fail with ESRCH */
+	up__proc_close_mem(p);
+	up__proc_open_mem(p);
 	*out = p;
 	return 0;
 }
