@@ -826,6 +826,9 @@ static void serve(struct fsd *d)
 				continue;
 			if (res <= 0)
 				break; /* unmounted (0) or the channel failed */
+			/* stops the tracer has seen but not handled (an exec's, say) first: a
+			   request that places a probe must find the processes as they are */
+			up_trace_dispatch(d->tr);
 			fuse_session_process_buf(d->se, &fbuf);
 			/* a write may have attached: let the tracer catch up at once */
 			up_trace_dispatch(d->tr);
