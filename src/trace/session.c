@@ -84,6 +84,7 @@ struct tproc {
 	struct up_stack_syms *syms; /* names of stack addresses, made on demand */
 	struct up_refctr_set refs;  /* USDT semaphores we incremented here */
 	struct up_trace *tr;
+	unsigned drops; /* times drop_probes ran: an exec handled */
 };
 
 struct comm_entry {
@@ -121,6 +122,8 @@ struct pending {
 };
 
 struct up_trace {
+	/* unregistrations under way (disarm_unmapped): probes are retired, not freed */
+	unsigned disarming;
 	struct up_trace_opts opts;
 	struct uprobe_ctx *ctx;
 	struct tspec **specs; /* pointers: tprobes keep theirs while the array grows */
@@ -1768,6 +1771,8 @@ static void free_retired(struct up_trace *tr)
 {
 	struct tprobe **pp = &tr->retired;
 
+	if (tr->disarming)
+		return; /* one of them is still being unregistered further up the stack */
 	while (*pp) {
 		struct tprobe *p = *pp;
 
@@ -1784,6 +1789,7 @@ static void free_retired(struct up_trace *tr)
 static void disarm_unmapped(struct up_trace *tr, struct tproc *tp)
 {
 	struct tprobe **pp = &tp->probes;
+	unsigned drops;
 
 	free_retired(tr);
 	while (*pp) {
@@ -1794,7 +1800,14 @@ static void disarm_unmapped(struct up_trace *tr, struct tproc *tp)
 			pp = &p->next;
 			continue;
 		}
+		/* the library may handle an exec in there, whose drop_probes would free p:
+		   it retires them instead, and none is freed meanwhile */
+		tr->disarming++;
+		drops = tp->drops;
 		unregister_uprobe(tr->ctx, &p->u); /* a recording probe's last records first */
+		tr->disarming--;
+		if (tp->drops != drops)
+			return; /* an exec it handled dropped them all (retired, p among them) */
 		keep_count(tr, p);
 		if (p->ref_addr)
 			up_refctr_forget(&tp->refs, p->ref_addr); /* unmapped with the file */
@@ -1875,8 +1888,15 @@ static void drop_probes(struct tproc *tp)
 		/* a counting probe's hits are the library's */
 		(void)n;
 		keep_count(tp->tr, p);
-		tprobe_free(p);
+		if (tp->tr->disarming) {
+			/* one of them is being unregistered further up the stack */
+			p->next = tp->tr->retired;
+			tp->tr->retired = p;
+		} else {
+			tprobe_free(p);
+		}
 	}
+	tp->drops++;
 	up_refctr_forget(&tp->refs, 0); /* gone with the process's memory, or put back */
 	memset(tp->armed, 0, tp->tr->nspecs * sizeof(*tp->armed));
 	memset(&tp->ldso, 0, sizeof(tp->ldso));
