@@ -32,7 +32,7 @@ static int pun_steer(struct up_sites *mm, struct up_task *t, struct up_patched *
 	uint64_t av = a->site.vaddr, bv = av + k;
 	struct up_patched *b = fast_writing(mm, bv, bv + 1), *v[CHAIN_MAX];
 	size_t need = tramp_need(mm, a, chained);
-	uint32_t cur, fixed;
+	uint32_t cur, fixed, vmask, y0;
 	char why[200];
 	int rc;
 
@@ -46,17 +46,18 @@ static int pun_steer(struct up_sites *mm, struct up_task *t, struct up_patched *
 	nvar = mine - (4 - k); /* b's bytes a leaves free: where b may go (k at most) */
 	cur = (uint32_t)(b->tramp - (bv + UP_PATCH_JMP));
 	fixed = mine == 4 ? 0 : cur >> (8 * mine) << (8 * mine);
+	vmask = nvar ? (1u << (8 * nvar)) - 1 : 0;
+	y0 = (cur >> (8 * (4 - k))) & vmask; /* where b's free bytes have it now */
 	for (const struct up_xol_area *ar = mm->xol.areas; ar; ar = ar->next) {
 		for (uint64_t at = ar->base; at + need <= ar->base + UP_XOL_AREA_SIZE; at++) {
 			int64_t off = (int64_t)(at - (av + UP_PATCH_JMP));
-			uint32_t low, y0, vmask = nvar ? (1u << (8 * nvar)) - 1 : 0;
+			uint32_t low;
 
 			if (off != (int32_t)off || (((uint32_t)off >> (8 * (k - 1))) & 0xff) != 0xe9)
 				continue;
 			if (!up_xol_span_free(&mm->xol, at, need))
 				continue;
 			low = (uint32_t)off >> (8 * k);
-			y0 = (cur >> (8 * (4 - k))) & vmask;
 			/* the places of b nearest to where it is */
 			for (int i = 0; i < (nvar ? 16 : 1) && tries < 64; i++, tries++) {
 				uint32_t y = (y0 + (uint32_t)(i & 1 ? -(i + 1) / 2 : i / 2)) & vmask;

@@ -1830,14 +1830,20 @@ static void disarm_unmapped(struct up_trace *tr, struct tproc *tp)
  * jmps, as they stay, and does not have to move as each comes (E9Patch patches in
  * reverse order for the same reason).
  */
+/* Where a spec's probe goes, as arm_order compares it: its offset in its file, or its
+   address. */
+static uint64_t spec_place(const struct tspec *ts)
+{
+	if (ts->is_file)
+		return ts->file_off;
+	return ts->spec.kind == UP_SPEC_SEED ? ts->spec.addr : ts->spec.vaddr;
+}
+
 static int arm_order(const void *a, const void *b, void *arg)
 {
 	const struct tspec *x = ((struct up_trace *)arg)->specs[*(const unsigned *)a];
 	const struct tspec *y = ((struct up_trace *)arg)->specs[*(const unsigned *)b];
-	uint64_t ox = x->is_file ? x->file_off : x->spec.kind == UP_SPEC_SEED ? x->spec.addr
-									     : x->spec.vaddr;
-	uint64_t oy = y->is_file ? y->file_off : y->spec.kind == UP_SPEC_SEED ? y->spec.addr
-									     : y->spec.vaddr;
+	uint64_t ox = spec_place(x), oy = spec_place(y);
 
 	if (x->is_file != y->is_file)
 		return x->is_file ? -1 : 1;
