@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Where a file is mapped in a traced process (/proc/PID/maps, by device and inode),
+ * and the dynamic linker's rendezvous function (_dl_debug_state), probed as debuggers
+ * do so that libraries mapped later are armed before the thread that mapped them runs
+ * on.
+ *
+ * It only reads /proc; the one probe it places is the rendezvous's.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+#include "sym/sym.h"
+#include "trace/session_int.h"
+
+static void on_ldso(struct uprobe *u, uprobe_regs_t *regs)
+{
+	struct tproc *tp = u->data;
+	struct tproc *cur = tr_proc_of(tp->tr, uprobe_current_pid(tp->tr->ctx));
+
+	(void)regs;
+	/*
+	 * The link map changed: arm what is mapped now, before the thread goes on (the
+	 * registrations are queued and done before it resumes).
+	 */
+	if (cur)
+		tr_arm_proc(tp->tr, cur);
+}
+
+struct maps_line {
+	uint64_t start, end, offset;
+	bool x;
+	dev_t dev;
+	ino_t ino;
+	char path[PATH_MAX];
+};
+
+/* Calls fn for each line of /proc/PID/maps until it returns nonzero. */
+static int for_each_map(pid_t pid, int (*fn)(void *arg, const struct maps_line *m), void *arg)
+{
+	char path[64], line[PATH_MAX + 128];
+	FILE *f;
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (!rc && fgets(line, sizeof(line), f)) {
+		struct maps_line m = { 0 };
+		unsigned maj, min;
+		unsigned long long ino;
+		char perms[8];
+		int pos = 0;
+
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %llu %n", &m.start,
+			   &m.end, perms, &m.offset, &maj, &min, &ino, &pos) < 7)
+			continue;
+		m.x = perms[2] == 'x';
+		m.dev = makedev(maj, min);
+		m.ino = (ino_t)ino;
+		if (pos) {
+			size_t l;
+
+			snprintf(m.path, sizeof(m.path), "%s", line + pos);
+			l = strlen(m.path);
+			if (l && m.path[l - 1] == '\n')
+				m.path[l - 1] = '\0';
+		}
+		rc = fn(arg, &m);
+	}
+	fclose(f);
+	return rc;
+}
+
+struct file_find {
+	dev_t dev;
+	ino_t ino;
+	uint64_t off;
+	uint64_t vaddr;
+	char path[PATH_MAX];
+};
+
+static int find_file_fn(void *arg, const struct maps_line *m)
+{
+	struct file_find *ff = arg;
+
+	if (!m->x || m->dev != ff->dev || m->ino != ff->ino)
+		return 0;
+	if (ff->off < m->offset || ff->off - m->offset >= m->end - m->start)
+		return 0;
+	ff->vaddr = m->start + (ff->off - m->offset);
+	return 1;
+}
+
+static int find_ldso_fn(void *arg, const struct maps_line *m)
+{
+	struct file_find *ff = arg;
+	const char *base = strrchr(m->path, '/');
+
+	if (!m->x || !base || strncmp(base + 1, "ld-", 3))
+		return 0;
+	snprintf(ff->path, sizeof(ff->path), "%s", m->path);
+	ff->dev = m->dev;
+	ff->ino = m->ino;
+	return 1;
+}
+
+/* The address of file offset off of (dev, ino) in process pid, or 0 when not mapped. */
+uint64_t tr_vaddr_of(pid_t pid, dev_t dev, ino_t ino, uint64_t off)
+{
+	struct file_find ff = { .dev = dev, .ino = ino, .off = off };
+
+	return for_each_map(pid, find_file_fn, &ff) == 1 ? ff.vaddr : 0;
+}
+
+/* Probes the dynamic linker's rendezvous so files mapped later are found. */
+void tr_hook_ldso(struct up_trace *tr, struct tproc *tp)
+{
+	struct file_find ff = { 0 };
+	struct up_sym_elf *elf;
+	struct up_sym sym;
+	uint64_t off, vaddr;
+	int rc;
+
+	if (tp->ldso.kimg || for_each_map(tp->pid, find_ldso_fn, &ff) != 1)
+		return;
+	if (up_sym_elf_open(ff.path, &elf))
+		return;
+	rc = up_sym_elf_lookup(elf, "_dl_debug_state", &sym);
+	if (!rc)
+		rc = up_sym_elf_vaddr_to_offset(elf, sym.value, &off);
+	up_sym_elf_close(elf);
+	if (rc)
+		return;
+	vaddr = tr_vaddr_of(tp->pid, ff.dev, ff.ino, off);
+	if (!vaddr)
+		return;
+	memset(&tp->ldso, 0, sizeof(tp->ldso));
+	tp->ldso.pid = tp->pid;
+	tp->ldso.vaddr = vaddr;
+	tp->ldso.handler = on_ldso;
+	tp->ldso.data = tp;
+	rc = register_uprobe(tr->ctx, &tp->ldso);
+	if (rc && rc != -EINPROGRESS)
+		tr_log(tr, "process %d: cannot follow the dynamic linker (%s): libraries loaded "
+			   "later are not probed", (int)tp->pid, strerror(-rc));
+}

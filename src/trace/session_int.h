@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tracing session's insides, shared by its files (the public API is session.h).
+ *
+ * A session (struct up_trace) holds a table of specs (struct tspec, one per -e line or
+ * events/ file, never moved: probes point at them), the processes it traces (struct
+ * tproc) and in each the probes placed for the specs there (struct tprobe, one per spec
+ * and process).  Its parts, one file each:
+ *
+ *   session.c   the object: made, freed, started, run, switched on and off, counted
+ *   specs.c     the spec table: specs parsed, their files resolved, filters, lookups
+ *   arm.c       probes placed in a process for the specs that resolve there, and removed
+ *   maps.c      where a file is mapped in a process; the dynamic linker's hook that says
+ *               when that changes
+ *   procs.c     processes and their life (attach, spawn, fork, exec, exit, detach), and
+ *               the cache of their threads' names
+ *   capture.c   what the in-process agent captures (fast-path records) or aggregates
+ *               (hist triggers) for a probe
+ *   report.c    hits turned into lines: the trap path's (fetched while the thread is
+ *               stopped, formatted once it runs) and the fast path's records
+ *   rawrec.c    --format raw: hits written unformatted, as the agent's records
+ *   triggers.c  hist triggers: tables fed from the trap path and the agents, printed
+ *
+ * Internal names shared between these files take the prefix tr_; everything else in
+ * them is static.  Nothing here is for callers outside src/trace/session*.c and the
+ * files above.
+ */
+#ifndef UPROBE_TRACE_SESSION_INT_H
+#define UPROBE_TRACE_SESSION_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+#include <uprobe/uprobe.h>
+
+#include "trace/fetch.h"
+#include "trace/filter.h"
+#include "trace/hist.h"
+#include "trace/refctr.h"
+#include "trace/session.h"
+#include "trace/spec.h"
+#include "trace/stack.h"
+
+struct tspec {
+	struct up_spec spec;
+	char *text;
+	char label[192]; /* for the counts: the event or the seed line */
+	uint64_t hits;
+	/* file targets */
+	bool is_file;
+	dev_t dev;
+	ino_t ino;
+	uint64_t file_off; /* the probed instruction's offset in the file */
+	bool fatal;	   /* cannot ever be armed: reported once */
+	bool removed;	   /* up_trace_remove: gone, its index kept */
+	bool enabled;	   /* events/GRP/EVENT/enable */
+	unsigned index;	   /* in tr->specs */
+	struct uprobe_cond conds[2 * UP_FILTER_MAX]; /* --filter and the trigger's, on this
+							event's arguments */
+	unsigned nconds;
+	/* --trigger: the event's hits are aggregated into hist's table, not printed */
+	struct up_hist *hist;
+	char *hist_text;
+	unsigned hist_conds; /* of conds, the trigger's (the last ones) */
+	char *filter_text;   /* events/GRP/EVENT/filter: the conditions before the trigger's */
+	struct up_filter comm; /* its comm term, if any: applied by the tracer */
+};
+
+struct tproc;
+
+struct tprobe {
+	struct uprobe u;
+	struct uprobe_capture cap; /* the fast path's: what its records hold */
+	struct uprobe_fetch *fetch;
+	struct uprobe_cond *cond;
+	bool recording, counted;
+	struct uprobe_agg agg; /* a hist's probe: what the agent aggregates */
+	const struct up_hist *hist; /* the trigger agg was made for */
+	bool eargs; /* an r: event that reads $argN: the entry's arguments */
+	int aval[UP_HIST_VALS_MAX]; /* hist val i is the agent's val aval[i] (-1: hitcount) */
+	struct up_trace *tr;
+	struct tspec *ts;
+	struct tproc *tp;
+	uint64_t file_bias;
+	uint64_t ref_addr; /* its USDT semaphore, incremented (0: none) */
+	struct tprobe *next;
+};
+
+struct tproc {
+	struct tproc *next;
+	pid_t pid;
+	bool is32, gone, rescan;
+	bool *armed; /* per spec */
+	struct tprobe *probes;
+	struct uprobe ldso; /* the dynamic linker's _dl_debug_state */
+	struct up_stack_syms *syms; /* names of stack addresses, made on demand */
+	struct up_refctr_set refs;  /* USDT semaphores we incremented here */
+	struct up_trace *tr;
+	unsigned drops; /* times tr_drop_probes ran: an exec handled */
+};
+
+struct comm_entry {
+	pid_t tid;
+	int stat_fd;
+	char comm[17];
+	bool in_raw; /* --format raw: the file has this name of the thread */
+};
+
+#define COMM_CACHE 64
+
+/*
+ * A hit, fetched while its thread was stopped and formatted after the thread was
+ * resumed: report() fills it and breaks the engine's loop, up_trace_run() formats it
+ * before waiting again.  The thread's cpu and comm are read then too, so the stop itself
+ * costs the wait and the three ptrace calls, no /proc read, no formatting.  An event
+ * spec's values are fetched into vals; a seed spec's D, S or A bytes are copied into
+ * arena (snap_*), which the formatter then reads instead of the process.
+ */
+#define PEND_MAX 4
+#define STACK_NAMES_MAX (UP_SPEC_USTACK_MAX * 256) /* a $ustack's frames, named */
+
+struct pending {
+	bool seed, is32;
+	struct tspec *ts;
+	pid_t pid, tid;
+	uint64_t time_ns, addr, ret_addr;
+	struct user_regs_struct regs; /* seed specs */
+	uint64_t snap_addr;
+	size_t snap_len;
+	int snap_err;
+	struct up_fetch_value vals[UP_SPEC_MAX_ARGS];
+	char arena[UP_SPEC_SEED_SIZE_MAX]; /* the strings of vals, or the seed's bytes */
+	char stack_names[STACK_NAMES_MAX]; /* the frames of $ustack values, named */
+};
+
+struct up_trace {
+	/* unregistrations under way (disarm_unmapped): probes are retired, not freed */
+	unsigned disarming;
+	struct up_trace_opts opts;
+	struct uprobe_ctx *ctx;
+	struct tspec **specs; /* pointers: tprobes keep theirs while the array grows */
+	unsigned nspecs;
+	bool off;		/* tracing_on = 0: hits are neither counted nor printed */
+	struct tproc *procs;
+	pid_t launched;
+	int status;
+	bool header_done, rescan;
+	int out_failed; /* errno of a failed write of the trace */
+	struct tprobe *retired; /* unregistered from a handler, freed at the end */
+	uint64_t lost;		/* fast-path records dropped (the ring was full), of probes gone */
+	pid_t pid_filter;	/* set_event_pid: only this process's hits (0: all) */
+	struct comm_entry comms[COMM_CACHE];
+	struct up_filter filter;
+	bool has_filter;
+	char *line;
+	size_t linecap;
+	bool pend_break; /* the engine's loop was broken to format tr->pend */
+	unsigned npend;	 /* hits in pend, in order: several specs on one address */
+	struct pending pend[PEND_MAX];
+	/* r: events that read $argN, on the trap path: the entry's arguments, until the
+	   return (innermost last) */
+	struct entry_args {
+		const struct tprobe *p;
+		pid_t tid;
+		uint64_t sp; /* at the entry: the return comes with sp + the address size */
+		uint64_t v[6];
+	} *eargs;
+	unsigned neargs, capeargs;
+	/* --format raw: probes numbered for the file */
+	uint32_t raw_next;
+	uint64_t raw_records;
+	uint64_t *raw_buf;  /* a trap-path record being made */
+	size_t raw_len, raw_cap;
+};
+
+struct read_ctx {
+	struct up_trace *tr;
+	pid_t pid;
+};
+
+/* A hit as the handler gets it (rec NULL: the thread is stopped) or as a record. */
+struct hit {
+	pid_t pid, tid;
+	int cpu; /* -1: ask /proc */
+	uint64_t time_ns;
+	const struct uprobe_record *rec;
+};
+
+/* A register's word in a frame (struct user_regs_struct), and its bit in a capture's
+   regs mask. */
+#define WORD(field) (offsetof(struct user_regs_struct, field) / 8)
+#define BIT(field) (1ull << WORD(field))
+
+/* session.c */
+void tr_log(struct up_trace *tr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tr_probe_free(struct tprobe *p);
+bool tr_probe_on(const struct up_trace *tr, const struct tprobe *p);
+
+/* specs.c: none; its callers use the public API */
+
+/* arm.c */
+int tr_arm_proc(struct up_trace *tr, struct tproc *tp);
+void tr_disarm_spec(struct up_trace *tr, unsigned i);
+void tr_keep_count(struct up_trace *tr, struct tprobe *p);
+
+/* maps.c */
+uint64_t tr_vaddr_of(pid_t pid, dev_t dev, ino_t ino, uint64_t off);
+void tr_hook_ldso(struct up_trace *tr, struct tproc *tp);
+
+/* procs.c */
+struct tproc *tr_proc_of(struct up_trace *tr, pid_t pid);
+struct comm_entry *tr_thread_info(struct up_trace *tr, pid_t pid, pid_t tid, int *cpu);
+const char *tr_comm_cached(struct up_trace *tr, pid_t pid, pid_t tid);
+void tr_forget_threads(struct up_trace *tr);
+void tr_drop_probes(struct tproc *tp);
+void tr_cb_exit(void *arg, pid_t pid, int status);
+void tr_cb_exec(void *arg, pid_t pid);
+void tr_cb_fork(void *arg, pid_t parent, pid_t child);
+
+/* capture.c */
+int tr_build_capture(struct up_trace *tr, struct tprobe *p);
+
+/* report.c */
+void tr_on_hit(struct uprobe *u, uprobe_regs_t *regs);
+void tr_on_entry(struct uprobe *u, uprobe_regs_t *regs);
+void tr_on_ret(struct uprobe *u, uprobe_regs_t *regs);
+void tr_on_record(struct uprobe *u, const struct uprobe_record *rec);
+void tr_flush_pending(struct up_trace *tr);
+int tr_read_mem(void *arg, uint64_t addr, void *buf, size_t len);
+bool tr_filter_holds(const struct tspec *ts, const struct up_fetch_value *vals, uint64_t dur);
+struct up_stack_syms *tr_syms_of(struct tproc *tp);
+const char *tr_stack_text(struct tproc *tp, const uint64_t *addr, unsigned n, char *buf,
+			  size_t size);
+
+/* rawrec.c */
+void tr_cb_raw(void *arg, const void *recs, size_t len);
+void tr_raw_check(struct up_trace *tr, int rc);
+void tr_raw_site(struct up_trace *tr, const struct tprobe *p);
+void tr_raw_trap(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const struct hit *h,
+		 const struct up_fetch_env *env);
+
+/* triggers.c */
+void tr_hist_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const struct hit *h,
+		 struct up_fetch_env *env);
+void tr_on_agg(struct uprobe *u, const struct uprobe_agg_entry *e);
+
+#endif
