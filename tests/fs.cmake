@@ -15,7 +15,7 @@ endif()
 
 set(_fs_it ${CMAKE_CURRENT_LIST_DIR}/integration)
 set(_fs_tests)
-foreach(mode seed remove error_log pipe tracing_on event hist reach command oracle hang_pid
+foreach(mode seed remove error_log pipe tracing_on event hist reach reach_none reach_scope command oracle hang_pid
     hang_write unmount sigterm)
   if(NOT FUSE3_FOUND)
     add_test(NAME fs.${mode} COMMAND sh -c

@@ -18,6 +18,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -628,21 +629,81 @@ static bool maps_file(pid_t pid, dev_t dev, ino_t ino, const char *real)
 	return found;
 }
 
+/* The comm of process pid (its /proc/PID/comm, without the newline), or "". */
+static void comm_of(pid_t pid, char *buf, size_t size)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* Whether the reach options (up_fs_opts) take process pid, of user uid. */
+static bool reach_takes(const struct up_fs_opts *o, pid_t pid, uid_t uid)
+{
+	bool uid_ok = false, comm_ok = false;
+	char comm[64];
+
+	if (o->nreach_uids) {
+		for (unsigned i = 0; i < o->nreach_uids; i++)
+			uid_ok |= o->reach_uids[i] == uid;
+	} else {
+		/* --comm or --all alone: every user's process this one may trace */
+		uid_ok = geteuid() == 0 || uid == geteuid();
+	}
+	if (!uid_ok)
+		return false;
+	if (!o->nreach_comms)
+		return true;
+	comm_of(pid, comm, sizeof(comm));
+	for (unsigned i = 0; i < o->nreach_comms; i++)
+		comm_ok |= !fnmatch(o->reach_comms[i], comm, 0);
+	return comm_ok;
+}
+
+/* Whether pid waits for an answer from this mount: the writer being served, or one whose
+   write is queued.  Stopping it while it waits is what hung a session for 900 s. */
+static bool waits_on_mount(const struct fsd *d, pid_t pid)
+{
+	if (pid == d->caller_pid)
+		return true;
+	for (const struct work *w = d->work; w; w = w->next)
+		if (w->req && w->pid == pid)
+			return true;
+	return false;
+}
+
 /*
  * The kernel's uprobe fires in every process that maps the file; a ptrace tracer only
- * in those it traces.  Without a command (`uprobe mount DIR -- COMMAND` traces all that
- * it starts), enabling a path probe brings in the processes of the caller's user that
- * map the file already (found in /proc), as set_event_pid would.  Not this daemon.
+ * in those it traces: COMMAND's tree (`uprobe mount DIR -- COMMAND`), the pids given
+ * with -p and written to set_event_pid.  Processes beyond those are reached only when
+ * asked (--all, --uid, --comm): enabling a path probe then brings in the processes the
+ * options take that map the file already (found in /proc).  Never this daemon, its
+ * ancestors (the engine refuses them) or a process waiting on the mount.
  */
-static void reach_mappers(struct fsd *d, const struct up_spec *s, uid_t uid)
+static void reach_mappers(struct fsd *d, const struct up_spec *s)
 {
+	const struct up_fs_opts *o = d->opts;
 	char real[4096];
 	struct stat fst;
 	struct dirent *de;
 	bool any = false;
 	DIR *dir;
 
-	if (d->opts->argv || !s->path || stat(s->path, &fst) || !realpath(s->path, real))
+	if (!o->reach_all && !o->nreach_uids && !o->nreach_comms)
+		return;
+	if (!s->path || stat(s->path, &fst) || !realpath(s->path, real))
 		return;
 	dir = opendir("/proc");
 	if (!dir)
@@ -653,16 +714,17 @@ static void reach_mappers(struct fsd *d, const struct up_spec *s, uid_t uid)
 		struct stat pst;
 		int rc;
 
-		if (*end || v <= 0 || v > INT32_MAX || (pid_t)v == getpid())
+		if (*end || v <= 0 || v > INT32_MAX || (pid_t)v == getpid() ||
+		    waits_on_mount(d, (pid_t)v))
 			continue;
 		snprintf(path, sizeof(path), "/proc/%ld", v);
-		if (stat(path, &pst) || pst.st_uid != uid ||
+		if (stat(path, &pst) || !reach_takes(o, (pid_t)v, pst.st_uid) ||
 		    !maps_file((pid_t)v, fst.st_dev, fst.st_ino, real))
 			continue;
 		rc = up_trace_attach(d->tr, (pid_t)v);
 		if (!rc)
 			any = true;
-		else if (rc != -EALREADY)
+		else if (rc != -EALREADY && rc != -EDEADLK)
 			fslog(d, "%s: cannot trace process %ld, which maps it: %s", s->path, v,
 			      strerror(-rc));
 	}
@@ -678,7 +740,7 @@ static void enable_write(struct fsd *d, enum node n, unsigned idx, bool on)
 	for (unsigned i = 0; i < ns; i++)
 		if (covers(d, n, idx, i)) {
 			if (on && !up_trace_enabled(d->tr, i))
-				reach_mappers(d, up_trace_spec(d->tr, i), d->caller_uid);
+				reach_mappers(d, up_trace_spec(d->tr, i));
 			up_trace_enable(d->tr, i, on);
 		}
 }

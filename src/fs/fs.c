@@ -352,11 +352,11 @@ static void run_work(struct fsd *d)
 			if (w->req)
 				fuse_reply_err(w->req, ENOENT); /* the event went away meanwhile */
 		} else if (!w->req) {
-			d->caller_uid = w->uid;
+			d->caller_pid = w->pid;
 			node_write(d, w->node, idx, w->text);
 		} else {
 			cur_begin(d, w->req, false, w->size, NULL);
-			d->caller_uid = w->uid;
+			d->caller_pid = w->pid;
 			rc = node_write(d, w->node, idx, w->text);
 			if (cur_end(d)) {
 				if (rc)
@@ -717,13 +717,13 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 				    .ino = ino,
 				    .text = text,
 				    .size = size,
-				    .uid = fuse_req_ctx(req)->uid };
+				    .pid = fuse_req_ctx(req)->pid };
 		work_add(d, w);
 		fuse_req_interrupt_func(req, work_interrupt, w);
 		return;
 	}
 	cur_begin(d, req, false, size, NULL);
-	d->caller_uid = fuse_req_ctx(req)->uid;
+	d->caller_pid = fuse_req_ctx(req)->pid;
 	rc = node_write(d, n, idx, text);
 	free(text);
 	if (!cur_end(d))

@@ -55,6 +55,18 @@ struct up_fs_opts {
 	 */
 	char *const *argv;
 	int *status;
+	/*
+	 * Which processes enabling an event placed by path reaches beyond COMMAND's tree,
+	 * the pids given and set_event_pid's: none unless asked.  reach_all: every process
+	 * that maps the file and that this one may trace; reach_uids: those of these users;
+	 * reach_comms: those whose comm matches one of these globs (with uids: both must
+	 * hold).  Never this process, its ancestors, or a process waiting on the mount.
+	 */
+	bool reach_all;
+	const uid_t *reach_uids;
+	unsigned nreach_uids;
+	char *const *reach_comms;
+	unsigned nreach_comms;
 };
 
 /* True when built with libfuse3. */

@@ -72,7 +72,7 @@ struct work {
 	int flags;  /* a side effect: the open's flags (O_TRUNC, O_APPEND) */
 	char *text; /* a write: its bytes, NUL-terminated */
 	size_t size;
-	uid_t uid; /* the writer's */
+	pid_t pid; /* the writer's: never reached while it waits for its answer */
 	bool interrupted;
 	struct work *next;
 };
@@ -108,7 +108,7 @@ struct fsd {
 	struct fuse_buf hbuf; /* the hook's request buffer (the loop's is in use) */
 	struct work *work, **work_tail;
 	struct cur cur;
-	uid_t caller_uid; /* of the request being served: whose processes it may reach */
+	pid_t caller_pid; /* of that request: blocked in it, so never reached */
 };
 
 struct ofile {

@@ -701,6 +701,41 @@ static pid_t tgid_of(pid_t tid)
 	return tgid;
 }
 
+/* The parent of process pid, from /proc/PID/status's PPid line; -1 if unknown. */
+static pid_t ppid_of(pid_t pid)
+{
+	char path[64], line[256];
+	pid_t ppid = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "PPid: %d", &ppid) == 1)
+			break;
+	fclose(f);
+	return ppid;
+}
+
+/*
+ * Whether pid is this process or one of its ancestors.  Tracing either can only hang: a
+ * tracer that stops the shell waiting for it (or the terminal multiplexer above) stops
+ * the one who would have to let it go on.
+ */
+static bool is_self_or_ancestor(pid_t pid)
+{
+	pid_t at = getpid();
+
+	for (int depth = 0; at > 0 && depth < 4096; depth++) {
+		if (at == pid)
+			return true;
+		at = ppid_of(at);
+	}
+	return false;
+}
+
 static void handle_stop(struct up_engine *e, struct up_task *t, int status);
 
 static void handle_new_child(struct up_engine *e, struct up_task *t, int ev)
@@ -1272,6 +1307,13 @@ int up_engine_attach(struct up_engine *e, pid_t pid, struct up_proc **out)
 	}
 	if (find_proc(e, pid))
 		return -EBUSY;
+	if (is_self_or_ancestor(pid)) {
+		up__log(e,
+			"attach %d: %s; a tracer never stops itself or the processes that wait "
+			"for it",
+			pid, pid == getpid() ? "that is this process" : "an ancestor of this process");
+		return -EDEADLK;
+	}
 	p = proc_new(e, pid);
 	if (!p)
 		return -ENOMEM;

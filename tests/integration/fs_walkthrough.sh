@@ -25,8 +25,16 @@
 #   hang_write a traced shell writes a probe on its own program to uprobe_events and reads
 #              it back within 10 s (placing it stops the writer); a traced `cat trace_pipe`
 #              blocked in a read does not hold up a probe placed in its process either
-#   reach      the sample untraced: enabling a p: event on its file brings it in (the kernel's probe fires in
-#              every process that maps the file) and records its hit
+#   reach      the sample untraced, the mount started with --comm sample: enabling a p:
+#              event on its file brings it in (the kernel's probe fires in every process
+#              that maps the file) and records its hit; the shell that started the mount
+#              is not reached
+#   reach_none the same without --all/--uid/--comm: enabling reaches nothing (the sample
+#              stays untraced) and says nothing is reached
+#   reach_scope the hang of issue 29: the mount started (--all --comm upfsreach) from a
+#              shell of that comm that maps libc, a probe on libc's malloc by path
+#              enabled: the write returns within 2 s, the starting shell and this script
+#              are never traced, a sibling shell of that comm is
 #   command    `uprobe mount DIR -- COMMAND`: COMMAND sees DIR, a probe by path fires in
 #              a program it starts, uprobe exits with COMMAND's status, DIR goes with it
 #   oracle     the kernel's tracefs as the oracle (SKIP without uprobe events there): the
@@ -111,6 +119,45 @@ if [ "$MODE" = command ]; then
 	exit 0
 fi
 
+if [ "$MODE" = reach_scope ]; then
+	LIBC=$(awk '$6 ~ /\/libc\.so\.6$/ { print $6; exit }' /proc/$$/maps)
+	[ -n "$LIBC" ] || skip "this shell maps no libc.so.6"
+	cp "$(command -v sh)" "$W/upfsreach" || fail "cp sh"
+	mkdir "$M"
+	# the sibling: a shell of the same comm, mapping libc, not an ancestor of the mount
+	"$W/upfsreach" -c 'while :; do sleep 0.05; done' &
+	SIB=$!
+	# the parent: starts the mount and waits for it, as a user's script would
+	"$W/upfsreach" -c "echo \$\$ > $W/parent.pid; \"$UPROBE\" mount --all --comm upfsreach \"$M\" 2> \"$W/daemon.err\" & echo \$! > $W/daemon.pid; wait" &
+	PARENT_SH=$!
+	mounted2() { [ -e "$M/uprobe_events" ]; }
+	wait_for mounted2 || { kill $SIB $PARENT_SH; skip "uprobe mount could not mount here: $(cat "$W/daemon.err")"; }
+	DPID=$(cat "$W/daemon.pid")
+	CPID=$SIB
+	echo "p:grp/m $LIBC:malloc" > "$M/uprobe_events" || fail "p: refused: $(cat "$M/error_log")"
+	t0=$(date +%s%N)
+	echo 1 > "$M/events/grp/m/enable" || fail "enable 1"
+	t1=$(date +%s%N)
+	ms=$(( (t1 - t0) / 1000000 ))
+	[ "$ms" -le 2000 ] || fail "enabling took $ms ms"
+	for p in $$ $PPID "$(cat "$W/parent.pid")"; do
+		grep -q "^TracerPid:[[:space:]]*0\$" /proc/$p/status ||
+			fail "process $p ($(cat /proc/$p/comm)), an ancestor of the mount, was traced"
+	done
+	wait_for sh -c "grep -q '^TracerPid:[[:space:]]*$DPID\$' /proc/$SIB/status" ||
+		fail "the sibling shell of comm upfsreach was not reached"
+	echo 0 > "$M/events/grp/m/enable"
+	fusermount3 -u "$M"
+	wait_for sh -c "! kill -0 $DPID 2>/dev/null" || fail "the mount did not end"
+	kill -0 $SIB 2>/dev/null || fail "the sibling died"
+	grep -q "^TracerPid:[[:space:]]*0\$" /proc/$SIB/status || fail "the sibling is still traced"
+	kill $SIB
+	wait $PARENT_SH
+	ok "enabling took $ms ms; no ancestor traced; the sibling of comm upfsreach reached and let go"
+	cleanup
+	exit 0
+fi
+
 # ---- the sample, reading a fifo, as the seed's 'ps -a | grep sample' process ----------
 mkfifo "$W/in" || fail "mkfifo"
 "$SAMPLE" < "$W/in" > "$W/sample.out" 2>&1 &
@@ -136,7 +183,10 @@ FOOX=$(printf '0x%x' "$FOO")		# and lists 0x400498
 
 # ---- mount ------------------------------------------------------------------------------
 mkdir "$M"
-"$UPROBE" mount "$M" 2> "$W/daemon.err" &
+MOPTS=
+[ "$MODE" = reach ] && MOPTS="--comm sample"
+# shellcheck disable=SC2086
+"$UPROBE" mount $MOPTS "$M" 2> "$W/daemon.err" &
 DPID=$!
 mounted() { [ -e "$M/uprobe_events" ] || ! kill -0 "$DPID" 2>/dev/null; }
 wait_for mounted
@@ -471,7 +521,17 @@ reach)
 	printf 'a' >&7
 	wait_for trace_lines_ge 1 || fail "no hit recorded"
 	grep -Eq "foo: \($FOOX\) a=4\$" "$M/trace" || fail "trace: $(cat "$M/trace")"
+	grep -q "^TracerPid:[[:space:]]*0\$" /proc/$$/status || fail "the test's shell was reached"
 	ok "enabling reached the process mapping the file: $(grep -v '^#' "$M/trace")"
+	;;
+
+reach_none)
+	echo "p:grp/foo $SAMPLE:foo a=%di:s32" > "$M/uprobe_events" || fail "p: refused: $(cat "$M/error_log")"
+	echo 1 > "$M/events/grp/foo/enable" || fail "enable 1"
+	sleep 0.3
+	grep -q "^TracerPid:[[:space:]]*0\$" /proc/$PID/status ||
+		fail "enabling brought in the sample without --all/--uid/--comm"
+	ok "enabling reached nothing that was not asked for"
 	;;
 
 oracle)

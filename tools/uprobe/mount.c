@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,15 +55,23 @@ static void mount_usage(FILE *out)
 	      "  events/GRP/EVENT/filter   an event filter: 'size > 4096 && comm == \"ls\"'; 0: none\n"
 	      "  events/GRP/EVENT/trigger, hist   a hist trigger and its table\n"
 	      "  events/GRP/EVENT/format, id\n"
-	      "With -- COMMAND, COMMAND runs with DIR served, it and all it starts traced (a\n"
-	      "probe by path fires in any program started under it); the mount ends with it\n"
-	      "and its exit status is uprobe's.  Without, enabling an event by path also\n"
-	      "brings in your processes that map the file, and the mount runs until unmounted\n"
+	      "Which processes a probe reaches: COMMAND and all it starts (with -- COMMAND, a\n"
+	      "probe by path fires in any program started under it; the mount ends with it and\n"
+	      "its exit status is uprobe's), the processes given with -p, and those written to\n"
+	      "set_event_pid.  Nothing else unless asked: with -a, -u or -c, enabling an event\n"
+	      "by path also brings in the processes these options take that map the file then.\n"
+	      "Never uprobe itself, its ancestors (the shell that started it), or a process\n"
+	      "waiting on the mount.  Without a command the mount runs until unmounted\n"
 	      "(fusermount3 -u DIR) or Ctrl-C/SIGTERM: every probe is then taken out and the\n"
 	      "processes run on.  Removing probes clears trace, as the kernel does.\n"
 	      "\n"
 	      "options:\n"
 	      "  -p, --pid PID     trace this process from the start (repeatable)\n"
+	      "  -a, --all         reach every process that maps an enabled event's file (all\n"
+	      "                    users' as root, else yours)\n"
+	      "  -u, --uid USER    reach those of USER (a name or a number; repeatable)\n"
+	      "  -c, --comm GLOB   reach those whose comm matches GLOB (repeatable; with -u,\n"
+	      "                    both must hold)\n"
 	      "  -v, --verbose     say where each probe was armed\n"
 	      "  -d, --debug       libfuse's request log\n"
 	      "\n"
@@ -79,44 +88,83 @@ static void log_msg(void *arg, const char *msg)
 	fprintf(stderr, "uprobe mount: %s\n", msg);
 }
 
+/* A user by name or number, for --uid; -1 when there is none. */
+static long user_id(const char *text)
+{
+	struct passwd *pw;
+	char *end;
+	long v = strtol(text, &end, 10);
+
+	if (*text && !*end && v >= 0 && v <= 0x7fffffff)
+		return v;
+	pw = getpwnam(text);
+	return pw ? (long)pw->pw_uid : -1;
+}
+
+static int grow(void **v, unsigned n, size_t elem)
+{
+	void *nv = realloc(*v, (n + 1) * elem);
+
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	return 0;
+}
+
 static int mount_run(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "debug", no_argument, NULL, 'd' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "pid", required_argument, NULL, 'p' }, { "all", no_argument, NULL, 'a' },
+		{ "uid", required_argument, NULL, 'u' }, { "comm", required_argument, NULL, 'c' },
+		{ "verbose", no_argument, NULL, 'v' },	 { "debug", no_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },	 { NULL, 0, NULL, 0 },
 	};
 	struct up_fs_opts o = { .stop_fd = -1, .log = log_msg };
 	struct sigaction sa = { .sa_handler = on_stop_signal };
 	pid_t *pids = NULL;
-	unsigned npids = 0;
-	int c, rc, st = -1;
+	uid_t *uids = NULL;
+	char **comms = NULL;
+	unsigned npids = 0, nuids = 0, ncomms = 0;
+	int c, rc, st = -1, ret = CLI_FAIL;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+p:vdh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:au:c:vdh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p': {
 			char *end;
 			long v = strtol(optarg, &end, 10);
-			pid_t *np;
 
 			if (*end || v <= 0 || v > 0x7fffffff) {
-				free(pids);
-				return cli_usage_error(&cli_cmd_mount, "'%s' is not a process id",
-						       optarg);
+				ret = cli_usage_error(&cli_cmd_mount, "'%s' is not a process id",
+						      optarg);
+				goto out;
 			}
-			np = realloc(pids, (npids + 1) * sizeof(*np));
-			if (!np) {
-				free(pids);
-				cli_err("mount", "%s", strerror(ENOMEM));
-				return CLI_FAIL;
-			}
-			pids = np;
+			if (grow((void **)&pids, npids, sizeof(*pids)))
+				goto nomem;
 			pids[npids++] = (pid_t)v;
 			break;
 		}
+		case 'a':
+			o.reach_all = true;
+			break;
+		case 'u': {
+			long v = user_id(optarg);
+
+			if (v < 0) {
+				ret = cli_usage_error(&cli_cmd_mount, "--uid: no user '%s'",
+						      optarg);
+				goto out;
+			}
+			if (grow((void **)&uids, nuids, sizeof(*uids)))
+				goto nomem;
+			uids[nuids++] = (uid_t)v;
+			break;
+		}
+		case 'c':
+			if (grow((void **)&comms, ncomms, sizeof(*comms)))
+				goto nomem;
+			comms[ncomms++] = optarg;
+			break;
 		case 'v':
 			o.verbose++;
 			break;
@@ -125,32 +173,31 @@ static int mount_run(int argc, char **argv)
 			break;
 		case 'h':
 			mount_usage(stdout);
-			free(pids);
-			return CLI_OK;
+			ret = CLI_OK;
+			goto out;
 		default:
-			free(pids);
-			return cli_usage_error(&cli_cmd_mount, "unknown option");
+			ret = cli_usage_error(&cli_cmd_mount, "unknown option");
+			goto out;
 		}
 	}
 	if (optind == argc) {
-		free(pids);
-		return cli_usage_error(&cli_cmd_mount, "no mount point: give DIR");
+		ret = cli_usage_error(&cli_cmd_mount, "no mount point: give DIR");
+		goto out;
 	}
 	if (optind + 1 < argc && (strcmp(argv[optind + 1], "--") || optind + 2 == argc)) {
-		free(pids);
-		return cli_usage_error(&cli_cmd_mount, strcmp(argv[optind + 1], "--")
-							       ? "one DIR only (a command comes after --)"
-							       : "no command after --");
+		ret = cli_usage_error(&cli_cmd_mount,
+				      strcmp(argv[optind + 1], "--") ?
+					      "one DIR only (a command comes after --)" :
+					      "no command after --");
+		goto out;
 	}
 	if (!up_fs_supported()) {
-		free(pids);
 		cli_err("mount", "built without FUSE (install libfuse3-dev and rebuild)");
-		return CLI_FAIL;
+		goto out;
 	}
 	if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-		free(pids);
 		cli_err("mount", "pipe: %s", strerror(errno));
-		return CLI_FAIL;
+		goto out;
 	}
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -159,33 +206,47 @@ static int mount_run(int argc, char **argv)
 	o.mountpoint = argv[optind];
 	o.pids = pids;
 	o.npids = npids;
+	o.reach_uids = uids;
+	o.nreach_uids = nuids;
+	o.reach_comms = comms;
+	o.nreach_comms = ncomms;
 	o.stop_fd = stop_pipe[0];
 	if (optind + 2 < argc) {
 		o.argv = argv + optind + 2;
 		o.status = &st;
 	}
 	rc = up_fs_run(&o);
-	free(pids);
 	close(stop_pipe[0]);
 	close(stop_pipe[1]);
 	if (rc) {
 		if (o.argv && rc != -EIO) {
 			cli_err("mount", "%s: %s", o.argv[0], strerror(-rc));
-			return rc == -ENOENT ? 127 : 126; /* as a shell says it */
+			ret = rc == -ENOENT ? 127 : 126; /* as a shell says it */
+			goto out;
 		}
 		cli_err("mount", "%s: %s", o.mountpoint,
 			rc == -EIO ? "cannot mount" : strerror(-rc));
-		return CLI_FAIL;
+		goto out;
 	}
 	if (o.argv) /* the command's status is ours */
-		return st == -1 ? CLI_FAIL : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	return CLI_OK;
+		ret = st == -1 ? CLI_FAIL : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	else
+		ret = CLI_OK;
+	goto out;
+nomem:
+	cli_err("mount", "%s", strerror(ENOMEM));
+out:
+	free(pids);
+	free(uids);
+	free(comms);
+	return ret;
 }
 
 const struct cli_cmd cli_cmd_mount = {
 	.name = "mount",
 	.run = mount_run,
-	.synopsis = "mount [-p PID]... [-v] [-d] DIR [-- COMMAND [ARGS]]",
+	.synopsis =
+		"mount [-p PID]... [-a | -u USER... | -c COMM...] [-v] [-d] DIR [-- COMMAND [ARGS]]",
 	.summary = "serve tracefs's uprobe files in DIR (FUSE), for shell scripts",
 	.usage = mount_usage,
 };
