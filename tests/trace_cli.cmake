@@ -145,6 +145,27 @@ add_test(NAME trace.errors.no_such_command
 add_test(NAME trace.errors.not_executable
   COMMAND ${_ex} 126 "cannot run /etc/passwd: Permission denied"
           ${UPROBE_TRACE_BIN} trace -e "p ${_trS}:foo" -- /etc/passwd)
+# what would corrupt the program or never fire is refused before anything is written into
+# it (src/sym/place.c): a return probe off a function's entry, by symbol and by offset;
+# an offset in no loaded segment or outside the code; and a zero-size symbol
+# (__restore_rt, whose FDE starts a byte early) is the boundary it is
+add_test(NAME trace.errors.return_off_entry
+  COMMAND ${_ex} 2 "a return probe must be at a function's entry, and 0x[0-9a-f]+ \\(.*malloc\\+0x4\\)"
+          ${UPROBE_TRACE_BIN} trace -e "r ${_trlibc}:malloc+4" -- ${_ran})
+add_test(NAME trace.errors.return_off_entry_offset
+  COMMAND sh -c "off=$(${UPROBE_TRACE_BIN} list ${_trlibc} malloc | awk '$4==\"malloc\"{print $1; exit}') && exec ${_ex} 2 'a return probe must be at a function.s entry' ${UPROBE_TRACE_BIN} trace -e \"r ${_trlibc}:$(printf 0x%x $((off + 4)))\" -- sh -c 'echo RAN'")
+add_test(NAME trace.errors.no_segment
+  COMMAND ${_ex} 2 "offset 0x12345678 is in no loaded segment of"
+          ${UPROBE_TRACE_BIN} trace -e "p ${_trlibc}:0x12345678" -- ${_ran})
+add_test(NAME trace.errors.outside_code
+  COMMAND ${_ex} 2 "0x100 is outside the file's code"
+          ${UPROBE_TRACE_BIN} trace -e "p ${_trlibc}:0x100" -- ${_ran})
+add_test(NAME trace.zero_size_symbol
+  COMMAND sh -c "out=$(${UPROBE_TRACE_BIN} trace -c -e 'p:t/restore ${_trlibc}:__restore_rt' -- true 2>&1) && echo \"$out\" && echo \"$out\" | grep -q 't/restore' && ! echo \"$out\" | grep -q 'not an instruction boundary'")
+add_test(NAME trace.arming COMMAND ${UPROBE_TRACE_IT}/trace_arming.sh ${UPROBE_TRACE_BIN})
+list(APPEND _tr_tests trace.arming)
+list(APPEND _tr_tests trace.errors.return_off_entry trace.errors.return_off_entry_offset
+  trace.errors.no_segment trace.errors.outside_code trace.zero_size_symbol)
 list(APPEND _tr_tests trace.errors.no_spec trace.errors.pid_and_command
   trace.errors.nothing_to_trace trace.errors.unknown_option trace.errors.bad_pid
   trace.errors.no_such_pid trace.errors.no_such_file trace.errors.not_elf

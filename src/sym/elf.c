@@ -10,6 +10,7 @@
  * UPROBE_DEBUG_DIRS).  Only the debug file's .symtab is used; code bytes and segments
  * always come from the main file, the debug file's code sections being SHT_NOBITS.
  */
+#include "sym/fde.h"
 #include "sym/sym.h"
 
 #include <errno.h>
@@ -45,9 +46,11 @@ struct up_sym_elf {
 	/* a user's derived data (up_sym_elf_set_cache), released with the file */
 	void *cache;
 	void (*cache_free)(void *);
-	/* .eh_frame's call frame information: functions the symbols do not name */
-	Dwarf_CFI *cfi;
-	bool cfi_tried;
+	/* .eh_frame's FDEs (sym/fde.c): functions the symbols do not name; built on
+	   first use */
+	struct up_fde *fdes;
+	size_t nr_fdes;
+	bool fdes_built;
 };
 
 static int elf_open_raw(const char *path, int *fdp, Elf **elfp)
@@ -477,8 +480,7 @@ void up_sym_elf_close(struct up_sym_elf *e)
 		return;
 	if (e->cache && e->cache_free)
 		e->cache_free(e->cache);
-	if (e->cfi)
-		dwarf_cfi_end(e->cfi);
+	free(e->fdes);
 	free(e->funcs);
 	elf_end(e->debug_elf);
 	if (e->debug_fd >= 0)
@@ -783,29 +785,80 @@ int up_sym_elf_enclosing_func(struct up_sym_elf *e, uint64_t vaddr, struct up_sy
 	return 0;
 }
 
+bool up_sym_elf_full_symbols(const struct up_sym_elf *e)
+{
+	return e->debug_elf || has_section_type(e->elf, SHT_SYMTAB);
+}
+
+static const struct up_fde *fde_of(struct up_sym_elf *e, uint64_t vaddr)
+{
+	if (!e->fdes_built) {
+		e->fdes_built = true;
+		if (up_fde_table(e->elf, &e->fdes, &e->nr_fdes))
+			e->nr_fdes = 0;
+	}
+	return up_fde_find(e->fdes, e->nr_fdes, vaddr);
+}
+
 int up_sym_elf_enclosing_code(struct up_sym_elf *e, uint64_t vaddr, struct up_sym *out)
 {
-	Dwarf_Frame *frame = NULL;
-	Dwarf_Addr start = 0, end = 0;
+	const struct up_fde *f;
 	int rc = up_sym_elf_enclosing_func(e, vaddr, out);
 
 	if (rc != -ENOENT)
 		return rc;
-	if (!e->cfi_tried) {
-		e->cfi_tried = true;
-		e->cfi = dwarf_getcfi_elf(e->elf);
-	}
-	if (!e->cfi || dwarf_cfi_addrframe(e->cfi, vaddr, &frame) != 0)
-		return -ENOENT;
-	rc = dwarf_frame_info(frame, &start, &end, NULL);
-	free(frame);
-	if (rc < 0 || end <= start || vaddr < start || vaddr >= end)
+	f = fde_of(e, vaddr);
+	if (!f)
 		return -ENOENT;
 	memset(out, 0, sizeof(*out));
 	out->name = "a function without a symbol";
 	out->unnamed = true;
-	out->value = start;
-	out->size = end - start;
+	out->value = f->start;
+	out->size = f->end - f->start;
+	/*
+	 * A symbol of no size inside the FDE's range begins the code the FDE describes:
+	 * glibc's __restore_rt has an FDE that starts one byte early (the last byte of the
+	 * padding before it, for unwinders that look up a return address less one), so
+	 * decoding from the FDE's start would misjudge every instruction of it.
+	 */
+	for (size_t i = 0; i < e->nr_funcs && e->funcs[i].value <= vaddr; i++) {
+		const struct up_sym *s = &e->funcs[i];
+
+		if (s->size || s->value <= f->start)
+			continue;
+		*out = *s;
+		out->size = f->end - s->value;
+	}
+	return 0;
+}
+
+int up_sym_elf_func_entry(struct up_sym_elf *e, uint64_t vaddr, struct up_sym *out)
+{
+	const struct up_sym *best = NULL;
+	const struct up_fde *f;
+	int rc;
+
+	rc = build_funcs(e);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < e->nr_funcs && e->funcs[i].value <= vaddr; i++) {
+		const struct up_sym *s = &e->funcs[i];
+
+		if (s->value == vaddr && (!best || (s->global && !best->global)))
+			best = s;
+	}
+	if (best) {
+		*out = *best;
+		return 0;
+	}
+	f = fde_of(e, vaddr);
+	if (!f || f->start != vaddr)
+		return -ENOENT;
+	memset(out, 0, sizeof(*out));
+	out->name = "a function without a symbol";
+	out->unnamed = true;
+	out->value = f->start;
+	out->size = f->end - f->start;
 	return 0;
 }
 

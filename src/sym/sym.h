@@ -123,6 +123,30 @@ int up_sym_elf_enclosing_func(struct up_sym_elf *elf, uint64_t vaddr, struct up_
 int up_sym_elf_enclosing_code(struct up_sym_elf *elf, uint64_t vaddr, struct up_sym *out);
 
 /*
+ * Whether vaddr is where a function begins: the start of a function symbol (one of no
+ * size included: glibc's __restore_rt), or where no symbol starts there, of an .eh_frame
+ * FDE.  Returns 0 and fills *out (the global symbol among aliases), or -ENOENT.
+ */
+int up_sym_elf_func_entry(struct up_sym_elf *elf, uint64_t vaddr, struct up_sym *out);
+
+/* Whether the file, or its debug file, has a .symtab: every function named, static ones
+   too, so that code no symbol or FDE covers is no function's. */
+bool up_sym_elf_full_symbols(const struct up_sym_elf *elf);
+
+/*
+ * Whether a probe may be placed at vaddr of the file, judged from the file alone, before
+ * anything is written into a process: vaddr must lie in an executable section, inside a
+ * function the file describes (a symbol or an unwind table's FDE; in a stripped file,
+ * whose static functions without CFI -- crt's frame_dummy -- nothing describes, any code
+ * passes), and for a return probe
+ * (is_return) at the function's very entry -- a return probe elsewhere would take a word
+ * that is not a return address for one.  Returns 0, or -EINVAL with the reason in why
+ * (naming the place as SYMBOL+OFFSET where a symbol holds it).
+ */
+int up_sym_elf_check_place(struct up_sym_elf *elf, uint64_t vaddr, bool is_return, char *why,
+			   size_t whylen);
+
+/*
  * Maps vaddr to its offset in the file through the PT_LOAD segment that holds it in
  * its file image (p_vaddr <= vaddr < p_vaddr + p_filesz): offset = vaddr - p_vaddr +
  * p_offset.  Returns 0, or -ENOENT when no such segment exists (a relocatable object,

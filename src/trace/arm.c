@@ -59,10 +59,12 @@ static int args_for_32bit(struct up_trace *tr, struct tspec *ts, pid_t pid)
 
 		if (!up_fetch_arg_check(a, true))
 			continue;
-		tr_log(tr, "'%s': argument %s=%s cannot be fetched in process %d: it is 32-bit "
-			   "(%s)", ts->text, a->name, a->comm, (int)pid,
-		       a->type.kind == UP_TYPE_STACK ? "$ustack walks 8-byte frames"
-						     : "no such register there");
+		tr_log(tr,
+		       "'%s': argument %s=%s cannot be fetched in process %d: it is 32-bit "
+		       "(%s)",
+		       ts->text, a->name, a->comm, (int)pid,
+		       a->type.kind == UP_TYPE_STACK ? "$ustack walks 8-byte frames" :
+						       "no such register there");
 		ts->fatal = true;
 		return -EINVAL;
 	}
@@ -85,14 +87,17 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 			return 0;
 		if (ts->spec.seed_type == UP_SEED_ARGS && tp->is32) {
 			/* as the seed: A reads the x86_64 argument registers */
-			tr_log(tr, "'%s': A is for 64-bit processes only; process %d is 32-bit "
-				   "(use S to dump the stack, where its arguments are)",
+			tr_log(tr,
+			       "'%s': A is for 64-bit processes only; process %d is 32-bit "
+			       "(use S to dump the stack, where its arguments are)",
 			       ts->text, (int)tp->pid);
 			ts->fatal = true;
+			ts->arm_failed = true;
 			return -EINVAL;
 		}
 		vaddr = ts->spec.addr;
 	} else if (tp->is32 && (rc = args_for_32bit(tr, ts, tp->pid))) {
+		ts->arm_failed = true;
 		return rc;
 	} else if (!ts->is_file) {
 		vaddr = ts->spec.vaddr;
@@ -119,9 +124,8 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 		p->eargs = uses_entry_args(ts);
 		if (p->eargs) /* on the trap path the entry keeps them (the agent does too) */
 			p->u.handler = tr_on_entry;
-	}
-	else if (!tr->opts.out && ts->spec.kind == UP_SPEC_EVENT && !tr->opts.no_fast &&
-		 !ts->hist)
+	} else if (!tr->opts.out && ts->spec.kind == UP_SPEC_EVENT && !tr->opts.no_fast &&
+		   !ts->hist)
 		/* only counted (-c): the library counts, on the fast path where it can */
 		p->u.flags = UPROBE_F_COUNT;
 	else
@@ -129,15 +133,16 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 	if ((p->u.handler || p->u.ret_handler) && tr_build_capture(tr, p) && tr->opts.verbose > 0 &&
 	    !tr->opts.no_fast && (tr->opts.out || ts->hist))
 		tr_log(tr, "'%s': stays on the trap path in process %d: %s", ts->text, (int)tp->pid,
-		       tp->is32	  ? "a 32-bit process"
-		       : ts->hist ? "a key or value the agent cannot compute (common_pid, $comm)"
-				  : "an argument the agent cannot fetch");
+		       tp->is32 ? "a 32-bit process" :
+		       ts->hist ? "a key or value the agent cannot compute (common_pid, $comm)" :
+				  "an argument the agent cannot fetch");
 	rc = register_uprobe(tr->ctx, &p->u);
 	if (rc && rc != -EINPROGRESS) {
 		tr_log(tr, "'%s': cannot probe 0x%" PRIx64 " in process %d: %s", ts->text, vaddr,
 		       (int)tp->pid, strerror(-rc));
 		tr_probe_free(p);
 		tp->armed[i] = true; /* do not try again in this image */
+		ts->arm_failed = true;
 		return rc;
 	}
 	p->next = tp->probes;
@@ -325,6 +330,28 @@ int up_trace_arm_all(struct up_trace *tr, bool attach)
 	return first;
 }
 
+void up_trace_arming(const struct up_trace *tr, struct up_trace_arming *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (unsigned i = 0; i < tr->nspecs; i++) {
+		const struct tspec *ts = tr->specs[i];
+		bool armed = false;
+
+		if (ts->removed)
+			continue;
+		out->asked++;
+		for (const struct tproc *tp = tr->procs; tp && !armed; tp = tp->next)
+			for (const struct tprobe *p = tp->probes; p && !armed; p = p->next)
+				armed = p->ts == ts;
+		if (armed)
+			out->armed++;
+		else if (ts->fatal || ts->arm_failed)
+			out->failed++;
+		else
+			out->pending++;
+	}
+}
+
 /* Every probe of spec i goes (counts kept); it is armed again by the next tr_arm_proc. */
 void tr_disarm_spec(struct up_trace *tr, unsigned i)
 {
@@ -368,7 +395,8 @@ uint64_t up_trace_hits(const struct up_trace *tr, unsigned i)
 		for (struct tprobe *p = tp->probes; p; p = p->next) {
 			uint64_t n;
 
-			if (p->ts == tr->specs[i] && lib_counts(p) && !uprobe_count(tr->ctx, &p->u, &n))
+			if (p->ts == tr->specs[i] && lib_counts(p) &&
+			    !uprobe_count(tr->ctx, &p->u, &n))
 				hits += n;
 		}
 	}

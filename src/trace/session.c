@@ -174,14 +174,10 @@ uint64_t up_trace_lost(struct up_trace *tr)
 
 int up_trace_start(struct up_trace *tr)
 {
-	int first = 0;
+	struct up_trace_arming a;
 
-	for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
-		int rc = tr_arm_proc(tr, tp);
-
-		if (rc && !first)
-			first = rc;
-	}
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next)
+		tr_arm_proc(tr, tp); /* each failure is logged with its spec and reason */
 	/* a seed spec for a pid that is not traced can never fire */
 	for (unsigned i = 0; i < tr->nspecs; i++) {
 		struct tspec *ts = tr->specs[i];
@@ -194,12 +190,11 @@ int up_trace_start(struct up_trace *tr)
 			tr_log(tr, "'%s': process %d is not traced (%s)", ts->text, (int)want,
 			       ts->spec.pid ? "add -p PID" : "PID 0 needs a command after --");
 			ts->fatal = true;
-			if (!first)
-				first = -ESRCH;
 		}
 	}
-	if (first)
-		return first;
+	up_trace_arming(tr, &a);
+	if (a.failed && (tr->opts.strict || (!a.armed && !a.pending)))
+		return -ECANCELED;
 	if (tr->launched)
 		return uprobe_resume(tr->ctx, tr->launched);
 	return 0;
@@ -243,11 +238,12 @@ void up_trace_print_counts(struct up_trace *tr, FILE *out)
 		if (ts->removed)
 			continue;
 		if (ts->spec.kind == UP_SPEC_SEED)
-			snprintf(where, sizeof(where), "%d", (int)(ts->spec.pid ? ts->spec.pid : tr->launched));
+			snprintf(where, sizeof(where), "%d",
+				 (int)(ts->spec.pid ? ts->spec.pid : tr->launched));
 		up_fmt_count_row(line, sizeof(line),
-				 ts->spec.kind == UP_SPEC_SEED ? where
-				 : ts->is_file		       ? ts->spec.path
-							       : "(any)",
+				 ts->spec.kind == UP_SPEC_SEED ? where :
+				 ts->is_file		       ? ts->spec.path :
+								 "(any)",
 				 ts->label, hits);
 		fputs(line, out);
 	}

@@ -31,6 +31,7 @@ struct up_trace_opts {
 			   each batch of fast-path records */
 	int verbose;	/* > 0: log where each spec was armed */
 	bool no_fast;	/* every probe stays on the trap path (int3 stops) */
+	bool strict;	/* up_trace_start fails when any probe cannot be armed */
 	size_t ring_bytes; /* the fast path's record ring per process (0: 4 MiB) */
 	void (*log)(void *arg, const char *msg);
 	void *log_arg;
@@ -85,10 +86,22 @@ int up_trace_spawn(struct up_trace *tr, char *const argv[], pid_t *pid);
 
 /*
  * Arms every spec in every process where it resolves now (the rest wait for their
- * file to be mapped), then lets launched processes run.  Returns 0, or the first
- * error of a spec that can never be armed (logged with the spec).
+ * file to be mapped), then lets launched processes run.  One policy, launched or
+ * attached: every probe that can be armed is, each that cannot is logged with its
+ * reason, and tracing goes on -- unless none is armed or waiting and some failed, or
+ * opts.strict and any failed: then -ECANCELED, nothing resumed (up_trace_free takes
+ * everything out).  up_trace_arming says how many.  Other negative errnos: the
+ * launched process could not be resumed.
  */
 int up_trace_start(struct up_trace *tr);
+
+/* The specs' arming so far: asked (live specs), armed (placed in some process),
+   failed (could not be, for the reasons logged) and pending (their file not mapped in
+   any traced process yet). */
+struct up_trace_arming {
+	unsigned asked, armed, failed, pending;
+};
+void up_trace_arming(const struct up_trace *tr, struct up_trace_arming *out);
 
 /* Runs until every traced process has gone (0) or *stop became nonzero (-EINTR). */
 int up_trace_run(struct up_trace *tr, volatile int *stop);

@@ -55,6 +55,7 @@ struct tspec {
 	ino_t ino;
 	uint64_t file_off; /* the probed instruction's offset in the file */
 	bool fatal;	   /* cannot ever be armed: reported once */
+	bool arm_failed;   /* placing it failed in some process (logged with the reason) */
 	bool removed;	   /* up_trace_remove: gone, its index kept */
 	bool enabled;	   /* events/GRP/EVENT/enable */
 	unsigned index;	   /* in tr->specs */

@@ -20,6 +20,19 @@
 #include "trace/session_int.h"
 
 /* A file target: the file's identity and the probed instruction's file offset. */
+/* A file's probe refused before anything is written into a process: see sym/place.c. */
+static int check_place(struct tspec *ts, struct up_sym_elf *elf, uint64_t vaddr, char *err,
+		       size_t errlen)
+{
+	char why[384];
+	int rc;
+
+	rc = up_sym_elf_check_place(elf, vaddr, ts->spec.is_return, why, sizeof(why));
+	if (rc)
+		snprintf(err, errlen, "'%s': %s", ts->text, why);
+	return rc;
+}
+
 static int resolve_file(struct tspec *ts, char *err, size_t errlen)
 {
 	struct up_sym_elf *elf;
@@ -37,8 +50,21 @@ static int resolve_file(struct tspec *ts, char *err, size_t errlen)
 	ts->ino = st.st_ino;
 	ts->is_file = true;
 	if (ts->spec.target == UP_TARGET_OFFSET) {
+		uint64_t vaddr;
+
 		ts->file_off = ts->spec.offset;
-		return 0;
+		if (up_sym_elf_open(ts->spec.path, &elf))
+			return 0; /* not an ELF file up_sym reads: the process's mapping decides */
+		if (up_sym_elf_offset_to_vaddr(elf, ts->spec.offset, &vaddr)) {
+			snprintf(err, errlen,
+				 "'%s': offset 0x%" PRIx64 " is in no loaded segment of %s",
+				 ts->text, ts->spec.offset, ts->spec.path);
+			rc = -EINVAL;
+		} else {
+			rc = check_place(ts, elf, vaddr, err, errlen);
+		}
+		up_sym_elf_close(elf);
+		return rc;
 	}
 	rc = up_sym_elf_open(ts->spec.path, &elf);
 	if (rc) {
@@ -63,6 +89,8 @@ static int resolve_file(struct tspec *ts, char *err, size_t errlen)
 		else
 			ts->file_off = off;
 	}
+	if (!rc)
+		rc = check_place(ts, elf, sym.value + ts->spec.offset, err, errlen);
 	up_sym_elf_close(elf);
 	return rc;
 }

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # usage: trace_midinsn.sh UPROBE SAMPLE
 # A probe one byte into an instruction of the sample's foo (the first instruction longer
-# than one byte, as `uprobe decode` lists it) must be refused: exit 1, and the message
+# than one byte, as `uprobe decode` lists it) must be refused: exit 2 (no probe could be armed), and the message
 # names that instruction.  Both the absolute (0xVADDR) and the seed form are tried.
 uprobe=$1
 sample=$2
@@ -16,8 +16,8 @@ for spec in "p $addr" "up 0 $addr A 1" "p $sample:foo+$(($addr - 0x$(nm "$sample
 	out=$(timeout 15 "$uprobe" trace -e "$spec" -- "$sample" </dev/null 2>&1)
 	rc=$?
 	printf '$ uprobe trace -e "%s" -- %s\n%s\n[exit %s]\n' "$spec" "$sample" "$out" "$rc"
-	if [ $rc != 1 ]; then
-		echo "FAIL: exit status $rc, expected 1"
+	if [ $rc != 2 ]; then
+		echo "FAIL: exit status $rc, expected 2"
 		status=1
 	fi
 	if ! printf '%s\n' "$out" | grep -qF "$insn"; then

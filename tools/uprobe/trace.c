@@ -61,7 +61,7 @@ static unsigned long parse_period(const char *s)
 static void trace_usage(FILE *out)
 {
 	fputs("usage: uprobe trace [-e SPEC]... [-t TRIGGER]... [-f FILE] [-o FILE] [-i PERIOD]\n"
-	      "                    [--format text|json|bars|raw] [-c] [-v] [--no-follow]\n"
+	      "                    [--format text|json|bars|raw] [-c] [-v] [--no-follow] [--strict]\n"
 	      "                    (-p PID... | -- COMMAND [ARGS...])\n"
 	      "\n"
 	      "Probes the instructions SPEC names in a running process (-p, every thread) or in\n"
@@ -123,6 +123,13 @@ static void trace_usage(FILE *out)
 	      "                      traced with the same probes)\n"
 	      "  -v, --verbose       say where each probe was armed, and which probes stayed on\n"
 	      "                      the trap path and why\n"
+	      "      --strict        trace nothing unless every probe can be armed (by default\n"
+	      "                      each probe that cannot is listed with its reason, with a\n"
+	      "                      line 'N of M probes armed', and the others trace; only\n"
+	      "                      when none can be is it an error: status 2, nothing left\n"
+	      "                      in the process); judged once the processes are armed at\n"
+	      "                      the start: a library mapped later is armed when it is\n"
+	      "                      and its failures listed then\n"
 	      "      --filter EXPR   only hits where EXPR holds: NAME OP NUMBER [&& ...], NAME\n"
 	      "                      a fetch argument (r: events: or $duration, ns from the\n"
 	      "                      entry), OP one of == != < <= > >= & (bit test);\n"
@@ -415,6 +422,27 @@ static int run_kernel(struct spec_list *specs, pid_t pid, char **cmd, bool json,
 	return status;
 }
 
+/* One line: how many of the probes asked are armed; and why nothing is traced, if so. */
+static void report_arming(struct up_trace *tr, const struct up_trace_opts *opts, int rc)
+{
+	struct up_trace_arming a;
+	char waiting[64] = "";
+
+	up_trace_arming(tr, &a);
+	if (a.failed || opts->verbose > 0) {
+		if (a.pending)
+			snprintf(waiting, sizeof(waiting), ", %u waiting for their file", a.pending);
+		cli_err("trace", "%u of %u probes armed%s%s", a.armed, a.asked, waiting,
+			!a.failed	  ? ""
+			: a.failed == 1 ? "; 1 could not be (above)"
+					: "; the others could not be (above)");
+	}
+	if (rc == -ECANCELED)
+		cli_err("trace", "%s; nothing traced",
+			opts->strict ? "--strict: not every probe could be armed"
+				     : "no probe could be armed");
+}
+
 static int run_trace(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -425,7 +453,8 @@ static int run_trace(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },	    { "backend", required_argument, NULL, 'b' },
 		{ "no-fast", no_argument, NULL, 'X' },	    { "filter", required_argument, NULL, 'L' },
 		{ "ring-size", required_argument, NULL, 'R' }, { "trigger", required_argument, NULL, 't' },
-		{ "interval", required_argument, NULL, 'i' }, { NULL, 0, NULL, 0 },
+		{ "interval", required_argument, NULL, 'i' }, { "strict", no_argument, NULL, 'S' },
+		{ NULL, 0, NULL, 0 },
 	};
 	FILE *outf = NULL, *out = stdout; /* -o FILE, or stdout: the trace, or -c's table */
 	struct up_trace_opts opts = { .out = stdout, .follow = true, .header = false,
@@ -508,6 +537,9 @@ static int run_trace(int argc, char **argv)
 			break;
 		case 'X':
 			opts.no_fast = true;
+			break;
+		case 'S':
+			opts.strict = true;
 			break;
 		case 'L':
 			filter = optarg;
@@ -668,9 +700,11 @@ static int run_trace(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	rc = up_trace_start(tr);
+	report_arming(tr, &opts, rc);
 	if (rc) {
-		cli_err("trace", "not all probes could be armed; nothing traced");
-		status = CLI_FAIL;
+		if (rc != -ECANCELED)
+			cli_err("trace", "cannot start tracing: %s", strerror(-rc));
+		status = rc == -ECANCELED ? CLI_USAGE : CLI_FAIL;
 		if (child)
 			kill(child, SIGKILL);
 		goto out;
@@ -767,7 +801,7 @@ const struct cli_cmd cli_cmd_trace = {
 	.name = "trace",
 	.run = run_trace,
 	.synopsis = "trace [-e SPEC]... [-t TRIGGER]... [-f FILE] [-o FILE] "
-		    "[--format text|json|bars|raw] [-c] [-v] (-p PID | -- COMMAND [ARGS...])",
+		    "[--format text|json|bars|raw] [-c] [-v] [--strict] (-p PID | -- COMMAND [ARGS...])",
 	.summary = "probe instructions of a process or command and print each hit",
 	.usage = trace_usage,
 };
