@@ -100,7 +100,15 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 		ts->arm_failed = true;
 		return rc;
 	} else if (!ts->is_file) {
+		char why[384];
+
 		vaddr = ts->spec.vaddr;
+		if (ts->spec.is_return && tr_check_return_vaddr(tp->pid, vaddr, why, sizeof(why))) {
+			tr_log(tr, "'%s': process %d: %s", ts->text, (int)tp->pid, why);
+			tp->armed[i] = true; /* do not try again in this image */
+			ts->arm_failed = true;
+			return -EINVAL;
+		}
 	} else {
 		vaddr = tr_vaddr_of(tp->pid, ts->dev, ts->ino, ts->file_off);
 		if (!vaddr)

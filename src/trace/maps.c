@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #include "sym/sym.h"
@@ -149,4 +150,53 @@ void tr_hook_ldso(struct up_trace *tr, struct tproc *tp)
 	if (rc && rc != -EINPROGRESS)
 		tr_log(tr, "process %d: cannot follow the dynamic linker (%s): libraries loaded "
 			   "later are not probed", (int)tp->pid, strerror(-rc));
+}
+
+struct vaddr_find {
+	uint64_t vaddr;
+	struct maps_line m;
+};
+
+static int find_vaddr_fn(void *arg, const struct maps_line *m)
+{
+	struct vaddr_find *vf = arg;
+
+	if (vf->vaddr < m->start || vf->vaddr >= m->end)
+		return 0;
+	vf->m = *m;
+	return 1;
+}
+
+/*
+ * A return probe by address (0xVADDR) in process pid is judged as a file's is
+ * (sym/place.c): the mapping's file must say a function begins there.  The file is
+ * the mapped inode itself (/proc/PID/map_files), else the path when it still names
+ * that regular file.  0, or -EINVAL with why; 0 when there is no file to ask (anonymous
+ * code: nothing says where its functions begin).
+ */
+int tr_check_return_vaddr(pid_t pid, uint64_t vaddr, char *why, size_t whylen)
+{
+	struct vaddr_find vf = { .vaddr = vaddr };
+	struct up_sym_elf *elf = NULL;
+	char path[96];
+	struct stat st;
+	uint64_t fv;
+	int rc;
+
+	if (for_each_map(pid, find_vaddr_fn, &vf) != 1 || !vf.m.path[0] || vf.m.path[0] != '/')
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
+		 vf.m.start, vf.m.end);
+	if (up_sym_elf_open(path, &elf) && !stat(vf.m.path, &st) && S_ISREG(st.st_mode) &&
+	    st.st_dev == vf.m.dev && st.st_ino == vf.m.ino && up_sym_elf_open(vf.m.path, &elf))
+		elf = NULL;
+	if (!elf)
+		return 0;
+	rc = up_sym_elf_offset_to_vaddr(elf, vaddr - vf.m.start + vf.m.offset, &fv);
+	if (!rc)
+		rc = up_sym_elf_check_place(elf, fv, true, why, whylen);
+	else
+		rc = 0;
+	up_sym_elf_close(elf);
+	return rc;
 }

@@ -210,6 +210,7 @@ void tr_keep_count(struct up_trace *tr, struct tprobe *p);
 /* maps.c */
 uint64_t tr_vaddr_of(pid_t pid, dev_t dev, ino_t ino, uint64_t off);
 void tr_hook_ldso(struct up_trace *tr, struct tproc *tp);
+int tr_check_return_vaddr(pid_t pid, uint64_t vaddr, char *why, size_t whylen);
 
 /* procs.c */
 struct tproc *tr_proc_of(struct up_trace *tr, pid_t pid);

@@ -6,8 +6,10 @@
 #                and lists the failure with its reason
 #   -p PID       the same on a running process; tracing goes on until SIGINT (status 0)
 #   --strict     status 2, "nothing traced", the command never runs
-#   none armable status 2, "no probe could be armed; nothing traced"; a -p target's maps
-#                are as before and it runs on
+#   none armable status 2, "no probe could be armed; nothing traced"; a -p target runs
+#                on untraced
+#   r 0xVADDR    a return probe by address off a function's entry (malloc+4 in the running
+#                process) is refused from the mapped file's symbols
 # usage: trace_arming.sh UPROBE
 set -u
 U=$1
@@ -70,7 +72,6 @@ kill -0 $T || fail "-p: the target died"
 echo "ok: attached: $(grep 'probes armed' "$W/err"), malloc counted: $(grep t/ok "$W/out" | tr -s ' ')"
 
 # attached, none armable: nothing left
-grep -v '^$' /proc/$T/maps | awk '{ print $1, $6 }' > "$W/maps.before"
 "$U" trace -c -e "$BAD" -p $T > "$W/out" 2> "$W/err"
 st=$?
 [ $st -eq 2 ] || fail "-p none: status $st, not 2"
@@ -78,4 +79,20 @@ grep -q "no probe could be armed; nothing traced" "$W/err" || fail "-p none: no 
 kill -0 $T || fail "-p none: the target died"
 grep -q "^TracerPid:[[:space:]]*0$" /proc/$T/status || fail "-p none: still traced"
 echo "ok: attached, none armable: $(tail -1 "$W/err")"
+
+# a return probe by address, 4 bytes into malloc in the running process: refused at
+# arming from the mapped file's symbols, the target untouched (it killed ls before)
+line=$(awk -v l="$LIBC" '$6 == l && $2 ~ /x/ { print $1, $3; exit }' /proc/$T/maps)
+[ -n "$line" ] || line=$(awk '$6 ~ /libc\.so\.6$/ && $2 ~ /x/ { print $1, $3; exit }' /proc/$T/maps)
+start=0x${line%%-*}
+moff=0x${line##* }
+mal=$("$U" list "$LIBC" malloc | awk '$4 == "malloc" { print $1; exit }')
+v=$(printf '0x%x' $((start - moff + mal + 4)))
+"$U" trace -c -e "r:t/off $v" -p $T > "$W/out" 2> "$W/err"
+st=$?
+[ $st -eq 2 ] || fail "r at $v: status $st, not 2"
+grep -q "a return probe must be at a function's entry, and 0x[0-9a-f]* (.*malloc+0x4)" "$W/err" ||
+	fail "r at $v: not refused as off an entry"
+kill -0 $T || fail "r at $v: the target died"
+echo "ok: a return probe at $v refused: $(grep 'return probe' "$W/err")"
 exit 0
