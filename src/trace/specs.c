@@ -234,8 +234,11 @@ int up_trace_set_event_filter(struct up_trace *tr, unsigned i, const char *text,
 	if (i >= tr->nspecs || tr->specs[i]->removed)
 		return -ENOENT;
 	ts = tr->specs[i];
-	if (ts->spec.kind != UP_SPEC_EVENT)
+	if (ts->spec.kind != UP_SPEC_EVENT) {
+		snprintf(err, errlen, "'%s': a seed spec has no fields to filter on (p:/r: events "
+				      "only)", ts->text);
 		return -EINVAL;
+	}
 	if (text && *text && strcmp(text, "0")) {
 		rc = up_filter_parse(text, &f, &se);
 		if (rc) {
