@@ -58,6 +58,20 @@ static bool under_seccomp(pid_t pid)
 	return on;
 }
 
+/* The traced process wrote into its agent's region what the agent never writes: one
+   message, naming the probe when the bad record named one (agent/ring.c). */
+static void agent_corrupt(void *arg, uint32_t id, const char *why)
+{
+	struct up_sites *mm = arg;
+	struct up_patched *f = id < mm->nrecp ? mm->recp[id] : NULL;
+
+	if (f)
+		site_log(mm->ctx, "process %d: probe at 0x%" PRIx64 ": %s", (int)mm->pid,
+			 f->site.vaddr, why);
+	else
+		site_log(mm->ctx, "process %d: %s", (int)mm->pid, why);
+}
+
 static int agent_ensure(struct up_sites *mm, struct up_task *t, char *why, size_t whylen)
 {
 	struct up_proc *p;
@@ -80,6 +94,7 @@ static int agent_ensure(struct up_sites *mm, struct up_task *t, char *why, size_
 	up_xol_free(&mm->xol, scratch);
 	if (rc)
 		return rc;
+	up_agent_on_corrupt(mm->agent, agent_corrupt, mm);
 	agent_find_rseq(mm);
 	for (unsigned i = 0; (p = sites_proc(mm, i)); i++)
 		for (struct up_task *x = up_proc_first_task(p); x; x = up_proc_next_task(x))
