@@ -1,0 +1,14 @@
+# The trust boundary (docs/design.md, "The trust boundary"): the tracer built hardened,
+# the agent blob freestanding, and traced programs that attack the shared region the
+# agent writes while the tracer reads it.  Included by tests/CMakeLists.txt (after
+# core.cmake: uprobe_core_target).
+
+if(UPROBE_SANITIZE)
+  set(_fortify OFF)
+else()
+  set(_fortify ON)
+endif()
+add_test(NAME build.hardening
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/hardening.sh $<TARGET_FILE:uprobe-cli>
+    ${CMAKE_BINARY_DIR}/src/agent/agent.o ${CMAKE_BINARY_DIR}/src/agent/agent.elf ${_fortify})
+set_tests_properties(build.hardening PROPERTIES SKIP_RETURN_CODE 77)
