@@ -234,6 +234,11 @@ int up_agent_new_local(size_t ring_bytes, struct up_agent **out)
 	return 0;
 }
 
+void *up_agent_region(const struct up_agent *a)
+{
+	return a->map;
+}
+
 int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct up_agent **out,
 		 char *why, size_t whylen)
 {

@@ -47,6 +47,8 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
  * fuzzer: fuzz/fuzz_region.c writes the target's side).  0 or a negative errno.
  */
 int up_agent_new_local(size_t ring_bytes, struct up_agent **out);
+/* The tracer's mapping of the region (tests and the fuzzer write the target's side). */
+void *up_agent_region(const struct up_agent *a);
 /*
  * fn is told, once, that the traced process wrote into the region what the agent
  * never writes (id: the probe whose record it was, or UINT32_MAX); the ring it was in
