@@ -32,13 +32,13 @@
 #include "task/task.h"
 #include "xol.h"
 
-#define CHECK(cond)                                                                    \
-	do {                                                                           \
-		if (!(cond)) {                                                         \
+#define CHECK(cond)                                                                       \
+	do {                                                                              \
+		if (!(cond)) {                                                            \
 			fprintf(stderr, "fuzz_region: check failed: %s (%s:%d)\n", #cond, \
-				__FILE__, __LINE__);                                   \
-			abort();                                                       \
-		}                                                                      \
+				__FILE__, __LINE__);                                      \
+			abort();                                                          \
+		}                                                                         \
 	} while (0)
 
 /* What ring.c needs of a process, never called for a local region: weak, so that the
@@ -75,9 +75,9 @@ WEAK bool up_patch_have_lahf(void)
 	return false;
 }
 
-#define RING (4096u)
-#define P_REGS ((1ull << UPA_RDI) | (1ull << UPA_RSI) | (1ull << UPA_RIP))
-#define Q_REGS (1ull << UPA_RIP)
+#define RING	(4096u)
+#define P_REGS	((1ull << UPA_RDI) | (1ull << UPA_RSI) | (1ull << UPA_RIP))
+#define Q_REGS	(1ull << UPA_RIP)
 #define NPROBES 3
 
 struct fz {
@@ -86,7 +86,7 @@ struct fz {
 	uint32_t id[NPROBES];
 	uint32_t max_record[NPROBES];
 	unsigned nregs[NPROBES];
-	uint8_t *map; /* the region (its addresses are ours) */
+	uint8_t *map;	  /* the region (its addresses are ours) */
 	uint8_t *ring[2]; /* rings 0 and 1, as the tracer placed them */
 	unsigned nrec, nraw, nagg;
 };
@@ -124,8 +124,12 @@ static uint32_t put_record(uint8_t *at, uint32_t id, unsigned nregs, uint64_t ts
 
 static int setup(struct fz *z)
 {
-	struct upa_fetch f = { .base = UPA_BASE_REG, .reg = UPA_RDI, .reg_size = 8, .size = 8,
-			       .final = UPA_FINAL_STRING, .final_len = 64 };
+	struct upa_fetch f = { .base = UPA_BASE_REG,
+			       .reg = UPA_RDI,
+			       .reg_size = 8,
+			       .size = 8,
+			       .final = UPA_FINAL_STRING,
+			       .final_len = 64 };
 	struct upa_fetch kf = { .base = UPA_BASE_REG, .reg = UPA_RSI, .reg_size = 8, .size = 8 };
 	struct upa_agg g = { .order = 2, .nkeys = 1, .nvals = 1 };
 	struct upa_cond nc[1] = { { 0 } }; /* none: the library copies zero of them */
@@ -139,8 +143,9 @@ static int setup(struct fz *z)
 	ctl = (struct upa_ctl *)z->map;
 	for (unsigned k = 0; k < 2; k++)
 		z->ring[k] = (uint8_t *)(uintptr_t)ctl->ring[k].base;
-	d = (struct upa_probe){ .flags = UPA_P_ENABLED, .vaddr = 0x401000, .regs = P_REGS,
-				.nfetch = 1 };
+	d = (struct upa_probe){
+		.flags = UPA_P_ENABLED, .vaddr = 0x401000, .regs = P_REGS, .nfetch = 1
+	};
 	CHECK(!up_agent_probe_add(z->a, &d, &f, nc, NULL, &z->desc[0], &z->id[0]));
 	z->max_record[0] = d.max_record;
 	z->nregs[0] = 3;
@@ -166,7 +171,7 @@ static int setup(struct fz *z)
 	{
 		const struct upa_probe *pd = (const struct upa_probe *)(uintptr_t)z->desc[2];
 		const struct upa_agg *pg = (const struct upa_agg *)((const uint8_t *)(pd + 1) +
-								  sizeof(struct upa_fetch));
+								    sizeof(struct upa_fetch));
 		uint64_t *t = (uint64_t *)(uintptr_t)pg->tables;
 
 		for (unsigned i = 0; i < 3; i++, t += pg->entry_words) {

@@ -168,8 +168,8 @@ static void *flip_thread(void *arg)
 /* slot words: the one at the tracer's tail (the record it reads next), and anywhere */
 static void *slots_thread(void *arg)
 {
-	static const uint32_t evil[] = { 0xffffffe0u, 0x7fffffe0u, 1u << 20, 8, 33, 0x100000,
-					 0xfffffff0u };
+	static const uint32_t evil[] = { 0xffffffe0u, 0x7fffffe0u, 1u << 20,   8,
+					 33,	      0x100000,	   0xfffffff0u };
 	struct upa_ctl *ctl = (struct upa_ctl *)region;
 	uint64_t s = 7;
 
@@ -183,8 +183,8 @@ static void *slots_thread(void *arg)
 			if (!ring_used(k))
 				continue;
 			for (int i = 0; i < 64; i++) {
-				uint64_t off = (i & 1) ? (tail + (rnd(&s) % 64) * UPA_REC_ALIGN)
-						       : rnd(&s) % cap;
+				uint64_t off = (i & 1) ? (tail + (rnd(&s) % 64) * UPA_REC_ALIGN) :
+							 rnd(&s) % cap;
 				uint32_t *slot = (uint32_t *)(ring + (off & (cap - 1) & ~31ull));
 
 				__atomic_store_n(slot, evil[rnd(&s) % 7], __ATOMIC_RELAXED);
@@ -197,8 +197,8 @@ static void *slots_thread(void *arg)
 /* the probe's descriptor: in the heap after the return tables, naming work */
 static struct upa_probe *find_desc(void)
 {
-	uint64_t heap = ctl0.rt_own + ((uint64_t)sizeof(struct upa_rt) * UPA_RT_OWNERS
-					<< UPA_RT_OWN_ORDER);
+	uint64_t heap =
+		ctl0.rt_own + ((uint64_t)sizeof(struct upa_rt) * UPA_RT_OWNERS << UPA_RT_OWN_ORDER);
 	uint64_t *w = (uint64_t *)heap, *end = region + region_words;
 
 	for (size_t i = 0; i + 4 < (1u << 16) && w + i + 4 < end; i++) {
@@ -232,7 +232,8 @@ static void desc_rewrite(int evil)
 		saved = 1;
 	}
 	if (d0.flags & UPA_P_AGG)
-		g = (struct upa_agg *)((uint8_t *)(desc + 1) + d0.nfetch * sizeof(struct upa_fetch) +
+		g = (struct upa_agg *)((uint8_t *)(desc + 1) +
+				       d0.nfetch * sizeof(struct upa_fetch) +
 				       d0.ncond * sizeof(struct upa_cond));
 	if (!evil) {
 		*desc = d0;
@@ -289,10 +290,19 @@ static void forge(unsigned k)
 		r->tsc = (uint64_t)i;
 		r->thread = 0xdeadbeef;
 		switch (i % 8) { /* 4 in 8 well-formed (spoofed), the rest impossible */
-		case 1: r->len = slot + 64; break;		/* longer than its slot */
-		case 3: r->id = 0x12345; break;		/* no such probe */
-		case 5: r->len = 8; break;			/* shorter than its header */
-		case 7: slot = 64; r->len = 0xffffff; break;	/* way past it */
+		case 1:
+			r->len = slot + 64;
+			break; /* longer than its slot */
+		case 3:
+			r->id = 0x12345;
+			break; /* no such probe */
+		case 5:
+			r->len = 8;
+			break; /* shorter than its header */
+		case 7:
+			slot = 64;
+			r->len = 0xffffff;
+			break; /* way past it */
 		}
 		__atomic_store_n(&rg->head, h + slot, __ATOMIC_RELEASE);
 		__atomic_store_n(&r->slot, slot, __ATOMIC_RELEASE);
