@@ -18,7 +18,8 @@
  *   ones    every word all-ones, then a thread flips words 0 <-> ~0 for 300 ms (no hits)
  *   flip    a thread flips bits of the rings' words and of their heads and tails while
  *           the probe runs on
- *   heads   every ring's head set to 1 << 40 while the probe runs on
+ *   heads   every ring's head set to 1 << 40 while the probe runs on, then 1 s
+ *           idle (a tracer that believes the head polls without rest meanwhile)
  *   slots   a thread rewrites records' slot words, at the tracer's tail and anywhere,
  *           while the probe runs on (the record being read changes under the reader)
  *   forge   records written by hand into the thread's own ring: well-formed ones
@@ -313,7 +314,7 @@ int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "none";
 	long n = argc > 2 ? atol(argv[2]) : 20000;
-	int keep_calling = 1;
+	int keep_calling = 1, idle_ms = 100;
 	void *(*racer)(void *) = NULL;
 	pthread_t th;
 	uint64_t sum = 0;
@@ -342,6 +343,7 @@ int main(int argc, char **argv)
 
 			for (unsigned k = 0; k < UPA_RINGS; k++)
 				__atomic_store_n(&ctl->ring[k].head, 1ull << 40, __ATOMIC_RELEASE);
+			idle_ms = 1000;
 		} else if (!strcmp(mode, "slots")) {
 			racer = slots_thread;
 		} else if (!strcmp(mode, "forge")) {
@@ -360,7 +362,7 @@ int main(int argc, char **argv)
 	if (keep_calling) {
 		for (long i = n; i < 2 * n; i++)
 			sum += work((uint64_t)i, names[i & 3]);
-		sleep_ms(100);
+		sleep_ms(idle_ms);
 	} else {
 		for (long i = n; i < 2 * n; i++)
 			sum += work_quiet((uint64_t)i, names[i & 3]);
