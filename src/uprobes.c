@@ -171,6 +171,30 @@ static int ensure_slot(struct uproc *mm, struct ppt *q, struct up_task *t)
 	return up_site_int3_fill(&mm->sites, &q->site, slot);
 }
 
+/*
+ * The safety net in mm before its first int3 (site/safety.c), through a stopped thread
+ * of mm's that is not stepping: t, the one at hand, or any, as for a slot.
+ */
+static void ensure_net(struct uproc *mm, struct up_task *t)
+{
+	int rc = -EAGAIN;
+
+	if (mm->sites.net.installed || mm->sites.net.failed)
+		return;
+	if (!t && mm->ctx->cur_task && up_proc_data(up_task_proc(mm->ctx->cur_task)) &&
+	    mm_of(up_proc_data(up_task_proc(mm->ctx->cur_task))) == mm)
+		t = mm->ctx->cur_task;
+	if (t)
+		rc = up_site_net_ensure(&mm->sites, t);
+	for (t = up_proc_first_task(mm->p); (rc == -EAGAIN || rc == -ESRCH) && t;
+	     t = up_proc_next_task(t)) {
+		struct utask *ut = up_task_data(t);
+
+		if (up_task_stopped(t) && (!ut || ut->state == UT_NONE))
+			rc = up_site_net_ensure(&mm->sites, t);
+	}
+}
+
 static int ppt_add_consumer(struct ppt *q, struct uprobe *u)
 {
 	if (q->ncons == q->cap) {
@@ -261,6 +285,7 @@ static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
 		free(q);
 		return -ENOTSUP;
 	}
+	ensure_net(mm, NULL);
 	rc = up_site_int3_insert(&mm->sites, &q->site,
 				 ctx->cur_task ? ctx->cur_task : idle_task(mm));
 	if (rc) {
@@ -513,6 +538,10 @@ static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, 
 			i++;
 			continue;
 		}
+		/* the safety net before anything else of ours goes in: the agent, a slot, an
+		   int3 (the tracer's death meanwhile must not take the process with it) */
+		if (reg)
+			ensure_net(mm_of(up), NULL);
 		/* every consecutive uprobe of this process under the one quiesce; once the
 		   process is found dying (killed meanwhile), the rest of its batch is not tried */
 		for (bool dying = false; j < n && us[j]->pid == up->pid; j++) {
@@ -752,6 +781,7 @@ static int ensure_tramp(struct uproc *mm, struct up_task *t, uint64_t near)
 
 	if (mm->tramp)
 		return 0;
+	ensure_net(mm, t);
 	rc = up_site_ret_int3(&mm->sites, t, near, &slot);
 	if (!rc)
 		mm->tramp = slot;
@@ -806,8 +836,13 @@ static void hijack_return(struct uproc *up, struct up_task *t, struct utask *ut,
 		orig = ut->rs[ut->nrs - 1].orig;
 	} else {
 		orig = ret;
-		if (ut->nrs + want > MAX_RINST ||
-		    up_proc_write(up->p, sp, &mm->tramp, w)) {
+		if (ut->nrs + want > MAX_RINST) {
+			up->ctx->stats.returns_dropped += want;
+			return;
+		}
+		/* the net knows the real address before the stack holds the trampoline's */
+		up_site_net_ret_add(&mm->sites, sp, orig);
+		if (up_proc_write(up->p, sp, &mm->tramp, w)) {
 			up->ctx->stats.returns_dropped += want;
 			return;
 		}
@@ -833,6 +868,7 @@ static enum up_resume on_return(struct uproc *up, struct up_task *t, struct utas
 	/* frames below this one are gone (longjmp, unwinding, a thread switch of stacks) */
 	while (ut->nrs && ut->rs[ut->nrs - 1].sp < slot) {
 		ut->nrs--;
+		up_site_net_ret_done(&mm_of(up)->sites, ut->rs[ut->nrs].sp);
 		ctx->stats.returns_dropped++;
 	}
 	first = ut->nrs;
@@ -863,6 +899,7 @@ static enum up_resume on_return(struct uproc *up, struct up_task *t, struct utas
 	ctx->in_handler = false;
 	ctx->cur_tid = 0;
 	ut->nrs = first;
+	up_site_net_ret_done(&mm_of(up)->sites, slot);
 	(void)found;
 	up_task_set_regs(t, regs);
 	if (ctx->nqueue)
@@ -1229,7 +1266,7 @@ static void follow_child(struct uproc *pm, struct uproc *cu)
 			if (!c)
 				continue;
 			c->vaddr = q->vaddr;
-			up_site_int3_inherit(&cu->sites, &q->site, &c->site);
+			up_site_int3_inherit(&cu->sites, &pm->sites, &q->site, &c->site);
 			c->plan = q->plan;
 			for (unsigned k = 0; k < q->ncons; k++)
 				ppt_add_consumer(c, q->cons[k]);
@@ -1540,6 +1577,12 @@ static int release(struct uprobe_ctx *ctx, struct uproc *up)
 				up_site_int3_remove(&up->sites, &q->site, NULL);
 			}
 		}
+		/* no int3 of ours is left: the program's own SIGTRAP disposition back,
+		   through any thread that can run a system call now */
+		rc = -ESRCH;
+		for (t = up_proc_first_task(up->p); t && rc; t = up_proc_next_task(t))
+			if (up_task_stopped(t))
+				rc = up_site_net_detach(&up->sites, t);
 		up_sites_detach(&up->sites, idle_task(up));
 		forget_all(up);
 	}

@@ -31,6 +31,20 @@ if(COMMAND uprobe_core_test)
     uprobe_core_target(${t} ${t}.c THREADS)
   endforeach()
   uprobe_core_target(rel_setid rel_setid.c)
+  uprobe_core_target(rel_survive rel_survive.c THREADS)
+  # the tracer killed (SIGKILL) at random under 4 threads hitting int3 probes, return
+  # probes and a probe in a signal handler (issue 29 item 2): the target's output and
+  # status as unprobed (nofast, fast), and its own SIGTRAPs (own: a handler of its own;
+  # die: SIG_DFL) as unprobed before and after; a clean detach puts its SIGTRAP
+  # disposition back (detach).  Registered disabled until they hold: 84 of 100 runs
+  # intact with --no-fast, 67 of 100 on the fast path (docs/design.md section 7,
+  # "Measured, and what is left")
+  foreach(m nofast fast own die detach)
+    add_test(NAME reliability.survive.${m}
+      COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_survive.py
+        $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:rel_survive> ${m} 20)
+    set_tests_properties(reliability.survive.${m} PROPERTIES TIMEOUT 90 DISABLED TRUE)
+  endforeach()
   # privilege: an exec of a set-uid program of another user is not followed
   add_test(NAME reliability.setid_follow
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/setid_follow.sh

@@ -58,6 +58,15 @@ void fast_unlink(struct up_sites *mm, struct up_patched *f);
 /* f leaves the fast path on its own: unpatched, freed, its uprobe queued for an int3. */
 void fast_drop(struct up_sites *mm, struct up_patched *f, struct up_task *t);
 
+/* safety.c: the net's entry for an int3 site (before its byte goes in; updated when its
+   slot changes), gone after it is out; the return trampoline's int3; a fork child's
+   copy of the parent's net; an address space gone. */
+int net_site_put(struct up_sites *s, const struct up_int3_site *i);
+void net_site_del(struct up_sites *s, uint64_t vaddr);
+int net_ret_int3(struct up_sites *s, uint64_t at);
+void net_inherit(struct up_sites *child, const struct up_sites *parent);
+void net_forget(struct up_sites *s);
+
 /* patched.c */
 bool wants_record(const struct uprobe *u);
 int fast_arm(struct up_sites *mm, struct uprobe *u, struct up_task *t, char *why, size_t whylen);

@@ -34,6 +34,7 @@
 
 #include <uprobe/uprobe.h>
 
+#include "agent/net.h"
 #include "arch/x86/insn.h"
 #include "task/task.h"
 #include "ubp.h"
@@ -71,6 +72,20 @@ struct up_int3_site {
 	struct up_ubp bp;
 	struct up_reloc rel;
 	uint64_t slot; /* 0: none */
+};
+
+/* The safety net of one address space (safety.c, agent/net.h): where its handler and
+   tables are, the program's SIGTRAP disposition it replaced (what a detach puts back),
+   and the tracer's copies of the tables. */
+struct up_net {
+	uint64_t code, data; /* in the process; 0: none */
+	bool installed;	     /* our handler is the process's SIGTRAP disposition */
+	bool failed;	     /* could not be, or must not: not tried again */
+	bool rets_full;
+	struct upn_sigaction prog, ours;
+	struct upn_site *sites;
+	struct upn_ret *rets;
+	uint64_t *ret_live; /* a bit an entry of rets: its return is pending */
 };
 
 /* The sites of one address space. */
@@ -112,6 +127,7 @@ struct up_sites {
 	/* uprobes whose sites left the fast path on their own (up_site_evicted) */
 	struct uprobe **evicted;
 	unsigned nevicted, capevicted;
+	struct up_net net;
 };
 
 /* ---- the context and an address space's life ---- */
@@ -155,13 +171,35 @@ void up_site_int3_free(struct up_sites *s, struct up_int3_site *i);
 /* A fork child's copy of the text gets the original byte back (a child not followed). */
 void up_site_int3_unfork(struct up_proc *child, const struct up_int3_site *i);
 /* A followed fork child has the parent's int3 at i in its copied memory: c is its site. */
-void up_site_int3_inherit(struct up_sites *child, const struct up_int3_site *i,
-			  struct up_int3_site *c);
+void up_site_int3_inherit(struct up_sites *child, const struct up_sites *parent,
+			  const struct up_int3_site *i, struct up_int3_site *c);
 /* The byte an int3 of ours replaced at vaddr (ever, in this image), or -1. */
 int up_site_written_orig(const struct up_sites *s, uint64_t vaddr);
 /* A slot holding one int3 near `near` (return probes' trampoline), through t. */
 int up_site_ret_int3(struct up_sites *s, struct up_task *t, uint64_t near, uint64_t *at);
 bool up_sites_in_xol(const struct up_sites *s, uint64_t addr);
+
+/* ---- the safety net (safety.c): the process outlives the tracer ---- */
+/*
+ * The net's handler made the process's SIGTRAP handler, through t (stopped, the process
+ * quiesced): done before the first int3 goes in (up_site_int3_insert calls it).  0, or
+ * why not (logged once; the int3s go in all the same).  UPROBE_NO_NET in the
+ * environment leaves it out, to measure what it saves.
+ */
+int up_site_net_ensure(struct up_sites *s, struct up_task *t);
+/* A return the trap path hijacks: in the net before the stack word is written; done
+   when it returned (or its frame was dropped). */
+int up_site_net_ret_add(struct up_sites *s, uint64_t slot, uint64_t orig);
+void up_site_net_ret_done(struct up_sites *s, uint64_t slot);
+/* The int3s of ours in [lo, hi) are bytes a punned jmp ends in (about to be written):
+   the net runs their copies and never heals them. */
+void up_site_net_pin(struct up_sites *s, uint64_t lo, uint64_t hi);
+/*
+ * Detach (the int3s out): the program's own SIGTRAP disposition back, through t, if
+ * ours is still in place.  The net's two mappings (s->net.code, UPN_CODE_SIZE;
+ * s->net.data, UPN_DATA_SIZE) stay for the teardown to unmap once no thread is in them.
+ */
+int up_site_net_detach(struct up_sites *s, struct up_task *t);
 
 /* ---- patched sites: the choice, eviction, removal, counts (site.c) ---- */
 /*
