@@ -163,3 +163,9 @@ set_tests_properties(cli.decode.stripped_static PROPERTIES FIXTURES_REQUIRED sym
 if(TEST cli.list.libc)
   set_tests_properties(cli.list.libc PROPERTIES ENVIRONMENT "UPROBE_DEBUG_DIRS=")
 endif()
+
+# Files a traced process names (src/sym/file.c): regular files only, a FIFO or device
+# refused at once with the reason, a mapping's path held to its inode, a deleted
+# mapping reached through /proc/PID/map_files, a .gnu_debuglink to a FIFO
+uprobe_unit(test_sym_file)
+set_tests_properties(unit.test_sym_file PROPERTIES TIMEOUT 30)

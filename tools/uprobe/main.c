@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "sym/file.h"
 #include "sym/sym.h"
 
 #ifndef UPROBE_VERSION
@@ -129,7 +130,7 @@ struct up_sym_elf *cli_open_elf(const char *cmd, const char *path)
 		else
 			cli_err(cmd, "%s: not an ELF file", path);
 	} else {
-		cli_err(cmd, "%s: %s", path, strerror(-err));
+		cli_err(cmd, "%s: %s", path, up_file_strerror(err));
 	}
 	return NULL;
 }
