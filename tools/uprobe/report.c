@@ -86,9 +86,8 @@ static int run_report(int argc, char **argv)
 		}
 	}
 	if (outpath) {
-		out = fopen(outpath, "we");
+		out = cli_open_output("report", outpath);
 		if (!out) {
-			cli_err("report", "%s: %s", outpath, strerror(errno));
 			if (in != stdin)
 				fclose(in);
 			return CLI_USAGE;
