@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "sym/file.h"
 #include "sym/sym.h"
 #include "trace/raw.h"
 #include "trace/session_int.h"
@@ -69,7 +70,7 @@ static int resolve_file(struct tspec *ts, char *err, size_t errlen)
 	rc = up_sym_elf_open(ts->spec.path, &elf);
 	if (rc) {
 		snprintf(err, errlen, "'%s': %s: %s", ts->text, ts->spec.path,
-			 rc == -ENOEXEC ? "not an x86 ELF file" : strerror(-rc));
+			 rc == -ENOEXEC ? "not an x86 ELF file" : up_file_strerror(rc));
 		return rc;
 	}
 	rc = up_sym_elf_lookup(elf, ts->spec.symbol, &sym);

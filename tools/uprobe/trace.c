@@ -604,11 +604,11 @@ static int run_trace(int argc, char **argv)
 		opts.ring_bytes = 128u << 20;
 
 	if (outpath) {
-		out = outf = fopen(outpath, "we");
-		if (!outf) {
-			cli_err("trace", "%s: %s", outpath, strerror(errno));
+		out = cli_open_output("trace", outpath);
+		if (!out)
 			return CLI_USAGE;
-		}
+		if (out != stdout)
+			outf = out;
 	}
 	/* -c: no line per hit; the table at the end goes where the lines would have */
 	opts.out = count ? NULL : out;
