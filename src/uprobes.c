@@ -1110,6 +1110,21 @@ static enum up_resume cb_stop(void *arg, struct up_task *t, const struct up_stop
 	enum up_resume r = UP_RESUME_CONT;
 	struct user_regs_struct regs;
 
+	if (up && up->releasing) {
+		uint8_t b;
+
+		/* nothing of ours runs any more: a trap at an int3 taken out is sent back
+		   to the original byte, anything else goes on as it is (its signal too) */
+		if (stop->kind == UP_STOP_BREAKPOINT && !up_task_get_regs(t, &regs)) {
+			if (!up_proc_read(up->p, regs.rip - 1, &b, 1) && b != UP_BKPT_INSN) {
+				regs.rip--;
+				up_task_set_regs(t, &regs);
+			} else {
+				up_task_set_signal(t, SIGTRAP);
+			}
+		}
+		return UP_RESUME_CONT;
+	}
 	if (up && !ut && stop->kind == UP_STOP_BREAKPOINT && !up_task_get_regs(t, &regs) &&
 	    (ppt_lookup(mm_of(up), regs.rip - 1) || regs.rip - 1 == mm_of(up)->tramp)) {
 		/* no memory for the thread's state: it goes back to the int3, to trap
@@ -1163,7 +1178,7 @@ static void cb_thread_new(void *arg, struct up_task *parent, struct up_task *t)
 
 	(void)arg;
 	(void)parent;
-	if (up)
+	if (up && !up->releasing)
 		up_site_name_thread(&mm_of(up)->sites, t);
 }
 
@@ -1263,6 +1278,10 @@ static void cb_fork(void *arg, struct up_task *parent_t, struct up_proc *child, 
 		/* its copy of the stack has our trampoline in it: the child has no XOL area */
 		if (pm->tramp)
 			unhijack(child, pm->tramp, word_size(pu), up_task_data(parent_t));
+	}
+	if (pu->releasing) {
+		up_proc_detach(child); /* nothing of ours to follow it with */
+		return;
 	}
 	if (vfork) {
 		/* it shares the parent's memory, int3s and slots: keep it until exec/exit */
@@ -1364,6 +1383,12 @@ static void cb_exec(void *arg, struct up_proc *p, struct up_task *t)
 	(void)t;
 	if (!up)
 		return;
+	if (up->releasing) {
+		/* what we mapped went with the old image: the wait is over */
+		if (!up->mm_owner)
+			forget_all(up);
+		return;
+	}
 	if (exec_gains_privilege(ctx, up->pid)) {
 		pid_t pid = up->pid;
 
@@ -1417,6 +1442,8 @@ static void cb_proc_exit(void *arg, struct up_proc *p, int status)
 	if (!up)
 		return;
 	pid = up->pid;
+	if (ctx->releasing == up)
+		ctx->releasing = NULL; /* its release ends here; its detach is the exit */
 	uproc_unlink(ctx, up);
 	if (!up->mm_owner)
 		forget_all(up);
@@ -1424,6 +1451,11 @@ static void cb_proc_exit(void *arg, struct up_proc *p, int status)
 	for (struct uproc *c = ctx->procs; c; c = c->next)
 		if (c->mm_owner == up)
 			c->mm_owner = NULL;
+	if (up->releasing) {
+		/* being detached: the caller does not hear of it twice */
+		uproc_free(up);
+		return;
+	}
 	uproc_free(up);
 	if (ctx->opts.on_exit)
 		ctx->opts.on_exit(ctx->opts.arg, pid, status);
@@ -1494,7 +1526,54 @@ int uprobe_ctx_new(const struct uprobe_ctx_opts *opts, struct uprobe_ctx **out)
 	return 0;
 }
 
-/* Everything of ours out of the process, threads moved home, then let go. */
+#define TEARDOWN_NS 1000000000ull /* how long a detach waits for threads to leave our code */
+#define TEARDOWN_RUN_MS 2	      /* how long they run between two looks */
+
+/*
+ * What we mapped in up's process goes (process quiesced, no int3 or jmp of ours
+ * left): at once where no thread can be in it, else the threads run a little, stopped
+ * again, and it is looked at again, for up to TEARDOWN_NS; then what is left stays,
+ * with a line saying how much and why.  Meanwhile up is releasing: its stops are passed
+ * on as they are (cb_stop), a fork child let go, an exec or exit ends the wait.
+ * 0 (quiesced again), or -ESRCH: the process is gone (up freed if it exited).
+ */
+static int teardown(struct uprobe_ctx *ctx, struct uproc *up)
+{
+	uint64_t t0 = up_mono_ns();
+	int rc = 0;
+
+	for (;;) {
+		bool last = up_mono_ns() - t0 >= TEARDOWN_NS;
+		struct pollfd pfd = { .fd = up_engine_fd(ctx->eng), .events = POLLIN };
+
+		if (!up_sites_teardown(&up->sites, idle_task(up), last)) {
+			up->tramp = 0; /* it was in the XOL area */
+			break;
+		}
+		if (last)
+			break;
+		up->releasing = true;
+		ctx->releasing = up;
+		up_proc_unquiesce(up->p);
+		poll(&pfd, 1, TEARDOWN_RUN_MS);
+		up_engine_dispatch(ctx->eng);
+		if (ctx->releasing != up)
+			return -ESRCH; /* it exited: up is freed */
+		rc = up_proc_quiesce(up->p);
+		if (rc == -EAGAIN && !up_proc_settle(up->p) && ctx->releasing == up)
+			rc = up_proc_quiesce(up->p); /* the exec took our mappings with it */
+		if (ctx->releasing != up)
+			return -ESRCH;
+		if (rc)
+			break;
+	}
+	up->releasing = false;
+	ctx->releasing = NULL;
+	return rc ? -ESRCH : 0;
+}
+
+/* Everything of ours out of the process, threads moved home, then let go (still
+   quiesced).  -ENOENT: the process exited meanwhile, up and its up_proc are freed. */
 static int release(struct uprobe_ctx *ctx, struct uproc *up)
 {
 	struct uproc *mm = mm_of(up);
@@ -1540,7 +1619,15 @@ static int release(struct uprobe_ctx *ctx, struct uproc *up)
 				up_site_int3_remove(&up->sites, &q->site, NULL);
 			}
 		}
-		up_sites_detach(&up->sites, idle_task(up));
+		up_sites_detach(&up->sites);
+		rc = teardown(ctx, up);
+		if (rc && ctx->releasing == up) {
+			/* gone, not yet reaped: as below, and the caller's detach finds it so */
+			up->releasing = false;
+			ctx->releasing = NULL;
+		} else if (rc) {
+			return -ENOENT;
+		}
 		forget_all(up);
 	}
 	uproc_unlink(ctx, up);
@@ -1631,6 +1718,8 @@ int uprobe_detach(struct uprobe_ctx *ctx, pid_t pid)
 		return -ESRCH;
 	p = up->p;
 	rc = release(ctx, up);
+	if (rc == -ENOENT)
+		return 0; /* it exited while its threads ran out of our code */
 	if (rc) {
 		/* it is gone already */
 		uproc_unlink(ctx, up);

@@ -50,6 +50,9 @@ struct uproc {
 	   name the threads the agent names by their stack again (up_site_tls_point) */
 	struct uprobe tls_watch;
 	bool tls_watched;
+	/* being let go: its threads run a little while what we mapped waits to be
+	   unmapped (release); its stops are passed on untouched meanwhile */
+	bool releasing;
 };
 
 enum ut_state {
@@ -97,6 +100,8 @@ struct uprobe_ctx {
 	struct up_task *cur_task; /* the thread whose stop is being handled */
 	struct pending_op *queue;
 	unsigned nqueue, capqueue;
+	/* the process release() lets run while it waits; NULL once it exits meanwhile */
+	struct uproc *releasing;
 };
 
 #endif

@@ -27,7 +27,7 @@ set_tests_properties(reliability.setid_exec PROPERTIES SKIP_RETURN_CODE 77)
 # ---- scale and target faults (issue 8, parts 2 and 3) and the soak's driver ------------
 # targets: tests/targets/rel_*.c; tests: tests/unit/test_rel_*.c (one ctest per case)
 if(COMMAND uprobe_core_test)
-  foreach(t rel_big rel_tree rel_syscall rel_churn rel_exec)
+  foreach(t rel_big rel_tree rel_syscall rel_churn rel_exec rel_detach)
     uprobe_core_target(${t} ${t}.c THREADS)
   endforeach()
   uprobe_core_target(rel_setid rel_setid.c)

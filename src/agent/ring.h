@@ -42,8 +42,12 @@ struct up_agent_rec {
  */
 int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct up_agent **out,
 		 char *why, size_t whylen);
-/* The tracer's mapping goes; the target's stays (a thread may be inside). */
+/* The tracer's mapping goes; the target's are the caller's (up_agent_maps: the site
+   layer unmaps them once no thread can be inside). */
 void up_agent_free(struct up_agent *a);
+
+/* The region's two mappings in the process: data (read-write), then code. */
+void up_agent_maps(const struct up_agent *a, uint64_t start[2], uint64_t len[2]);
 
 /* Where the agent's entry, and the trampoline hijacked returns go to, are. */
 uint64_t up_agent_entry(const struct up_agent *a);

@@ -4,6 +4,7 @@
  * makes on every stopped thread of the address space (its rip, where it resumes, the
  * words on its stack).  It only reads registers and memory; it never changes them.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "site/internal.h"
@@ -139,4 +140,84 @@ bool stack_points_in(struct up_sites *mm, uint64_t lo, uint64_t hi)
 
 	where_range(&w, mm, lo, hi);
 	return any_stack_word(mm, &w);
+}
+
+/* ---- the mappings of ours: may any thread still use them? ------------------------- */
+
+static bool in_our_code(const struct up_sites *mm, uint64_t a)
+{
+	for (unsigned i = 0; i < mm->xol.nmaps; i++) {
+		const struct up_xol_map *m = &mm->xol.maps[i];
+
+		if (m->exec && a >= m->start && a < m->start + m->len)
+			return true;
+	}
+	return false;
+}
+
+#define STACK_DEEP (1u << 20)
+
+/*
+ * The word of t's stack, from rsp up to the end of the mapping rsp is in (at most
+ * STACK_DEEP bytes), that points into code of ours: its address, or 0.  A live return
+ * address into it, or a signal frame whose saved rip is in it, lies there: the handler
+ * that interrupted a trampoline runs on the same stack, or on an alternate one whose
+ * frame holds that rip.
+ */
+static uint64_t stack_word_in_code(struct up_sites *mm, struct up_task *t, uint64_t rsp)
+{
+	static uint64_t buf[8192];
+	struct up_map m;
+	uint64_t a = rsp & ~7ull, end;
+
+	if (up_proc_find_map(up_task_proc(t), a, &m))
+		return 0; /* no stack there: nothing to come back through */
+	end = m.end - a > STACK_DEEP ? a + STACK_DEEP : m.end;
+	while (a < end) {
+		size_t n = end - a < sizeof(buf) ? (size_t)(end - a) : sizeof(buf);
+
+		if (up_task_read(t, a, buf, n))
+			return a; /* unreadable: cannot tell, so it may */
+		for (size_t i = 0; i < n / 8; i++)
+			if (in_our_code(mm, buf[i]))
+				return a + 8 * i;
+		a += n;
+	}
+	return 0;
+}
+
+bool maps_in_use(struct up_sites *mm, char *why, size_t whylen)
+{
+	struct up_proc *p;
+
+	for (unsigned i = 0; (p = sites_proc(mm, i)); i++) {
+		for (struct up_task *t = up_proc_first_task(p); t; t = up_proc_next_task(t)) {
+			struct user_regs_struct r;
+			uint64_t at;
+
+			if (!up_task_stopped(t) || up_task_get_regs(t, &r)) {
+				snprintf(why, whylen, "thread %d could not be stopped and looked at",
+					 (int)up_task_tid(t));
+				return true;
+			}
+			if (in_our_code(mm, r.rip) ||
+			    ((int64_t)r.orig_rax >= 0 && in_our_code(mm, r.rip - 2))) {
+				snprintf(why, whylen, "thread %d runs there (rip 0x%llx)",
+					 (int)up_task_tid(t), (unsigned long long)r.rip);
+				return true;
+			}
+			at = stack_word_in_code(mm, t, r.rsp);
+			if (at) {
+				uint64_t w = 0;
+
+				up_task_read(t, at, &w, sizeof(w));
+				snprintf(why, whylen, "thread %d may come back: its stack holds 0x%llx "
+					 "at 0x%llx (a return address or a signal frame's saved rip)",
+					 (int)up_task_tid(t), (unsigned long long)w,
+					 (unsigned long long)at);
+				return true;
+			}
+		}
+	}
+	return false;
 }
