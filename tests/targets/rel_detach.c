@@ -6,11 +6,11 @@
  * again and again (tests/integration/reliability_detach_maps.py).  Commands on stdin,
  * one a line; each answered with a line on stdout:
  *   stop      the threads end; "ok NTHREADS" (or "BAD ..." had a result been wrong), exit
- *   park      a thread of its own takes SIGUSR2 (again and again) until one interrupts
+ *   park      a thread of its own (calling det_work too) takes SIGUSR2 (again and again) until one interrupts
  *             it outside this program's text (in a trampoline or the agent: it calls
  *             nothing else), and its handler blocks there: "parked"
  *   unpark    that handler returns (into where it interrupted): "unparked"
- *   sleep     a thread of its own calls det_sleep(), which blocks until "wake":
+ *   sleep     a thread of its own (waiting from the start) calls det_sleep(), which blocks until "wake":
  *             "sleeping" once it is in there
  *   wake      det_sleep() returns, its result checked: "woke"
  * No alarm: a cycle test runs as long as it needs.
@@ -66,6 +66,7 @@ static void *worker(void *arg)
 
 static int park_pipe[2];
 static volatile uintptr_t parked_rip;
+static volatile int park_wanted; /* a SIGUSR2 still pending after the unpark returns */
 static volatile int parker_on = 1;
 
 static void on_usr2(int sig, siginfo_t *si, void *ucv)
@@ -76,8 +77,9 @@ static void on_usr2(int sig, siginfo_t *si, void *ucv)
 
 	(void)sig;
 	(void)si;
-	if (rip >= (uintptr_t)__executable_start && rip < (uintptr_t)etext)
+	if (!park_wanted || (rip >= (uintptr_t)__executable_start && rip < (uintptr_t)etext))
 		return; /* in the program: the next one */
+	park_wanted = 0;
 	parked_rip = rip;
 	while (read(park_pipe[0], &c, 1) < 0)
 		;
@@ -98,7 +100,7 @@ static void *parker(void *arg)
 
 /* ---- sleep: a probed function that blocks (its return hijacked meanwhile) ---- */
 
-static int sleep_pipe[2];
+static int sleep_pipe[2], go_pipe[2];
 static volatile int in_sleep;
 
 __attribute__((noipa, used)) int det_sleep(int x)
@@ -111,9 +113,15 @@ __attribute__((noipa, used)) int det_sleep(int x)
 	return x * 3;
 }
 
+/* started with the others (its stack is there before any attach), it calls det_sleep()
+   when told to */
 static void *sleeper(void *arg)
 {
+	char c;
+
 	(void)arg;
+	if (read(go_pipe[0], &c, 1) != 1 || c != 'g')
+		return NULL;
 	if (det_sleep(14) != 42)
 		bad = 1;
 	return NULL;
@@ -126,7 +134,7 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 	char line[64];
 
-	if (!th || n < 1 || pipe(park_pipe) || pipe(sleep_pipe))
+	if (!th || n < 1 || pipe(park_pipe) || pipe(sleep_pipe) || pipe(go_pipe))
 		return 2;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_usr2;
@@ -136,12 +144,13 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++)
 		if (pthread_create(&th[i], NULL, worker, (void *)(intptr_t)(i + 1)))
 			return 2;
+	if (pthread_create(&sl, NULL, sleeper, NULL) || pthread_create(&pk, NULL, parker, NULL))
+		return 2;
 	while (fgets(line, sizeof(line), stdin)) {
 		if (!strncmp(line, "stop", 4))
 			break;
 		if (!strncmp(line, "park", 4)) {
-			if (!pk && pthread_create(&pk, NULL, parker, NULL))
-				return 2;
+			park_wanted = 1;
 			while (!parked_rip) {
 				pthread_kill(pk, SIGUSR2);
 				usleep(1000);
@@ -156,7 +165,7 @@ int main(int argc, char **argv)
 			pk = 0;
 			printf("unparked\n");
 		} else if (!strncmp(line, "sleep", 5)) {
-			if (pthread_create(&sl, NULL, sleeper, NULL))
+			if (write(go_pipe[1], "g", 1) != 1)
 				return 2;
 			while (!in_sleep)
 				usleep(1000);
@@ -166,10 +175,16 @@ int main(int argc, char **argv)
 			if (write(sleep_pipe[1], "x", 1) != 1)
 				return 2;
 			pthread_join(sl, NULL);
+			sl = 0;
 			printf("woke\n");
 		}
 	}
 	stop = 1;
+	parker_on = 0;
+	if (pk)
+		pthread_join(pk, NULL);
+	if (sl && write(go_pipe[1], "s", 1) == 1)
+		pthread_join(sl, NULL);
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
 	if (bad) {
