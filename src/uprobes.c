@@ -477,6 +477,70 @@ static int queue_op(struct uprobe_ctx *ctx, struct uprobe *u, int reg)
 	return -EINPROGRESS;
 }
 
+static unsigned word_size(struct uproc *up);
+static void unhijack(struct up_proc *p, uint64_t tramp, unsigned w, struct utask *ut);
+
+#define TEARDOWN_NS 1000000000ull /* how long a detach waits for threads to leave our code */
+#define IDLE_RETRY_NS 50000000ull /* a process left without probes: tries 20 times a second */
+
+/*
+ * No probe is left in mm's memory (a process the mount keeps traced after its last
+ * probe went): what we mapped there goes as at a detach, once no thread needs it
+ * (process quiesced).  The trap path's hijacked returns go home first (their probes
+ * are gone: nothing was to be called at them).  While a thread still needs it, the
+ * next dispatches try again, for TEARDOWN_NS; then it stays, said so, until a probe
+ * comes back or the process goes.
+ */
+static void idle_teardown(struct uproc *mm)
+{
+	uint64_t at;
+	struct uprobe *u;
+	bool last;
+
+	mm->idle_due = false;
+	if (mm->mm_owner || mm->zombies || mm->tls_watched ||
+	    up_site_next_patched(&mm->sites, NULL, &at, &u))
+		return;
+	for (unsigned i = 0; i < PPT_HASH; i++)
+		if (mm->hash[i])
+			return;
+	for (struct up_task *t = up_proc_first_task(mm->p); t; t = up_proc_next_task(t)) {
+		struct utask *ut = up_task_data(t);
+
+		if (ut && ut->state != UT_NONE)
+			return;
+		if (ut && ut->nrs && mm->tramp) {
+			unhijack(mm->p, mm->tramp, word_size(mm), ut);
+			ut->nrs = 0;
+		}
+	}
+	if (!mm->idle_since)
+		mm->idle_since = up_mono_ns();
+	mm->idle_tried = up_mono_ns();
+	last = mm->idle_tried - mm->idle_since >= TEARDOWN_NS;
+	if (!up_sites_teardown(&mm->sites, idle_task(mm), last)) {
+		mm->tramp = 0;
+		mm->idle_since = 0;
+	} else if (!last) {
+		mm->idle_due = true;
+	}
+}
+
+/* The processes left without probes whose mappings a thread still needed: again. */
+static void idle_retry(struct uprobe_ctx *ctx)
+{
+	for (struct uproc *up = ctx->procs; up; up = up->next) {
+		if (!up->idle_due || up_mono_ns() - up->idle_tried < IDLE_RETRY_NS)
+			continue;
+		if (up_proc_quiesce(up->p)) {
+			up->idle_due = false;
+			continue;
+		}
+		idle_teardown(up);
+		up_proc_unquiesce(up->p);
+	}
+}
+
 static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, int reg)
 {
 	int first = 0, settled = 0;
@@ -533,6 +597,12 @@ static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, 
 			watch_tls(mm_of(up));
 		arm_evicted(ctx, mm_of(up));
 		reap_zombies(mm_of(up));
+		if (reg) {
+			mm_of(up)->idle_due = false;
+			mm_of(up)->idle_since = 0;
+		} else {
+			idle_teardown(mm_of(up)); /* its last probe gone: our mappings too */
+		}
 		up_proc_unquiesce(up->p);
 		i = j;
 	}
@@ -1526,8 +1596,9 @@ int uprobe_ctx_new(const struct uprobe_ctx_opts *opts, struct uprobe_ctx **out)
 	return 0;
 }
 
-#define TEARDOWN_NS 1000000000ull /* how long a detach waits for threads to leave our code */
-#define TEARDOWN_RUN_MS 2	      /* how long they run between two looks */
+#define TEARDOWN_RUN_MS 2	      /* how long they run between the first two looks */
+#define TEARDOWN_RUN_MAX 64	      /* ... doubled each time up to this: on a loaded host a
+					 thread let go may not get a cpu for a while */
 
 /*
  * What we mapped in up's process goes (process quiesced, no int3 or jmp of ours
@@ -1540,7 +1611,7 @@ int uprobe_ctx_new(const struct uprobe_ctx_opts *opts, struct uprobe_ctx **out)
 static int teardown(struct uprobe_ctx *ctx, struct uproc *up)
 {
 	uint64_t t0 = up_mono_ns();
-	int rc = 0;
+	int rc = 0, run_ms = TEARDOWN_RUN_MS;
 
 	for (;;) {
 		bool last = up_mono_ns() - t0 >= TEARDOWN_NS;
@@ -1555,7 +1626,8 @@ static int teardown(struct uprobe_ctx *ctx, struct uproc *up)
 		up->releasing = true;
 		ctx->releasing = up;
 		up_proc_unquiesce(up->p);
-		poll(&pfd, 1, TEARDOWN_RUN_MS);
+		poll(&pfd, 1, run_ms);
+		run_ms = run_ms < TEARDOWN_RUN_MAX ? 2 * run_ms : run_ms;
 		up_engine_dispatch(ctx->eng);
 		if (ctx->releasing != up)
 			return -ESRCH; /* it exited: up is freed */
@@ -1770,6 +1842,7 @@ int uprobe_ctx_dispatch(struct uprobe_ctx *ctx)
 	int n = up_engine_dispatch(ctx->eng);
 
 	up_site_drain_all(&ctx->sites);
+	idle_retry(ctx);
 	return n;
 }
 

@@ -53,6 +53,10 @@ struct uproc {
 	/* being let go: its threads run a little while what we mapped waits to be
 	   unmapped (release); its stops are passed on untouched meanwhile */
 	bool releasing;
+	/* no probe left here, but what we mapped is still in use: tried again from
+	   uprobe_ctx_dispatch (idle_teardown) since idle_since, for a while */
+	bool idle_due;
+	uint64_t idle_since, idle_tried;
 };
 
 enum ut_state {
