@@ -350,6 +350,14 @@ void up_agent_free(struct up_agent *a)
 	free(a);
 }
 
+void up_agent_maps(const struct up_agent *a, uint64_t start[2], uint64_t len[2])
+{
+	start[0] = a->data_addr;
+	len[0] = a->code_off;
+	start[1] = a->code_addr;
+	len[1] = CODE_SIZE;
+}
+
 uint64_t up_agent_entry(const struct up_agent *a)
 {
 	return a->code_addr + UPA_ENTRY_OFF;

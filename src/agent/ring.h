@@ -56,8 +56,12 @@ void *up_agent_region(const struct up_agent *a);
  */
 void up_agent_on_corrupt(struct up_agent *a, void (*fn)(void *arg, uint32_t id, const char *why),
 			 void *arg);
-/* The tracer's mapping goes; the target's stays (a thread may be inside). */
+/* The tracer's mapping goes; the target's are the caller's (up_agent_maps: the site
+   layer unmaps them once no thread can be inside). */
 void up_agent_free(struct up_agent *a);
+
+/* The region's two mappings in the process: data (read-write), then code. */
+void up_agent_maps(const struct up_agent *a, uint64_t start[2], uint64_t len[2]);
 
 /* Where the agent's entry, and the trampoline hijacked returns go to, are. */
 uint64_t up_agent_entry(const struct up_agent *a);

@@ -92,6 +92,9 @@ bool any_rip(struct up_sites *mm, const struct where *w);
 bool any_rip_in(struct up_sites *mm, uint64_t lo, uint64_t hi);
 bool any_stack_word(struct up_sites *mm, const struct where *w);
 bool stack_points_in(struct up_sites *mm, uint64_t lo, uint64_t hi);
+/* May a thread still run code of ours (xol.maps) or come back to it: its rip, or a
+   signal frame on its stack whose saved rip is there?  why says which. */
+bool maps_in_use(struct up_sites *mm, char *why, size_t whylen);
 
 /* int3.c */
 bool int3_live_in(const struct up_sites *mm, uint64_t lo, uint64_t hi);

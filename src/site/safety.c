@@ -180,6 +180,13 @@ int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 		goto unmap;
 	}
 	n->installed = true;
+	/* both join the list of our mappings, unmapped at a detach once no thread can be
+	   inside (site.c's teardown, after up_site_net_detach put the disposition back) */
+	if (up_xol_note_map(&s->xol, n->data, UPN_DATA_SIZE, false) ||
+	    up_xol_note_map(&s->xol, n->code, UPN_CODE_SIZE, true))
+		site_log(s->ctx, "process %d: the safety net's pages are not listed: they stay "
+				 "mapped after a detach (%u bytes)",
+			 (int)s->pid, (unsigned)(UPN_DATA_SIZE + UPN_CODE_SIZE));
 	if (s->ctx->opts->verbose)
 		site_log(s->ctx,
 			 "process %d: safety net at 0x%" PRIx64 " (the program's SIGTRAP "

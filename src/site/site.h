@@ -88,6 +88,15 @@ struct up_net {
 	uint64_t *ret_live; /* a bit an entry of rets: its return is pending */
 };
 
+/* A signal disposition the tracer changed in the process: the kernel's struct
+   sigaction (handler, flags, restorer, mask) as it was, and the handler put there. */
+struct up_site_sig {
+	int sig;
+	uint64_t ours;
+	uint64_t old[4];
+};
+#define UP_SITE_SIGS 4
+
 /* The sites of one address space. */
 struct up_sites {
 	struct up_sites *next; /* in ctx->spaces */
@@ -124,6 +133,9 @@ struct up_sites {
 	unsigned notls;
 	struct up_task **notls_task;
 	unsigned nnotls, capnotls;
+	/* dispositions changed (up_sites_sig_changed), put back when our mappings go */
+	struct up_site_sig sigs[UP_SITE_SIGS];
+	unsigned nsigs;
 	/* uprobes whose sites left the fast path on their own (up_site_evicted) */
 	struct uprobe **evicted;
 	unsigned nevicted, capevicted;
@@ -145,8 +157,24 @@ void up_sites_unshare(struct up_sites *s, struct up_proc *child);
 /* The address space is gone (exec, exit): every site forgotten, counts settled. */
 void up_sites_forget(struct up_sites *s);
 /* Detach (process quiesced, its int3s out): every jmp undone, hijacked returns sent
-   home, the XOL area unmapped through idle unless a trampoline was ever live. */
-void up_sites_detach(struct up_sites *s, struct up_task *idle);
+   home.  What was mapped goes with up_sites_teardown. */
+void up_sites_detach(struct up_sites *s);
+/*
+ * Everything of ours the process still has goes, once no thread can use it (process
+ * quiesced, no int3 or jmp of ours left, t a stopped thread for the remote system
+ * calls): the signal dispositions we changed put back, hijacked returns sent home
+ * again (a thread caught mid-hijack may have finished it since), then, unless a
+ * thread runs in code of ours or a word of its stack points there (inside.c,
+ * maps_in_use), every mapping of ours unmapped (the XOL areas, the counters' pages,
+ * the agent's region; the agent forgotten: a later probe maps a new one).  Returns
+ * the bytes still mapped, 0 when none; with last, says on the log how many it leaves
+ * and why.  The caller lets the threads run a little and calls again.
+ */
+uint64_t up_sites_teardown(struct up_sites *s, struct up_task *t, bool last);
+/* The tracer changed sig's disposition in the process, from old (the kernel's struct
+   sigaction: handler, flags, restorer, mask) to the handler ours: put back when our
+   mappings go, if ours is still the handler then.  -ENOSPC: no room to remember. */
+int up_sites_sig_changed(struct up_sites *s, int sig, uint64_t ours, const uint64_t old[4]);
 /* A fork child (not sharing the memory) gets the original bytes of every jmp, and
    the returns the agent hijacked, back: it has no trampolines. */
 void up_sites_fork(struct up_sites *s, struct up_proc *child);
