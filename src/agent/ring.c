@@ -153,16 +153,6 @@ static double ns_per_tick(void)
 	return r;
 }
 
-static int rsys(struct up_task *t, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
-		uint64_t a4, uint64_t a5, int64_t *ret)
-{
-	uint64_t args[6] = { a0, a1, a2, a3, a4, a5 };
-	int rc = up_task_syscall(t, nr, args, ret);
-
-	if (rc)
-		return rc;
-	return *ret < 0 && *ret > -4096 ? (int)*ret : 0;
-}
 
 /* An agent's layout for rings of ring bytes; nothing mapped yet. */
 static struct up_agent *agent_alloc(size_t ring)
@@ -266,24 +256,24 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	}
 	rc = up_proc_write_text(p, scratch, name, sizeof(name));
 	if (!rc)
-		rc = rsys(t, NR_MEMFD_CREATE, scratch, MFD_CLOEXEC, 0, 0, 0, 0, &fd);
+		rc = up_task_rsys(t, NR_MEMFD_CREATE, scratch, MFD_CLOEXEC, 0, 0, 0, 0, &fd);
 	if (rc) {
 		snprintf(why, whylen, "memfd_create in the process failed (%s)", strerror(-rc));
 		goto fail;
 	}
 	if (!up_xol_find_gap(p, AGENT_NEAR, a->size, &at))
 		flags |= MAP_FIXED_NOREPLACE;
-	rc = rsys(t, NR_FTRUNCATE, (uint64_t)fd, a->size, 0, 0, 0, 0, &r);
+	rc = up_task_rsys(t, NR_FTRUNCATE, (uint64_t)fd, a->size, 0, 0, 0, 0, &r);
 	if (!rc)
-		rc = rsys(t, NR_MMAP, at, data_len, PROT_READ | PROT_WRITE, flags, (uint64_t)fd, 0,
+		rc = up_task_rsys(t, NR_MMAP, at, data_len, PROT_READ | PROT_WRITE, flags, (uint64_t)fd, 0,
 			  (int64_t *)&a->data_addr);
 	if (!rc)
-		rc = rsys(t, NR_MMAP, at ? at + data_len : 0, CODE_SIZE, PROT_READ | PROT_EXEC, flags,
+		rc = up_task_rsys(t, NR_MMAP, at ? at + data_len : 0, CODE_SIZE, PROT_READ | PROT_EXEC, flags,
 			  (uint64_t)fd, a->code_off, (int64_t *)&a->code_addr);
 	if (!rc)
-		rc = rsys(t, NR_MADVISE, a->data_addr, data_len, MADV_DONTFORK, 0, 0, 0, &r);
+		rc = up_task_rsys(t, NR_MADVISE, a->data_addr, data_len, MADV_DONTFORK, 0, 0, 0, &r);
 	if (!rc)
-		rc = rsys(t, NR_MADVISE, a->code_addr, CODE_SIZE, MADV_DONTFORK, 0, 0, 0, &r);
+		rc = up_task_rsys(t, NR_MADVISE, a->code_addr, CODE_SIZE, MADV_DONTFORK, 0, 0, 0, &r);
 	if (rc) {
 		snprintf(why, whylen, "cannot map the shared ring in the process (%s)",
 			 strerror(-rc));
@@ -304,7 +294,7 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 		snprintf(why, whylen, "cannot map the shared ring (%s)", strerror(errno));
 		goto unmap;
 	}
-	rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
+	up_task_rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
 	ctl_init(a, up_proc_pid(p));
 	/* every page of the region touched by the process itself (see upa_touch); best
 	   effort: without it the first lap of records pays the same */
@@ -322,10 +312,10 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	return 0;
 unmap:
 	if (a->data_addr && a->data_addr < (uint64_t)-4096)
-		rsys(t, NR_MUNMAP, a->data_addr, data_len, 0, 0, 0, 0, &r);
+		up_task_rsys(t, NR_MUNMAP, a->data_addr, data_len, 0, 0, 0, 0, &r);
 	if (a->code_addr && a->code_addr < (uint64_t)-4096)
-		rsys(t, NR_MUNMAP, a->code_addr, CODE_SIZE, 0, 0, 0, 0, &r);
-	rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
+		up_task_rsys(t, NR_MUNMAP, a->code_addr, CODE_SIZE, 0, 0, 0, 0, &r);
+	up_task_rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
 fail:
 	free(a);
 	return rc;

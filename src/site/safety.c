@@ -44,16 +44,6 @@ _Static_assert(UPN_SLOT_SIZE *UP_XOL_SLOTS == UP_XOL_AREA_SIZE, "XOL slots");
 #define SITES_N (1u << UPN_SITES_ORDER)
 #define RETS_N	(1u << UPN_RETS_ORDER)
 
-static int rsys(struct up_task *t, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
-		uint64_t a4, uint64_t a5, int64_t *ret)
-{
-	uint64_t args[6] = { a0, a1, a2, a3, a4, a5 };
-	int rc = up_task_syscall(t, nr, args, ret);
-
-	if (rc)
-		return rc;
-	return *ret < 0 && *ret > -4096 ? (int)*ret : 0;
-}
 
 /*
  * The data mapping is read and written directly, never through the task layer's cache
@@ -120,7 +110,7 @@ int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	rc = rsys(t, SYS_mmap, 0, UPN_DATA_SIZE, PROT_READ | PROT_WRITE,
+	rc = up_task_rsys(t, SYS_mmap, 0, UPN_DATA_SIZE, PROT_READ | PROT_WRITE,
 		  MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0, (int64_t *)&n->data);
 	if (rc == -ESRCH || rc == -EAGAIN) {
 		/* t cannot run code now (a stop of its own waits): another thread will */
@@ -134,7 +124,7 @@ int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 		return rc;
 	}
 	if (!rc)
-		rc = rsys(t, SYS_mmap, 0, UPN_CODE_SIZE, PROT_READ | PROT_EXEC,
+		rc = up_task_rsys(t, SYS_mmap, 0, UPN_CODE_SIZE, PROT_READ | PROT_EXEC,
 			  MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0, (int64_t *)&n->code);
 	if (rc) {
 		net_off(s, "cannot map it", rc);
@@ -158,7 +148,7 @@ int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 	   that is blocked is reset to SIG_DFL), on the program's signal stack if it asked
 	   for one; the handler sets the program's mask itself when it calls its handler */
 	if (!rc)
-		rc = rsys(t, SYS_rt_sigaction, SIGTRAP, 0, n->data + offsetof(struct upn_hdr, prog),
+		rc = up_task_rsys(t, SYS_rt_sigaction, SIGTRAP, 0, n->data + offsetof(struct upn_hdr, prog),
 			  8, 0, 0, &r);
 	if (!rc)
 		rc = net_io(s, n->data + offsetof(struct upn_hdr, prog), &n->prog, sizeof(n->prog),
@@ -173,7 +163,7 @@ int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 			       sizeof(n->ours));
 	}
 	if (!rc)
-		rc = rsys(t, SYS_rt_sigaction, SIGTRAP, n->data + offsetof(struct upn_hdr, ours), 0,
+		rc = up_task_rsys(t, SYS_rt_sigaction, SIGTRAP, n->data + offsetof(struct upn_hdr, ours), 0,
 			  8, 0, 0, &r);
 	if (rc) {
 		net_off(s, "cannot install its handler", rc);
@@ -195,9 +185,9 @@ int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 	return 0;
 unmap:
 	if (n->data && n->data < (uint64_t)-4096)
-		rsys(t, SYS_munmap, n->data, UPN_DATA_SIZE, 0, 0, 0, 0, &r);
+		up_task_rsys(t, SYS_munmap, n->data, UPN_DATA_SIZE, 0, 0, 0, 0, &r);
 	if (n->code && n->code < (uint64_t)-4096)
-		rsys(t, SYS_munmap, n->code, UPN_CODE_SIZE, 0, 0, 0, 0, &r);
+		up_task_rsys(t, SYS_munmap, n->code, UPN_CODE_SIZE, 0, 0, 0, 0, &r);
 	n->data = n->code = 0;
 fail:
 	free(n->sites);
@@ -439,7 +429,7 @@ int up_site_net_detach(struct up_sites *s, struct up_task *t)
 	if (!t)
 		return -EAGAIN;
 	/* put back only our own: a program that set another since keeps it */
-	rc = rsys(t, SYS_rt_sigaction, SIGTRAP, 0, n->data + offsetof(struct upn_hdr, ours), 8, 0,
+	rc = up_task_rsys(t, SYS_rt_sigaction, SIGTRAP, 0, n->data + offsetof(struct upn_hdr, ours), 8, 0,
 		  0, &r);
 	if (!rc)
 		rc = net_io(s, n->data + offsetof(struct upn_hdr, ours), &cur, sizeof(cur), false);
@@ -447,7 +437,7 @@ int up_site_net_detach(struct up_sites *s, struct up_task *t)
 		rc = net_write(s, n->data + offsetof(struct upn_hdr, prog), &n->prog,
 			       sizeof(n->prog));
 		if (!rc)
-			rc = rsys(t, SYS_rt_sigaction, SIGTRAP,
+			rc = up_task_rsys(t, SYS_rt_sigaction, SIGTRAP,
 				  n->data + offsetof(struct upn_hdr, prog), 0, 8, 0, 0, &r);
 	}
 	if (rc == -ESRCH || rc == -EAGAIN)

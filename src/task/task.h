@@ -212,6 +212,21 @@ int up_proc_for_each_map(struct up_proc *p, int (*fn)(void *arg, const struct up
  * Returns 0 or -errno of the mechanism itself.
  */
 int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t *ret);
+
+/*
+ * The same with the arguments spelled out, and the remote call's own error folded in:
+ * 0, the mechanism's -errno, or the syscall's -errno (*ret keeps the raw value).
+ */
+static inline int up_task_rsys(struct up_task *t, long nr, uint64_t a0, uint64_t a1, uint64_t a2,
+			       uint64_t a3, uint64_t a4, uint64_t a5, int64_t *ret)
+{
+	uint64_t args[6] = { a0, a1, a2, a3, a4, a5 };
+	int rc = up_task_syscall(t, nr, args, ret);
+
+	if (rc)
+		return rc;
+	return *ret < 0 && *ret > -4096 ? (int)*ret : 0;
+}
 /*
  * Runs code in the process from thread t (stopped; the process quiesced): from fn with
  * rdi = a0, rsi = a1, every signal blocked, until it stops at end, just after an int3

@@ -20,24 +20,7 @@
 #define NR_PROCESS_VM_READV 310
 #define PAGE 4096u
 
-struct iov {
-	void *base;
-	uint64_t len;
-};
-
-static inline long sys6(long nr, long a, long b, long c, long d, long e, long f)
-{
-	long ret;
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	register long r9 __asm__("r9") = f;
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return ret;
-}
+#include "agent/blob/sys.h"
 
 /* 0 when all len bytes at addr were read into dst. */
 static int read_mem(const struct upa_ctl *ctl, void *dst, uint64_t addr, uint64_t len)

@@ -57,24 +57,7 @@
 #define G_RIP	   16
 #define G_EFL	   17
 
-struct iov {
-	void *base;
-	uint64_t len;
-};
-
-static inline long sys6(long nr, long a, long b, long c, long d, long e, long f)
-{
-	long ret;
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	register long r9 __asm__("r9") = f;
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return ret;
-}
+#include "agent/blob/sys.h"
 
 #define sys3(nr, a, b, c)    sys6(nr, (long)(a), (long)(b), (long)(c), 0, 0, 0)
 #define sys4(nr, a, b, c, d) sys6(nr, (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
