@@ -45,6 +45,16 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 /* The tracer's mapping goes; the target's stays (a thread may be inside). */
 void up_agent_free(struct up_agent *a);
 
+/*
+ * The rings of the thread slots about to be claimed made present before their writers
+ * need them, t (stopped) doing the writes in its process: the ring of the slot the
+ * next thread to record claims, once a recording probe was placed (recording: one was
+ * just placed; else t is a new thread).  At most one ring more than the slots claimed
+ * is ever made present this way, 8 MiB of each at most.  A negative errno when t
+ * could not run.
+ */
+int up_agent_rings_ready(struct up_agent *a, struct up_task *t, bool recording);
+
 /* Where the agent's entry, and the trampoline hijacked returns go to, are. */
 uint64_t up_agent_entry(const struct up_agent *a);
 uint64_t up_agent_ret_tramp(const struct up_agent *a);
