@@ -16,16 +16,19 @@
  *
  * A ring's pages are made present before its writer needs them (up_agent_rings_ready):
  * the first thread slot's once a recording probe is placed, the next slot's as threads
- * are made once the slots before it are claimed, never more than one ring ahead of the
- * slots claimed and 8 MiB of a ring, so the memory is that of the rings of threads
- * that record plus one (a thread writes the shared one only past UPA_RT_OWNERS threads,
- * or where threads have no TLS: it comes in as written).  A page first touched by the writer costs it a fault, and on a
- * shadow-paged guest a fill of the hypervisor's tables (10-40 us a page under load here,
- * 85-116 ns a record of the first lap against 15-20 ns); the kernel's populating
- * (MAP_POPULATE, MADV_POPULATE_WRITE) leaves the second.  Paging a ring in from here
- * once it is first seen written was measured worse: the drain stops for the tens of
- * milliseconds it takes while the writer fills the ring (of 4,000,000 raw records
- * 0.9-2.0 million lost, against 0-0.5 million).
+ * are made once the slots before it are claimed; never more than one ring ahead of the
+ * slots claimed, 8 MiB of a ring, 1 MiB at a new thread (which waits while its process
+ * writes them: 4 MiB took ~65 ms under a load of 7 here), so the memory is that of the
+ * rings of threads that record plus one (a thread writes the shared one only past
+ * UPA_RT_OWNERS threads, or where threads have no TLS: it comes in as written).  A page
+ * first touched by the writer costs it a fault, and on a shadow-paged guest a fill of
+ * the hypervisor's tables (10-40 us a page under load here, 85-116 ns a record of the
+ * first lap against 15-20 ns); the kernel's populating (MAP_POPULATE,
+ * MADV_POPULATE_WRITE) leaves the second.  Threads made in a burst before the first of
+ * them records still fault their rings in.  Paging a ring in from here once it is first
+ * seen written was measured worse: the drain stops for the tens of milliseconds it
+ * takes while the writer fills the ring (of 4,000,000 raw records 0.9-2.0 million lost,
+ * against 0-0.5 million).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,8 +61,10 @@ extern const size_t up_agent_blob_size;
 #define RT_OWN_SIZE (PAGE + ((size_t)sizeof(struct upa_rt) * UPA_RT_OWNERS << UPA_RT_OWN_ORDER))
 #define DEFAULT_RING (4u << 20)
 /* a ring made present before its writer needs it: no more than this of it (the default
-   ring whole; of --format raw's 128 MiB, the first 87,000 six-argument records) */
+   ring whole; of --format raw's 128 MiB, the first 87,000 six-argument records), and at
+   a new thread, which waits meanwhile, no more than PREFAULT_NEW (~11,000 records) */
 #define PREFAULT_MAX (8u << 20)
+#define PREFAULT_NEW (1u << 20)
 /* Far from the program's heap, mmap area and stacks, so that the program's own
    mappings land where they would without us (32 TiB: nothing is there on x86-64). */
 #define AGENT_NEAR 0x200000000000ull
@@ -283,14 +288,14 @@ void up_agent_free(struct up_agent *a)
 	free(a);
 }
 
-/* Ring k's first PREFAULT_MAX bytes present in the process (written there by t, from
-   user mode) and in the tracer's mapping, once.  The writes are locked or-s of 0: a
-   thread that claims the ring's slot meanwhile loses nothing. */
-static int ring_ready(struct up_agent *a, struct up_task *t, unsigned k)
+/* Ring k's first max bytes present in the process (written there by t, from user mode)
+   and in the tracer's mapping, once.  The writes are locked or-s of 0: a thread that
+   claims the ring's slot meanwhile loses nothing. */
+static int ring_ready(struct up_agent *a, struct up_task *t, unsigned k, size_t max)
 {
 	uint64_t lo = a->ctl->ring[k].base;
 	uint8_t *m = a->map + a->ring_off + (size_t)k * a->ring_size;
-	size_t len = a->ring_size < PREFAULT_MAX ? a->ring_size : PREFAULT_MAX;
+	size_t len = a->ring_size < max ? a->ring_size : max;
 	int rc;
 
 	if (a->ready & 1u << k)
@@ -322,7 +327,7 @@ int up_agent_rings_ready(struct up_agent *a, struct up_task *t, bool recording)
 	if (want > UPA_RT_OWNERS)
 		want = UPA_RT_OWNERS;
 	for (unsigned s = 0; s < want && !rc; s++)
-		rc = ring_ready(a, t, s + 1);
+		rc = ring_ready(a, t, s + 1, recording ? PREFAULT_MAX : PREFAULT_NEW);
 	return rc;
 }
 

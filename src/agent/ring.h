@@ -50,7 +50,7 @@ void up_agent_free(struct up_agent *a);
  * need them, t (stopped) doing the writes in its process: the ring of the slot the
  * next thread to record claims, once a recording probe was placed (recording: one was
  * just placed; else t is a new thread).  At most one ring more than the slots claimed
- * is ever made present this way, 8 MiB of each at most.  A negative errno when t
+ * is ever made present this way, 8 MiB of each at most (1 MiB at a new thread).  A negative errno when t
  * could not run.
  */
 int up_agent_rings_ready(struct up_agent *a, struct up_task *t, bool recording);
