@@ -6,7 +6,7 @@
  * The input is a whole file.  Whatever it holds, the reader must return 0 (with an END
  * block or without: a file cut short) or a negative errno, with a message when it is
  * -EINVAL, and write only whole lines; text and JSON must agree on how many events the
- * file holds.
+ * file holds and how many records and blocks were skipped as unreadable.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -56,5 +56,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rj = report(data, size, true, &json);
 	CHECK(rt == rj);
 	CHECK(text.records == json.records && text.ended == json.ended);
+	/* what cannot be read is skipped, the same in both, each kind saying where */
+	CHECK(text.skipped == json.skipped);
+	for (int k = 0; k < UP_RAW_SKIP_KINDS; k++) {
+		CHECK(text.skip[k].n == json.skip[k].n);
+		CHECK(!text.skip[k].n || !strncmp(text.skip[k].first, "at byte ", 8));
+	}
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sym/file.h"
 #include "sym/sym.h"
 #include "ubp.h"
 
@@ -20,15 +21,18 @@ void up_ubp_files_clear(struct up_ubp_files *files)
 	memset(files, 0, sizeof(*files));
 }
 
-struct up_sym_elf *up_ubp_file(struct up_ubp_files *files, const char *path)
+struct up_sym_elf *up_ubp_file(struct up_ubp_files *files, struct up_proc *p,
+			       const struct up_map *m)
 {
+	struct up_file_map where = { up_proc_pid(p), m->start, m->end, m->ino };
+	const char *path = m->path;
 	struct up_sym_elf *elf;
 	unsigned slot;
 
 	for (unsigned i = 0; i < files->n; i++)
-		if (!strcmp(files->f[i].path, path))
+		if (files->f[i].ino == m->ino && !strcmp(files->f[i].path, path))
 			return files->f[i].elf;
-	if (up_sym_elf_open(path, &elf))
+	if (up_sym_elf_open_map(path, &where, &elf))
 		return NULL;
 	if (files->n < sizeof(files->f) / sizeof(files->f[0])) {
 		slot = files->n++;
@@ -41,6 +45,7 @@ struct up_sym_elf *up_ubp_file(struct up_ubp_files *files, const char *path)
 		up_sym_elf_close(files->f[slot].elf);
 	}
 	snprintf(files->f[slot].path, sizeof(files->f[slot].path), "%s", path);
+	files->f[slot].ino = m->ino;
 	files->f[slot].elf = elf;
 	return elf;
 }
@@ -94,8 +99,8 @@ static int function_map(struct up_ubp_files *files, struct up_sym_elf *elf,
 	return 0;
 }
 
-static int check_boundary(struct up_ubp_files *files, const struct up_map *m, uint64_t vaddr,
-			  char *msg, size_t msglen)
+static int check_boundary(struct up_proc *p, struct up_ubp_files *files, const struct up_map *m,
+			  uint64_t vaddr, char *msg, size_t msglen)
 {
 	struct up_sym_elf *elf;
 	const uint8_t *code;
@@ -106,7 +111,7 @@ static int check_boundary(struct up_ubp_files *files, const struct up_map *m, ui
 
 	if (m->path[0] != '/')
 		return 0;
-	elf = up_ubp_file(files, m->path);
+	elf = up_ubp_file(files, p, m);
 	if (!elf)
 		return 0;
 	if (up_sym_elf_offset_to_vaddr(elf, vaddr - m->start + m->offset, &fv))
@@ -187,7 +192,7 @@ int up_ubp_prepare(struct up_proc *p, struct up_ubp_files *files, uint64_t vaddr
 			 vaddr);
 		return -EEXIST;
 	}
-	rc = check_boundary(files, &m, vaddr, msg, msglen);
+	rc = check_boundary(p, files, &m, vaddr, msg, msglen);
 	if (rc)
 		return rc;
 	rc = up_insn_analyze(&b->insn, bytes, n, vaddr,
@@ -485,7 +490,7 @@ int up_ubp_region_free(struct up_proc *p, struct up_ubp_files *files, uint64_t l
 	struct region r = { .p = p, .why = why, .whylen = whylen };
 	uint64_t fv;
 
-	if (up_proc_find_map(p, lo, &m) || m.path[0] != '/' || !(elf = up_ubp_file(files, m.path)) ||
+	if (up_proc_find_map(p, lo, &m) || m.path[0] != '/' || !(elf = up_ubp_file(files, p, &m)) ||
 	    up_sym_elf_offset_to_vaddr(elf, lo - m.start + m.offset, &fv) ||
 	    up_sym_elf_enclosing_code(elf, fv, &sym) || !sym.size) {
 		snprintf(why, whylen, "no symbol for the enclosing function, so its branches "

@@ -28,6 +28,7 @@ struct up_ubp_fn {
 struct up_ubp_files {
 	struct {
 		char path[256];
+		uint64_t ino;
 		struct up_sym_elf *elf;
 	} f[16];
 	unsigned n, next;
@@ -39,8 +40,13 @@ struct up_ubp_files {
 	unsigned gen, map_gen;
 };
 void up_ubp_files_clear(struct up_ubp_files *files);
-/* The opened ELF file at path (kept in files), or NULL when it cannot be read. */
-struct up_sym_elf *up_ubp_file(struct up_ubp_files *files, const char *path);
+/*
+ * The opened ELF file that p maps at m (kept in files, by path and inode), or NULL when
+ * it cannot be read or is refused (up_sym_elf_open_map: /proc/PID/map_files, never a
+ * FIFO or device that now sits at the mapping's path).
+ */
+struct up_sym_elf *up_ubp_file(struct up_ubp_files *files, struct up_proc *p,
+			       const struct up_map *m);
 
 struct up_ubp {
 	uint64_t vaddr;

@@ -171,6 +171,30 @@ static int ensure_slot(struct uproc *mm, struct ppt *q, struct up_task *t)
 	return up_site_int3_fill(&mm->sites, &q->site, slot);
 }
 
+/*
+ * The safety net in mm before its first int3 (site/safety.c), through a stopped thread
+ * of mm's that is not stepping: t, the one at hand, or any, as for a slot.
+ */
+static void ensure_net(struct uproc *mm, struct up_task *t)
+{
+	int rc = -EAGAIN;
+
+	if (mm->sites.net.installed || mm->sites.net.failed)
+		return;
+	if (!t && mm->ctx->cur_task && up_proc_data(up_task_proc(mm->ctx->cur_task)) &&
+	    mm_of(up_proc_data(up_task_proc(mm->ctx->cur_task))) == mm)
+		t = mm->ctx->cur_task;
+	if (t)
+		rc = up_site_net_ensure(&mm->sites, t);
+	for (t = up_proc_first_task(mm->p); (rc == -EAGAIN || rc == -ESRCH) && t;
+	     t = up_proc_next_task(t)) {
+		struct utask *ut = up_task_data(t);
+
+		if (up_task_stopped(t) && (!ut || ut->state == UT_NONE))
+			rc = up_site_net_ensure(&mm->sites, t);
+	}
+}
+
 static int ppt_add_consumer(struct ppt *q, struct uprobe *u)
 {
 	if (q->ncons == q->cap) {
@@ -261,6 +285,7 @@ static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
 		free(q);
 		return -ENOTSUP;
 	}
+	ensure_net(mm, NULL);
 	rc = up_site_int3_insert(&mm->sites, &q->site,
 				 ctx->cur_task ? ctx->cur_task : idle_task(mm));
 	if (rc) {
@@ -477,6 +502,70 @@ static int queue_op(struct uprobe_ctx *ctx, struct uprobe *u, int reg)
 	return -EINPROGRESS;
 }
 
+static unsigned word_size(struct uproc *up);
+static void unhijack(struct up_proc *p, uint64_t tramp, unsigned w, struct utask *ut);
+
+#define TEARDOWN_NS 1000000000ull /* how long a detach waits for threads to leave our code */
+#define IDLE_RETRY_NS 50000000ull /* a process left without probes: tries 20 times a second */
+
+/*
+ * No probe is left in mm's memory (a process the mount keeps traced after its last
+ * probe went): what we mapped there goes as at a detach, once no thread needs it
+ * (process quiesced).  The trap path's hijacked returns go home first (their probes
+ * are gone: nothing was to be called at them).  While a thread still needs it, the
+ * next dispatches try again, for TEARDOWN_NS; then it stays, said so, until a probe
+ * comes back or the process goes.
+ */
+static void idle_teardown(struct uproc *mm)
+{
+	uint64_t at;
+	struct uprobe *u;
+	bool last;
+
+	mm->idle_due = false;
+	if (mm->mm_owner || mm->zombies || mm->tls_watched ||
+	    up_site_next_patched(&mm->sites, NULL, &at, &u))
+		return;
+	for (unsigned i = 0; i < PPT_HASH; i++)
+		if (mm->hash[i])
+			return;
+	for (struct up_task *t = up_proc_first_task(mm->p); t; t = up_proc_next_task(t)) {
+		struct utask *ut = up_task_data(t);
+
+		if (ut && ut->state != UT_NONE)
+			return;
+		if (ut && ut->nrs && mm->tramp) {
+			unhijack(mm->p, mm->tramp, word_size(mm), ut);
+			ut->nrs = 0;
+		}
+	}
+	if (!mm->idle_since)
+		mm->idle_since = up_mono_ns();
+	mm->idle_tried = up_mono_ns();
+	last = mm->idle_tried - mm->idle_since >= TEARDOWN_NS;
+	if (!up_sites_teardown(&mm->sites, idle_task(mm), last)) {
+		mm->tramp = 0;
+		mm->idle_since = 0;
+	} else if (!last) {
+		mm->idle_due = true;
+	}
+}
+
+/* The processes left without probes whose mappings a thread still needed: again. */
+static void idle_retry(struct uprobe_ctx *ctx)
+{
+	for (struct uproc *up = ctx->procs; up; up = up->next) {
+		if (!up->idle_due || up_mono_ns() - up->idle_tried < IDLE_RETRY_NS)
+			continue;
+		if (up_proc_quiesce(up->p)) {
+			up->idle_due = false;
+			continue;
+		}
+		idle_teardown(up);
+		up_proc_unquiesce(up->p);
+	}
+}
+
 static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, int reg)
 {
 	int first = 0, settled = 0;
@@ -513,6 +602,10 @@ static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, 
 			i++;
 			continue;
 		}
+		/* the safety net before anything else of ours goes in: the agent, a slot, an
+		   int3 (the tracer's death meanwhile must not take the process with it) */
+		if (reg)
+			ensure_net(mm_of(up), NULL);
 		/* every consecutive uprobe of this process under the one quiesce; once the
 		   process is found dying (killed meanwhile), the rest of its batch is not tried */
 		for (bool dying = false; j < n && us[j]->pid == up->pid; j++) {
@@ -533,6 +626,12 @@ static int register_batch(struct uprobe_ctx *ctx, struct uprobe **us, size_t n, 
 			watch_tls(mm_of(up));
 		arm_evicted(ctx, mm_of(up));
 		reap_zombies(mm_of(up));
+		if (reg) {
+			mm_of(up)->idle_due = false;
+			mm_of(up)->idle_since = 0;
+		} else {
+			idle_teardown(mm_of(up)); /* its last probe gone: our mappings too */
+		}
 		up_proc_unquiesce(up->p);
 		i = j;
 	}
@@ -752,6 +851,7 @@ static int ensure_tramp(struct uproc *mm, struct up_task *t, uint64_t near)
 
 	if (mm->tramp)
 		return 0;
+	ensure_net(mm, t);
 	rc = up_site_ret_int3(&mm->sites, t, near, &slot);
 	if (!rc)
 		mm->tramp = slot;
@@ -806,8 +906,13 @@ static void hijack_return(struct uproc *up, struct up_task *t, struct utask *ut,
 		orig = ut->rs[ut->nrs - 1].orig;
 	} else {
 		orig = ret;
-		if (ut->nrs + want > MAX_RINST ||
-		    up_proc_write(up->p, sp, &mm->tramp, w)) {
+		if (ut->nrs + want > MAX_RINST) {
+			up->ctx->stats.returns_dropped += want;
+			return;
+		}
+		/* the net knows the real address before the stack holds the trampoline's */
+		up_site_net_ret_add(&mm->sites, sp, orig);
+		if (up_proc_write(up->p, sp, &mm->tramp, w)) {
 			up->ctx->stats.returns_dropped += want;
 			return;
 		}
@@ -833,6 +938,7 @@ static enum up_resume on_return(struct uproc *up, struct up_task *t, struct utas
 	/* frames below this one are gone (longjmp, unwinding, a thread switch of stacks) */
 	while (ut->nrs && ut->rs[ut->nrs - 1].sp < slot) {
 		ut->nrs--;
+		up_site_net_ret_done(&mm_of(up)->sites, ut->rs[ut->nrs].sp);
 		ctx->stats.returns_dropped++;
 	}
 	first = ut->nrs;
@@ -863,6 +969,7 @@ static enum up_resume on_return(struct uproc *up, struct up_task *t, struct utas
 	ctx->in_handler = false;
 	ctx->cur_tid = 0;
 	ut->nrs = first;
+	up_site_net_ret_done(&mm_of(up)->sites, slot);
 	(void)found;
 	up_task_set_regs(t, regs);
 	if (ctx->nqueue)
@@ -1110,6 +1217,21 @@ static enum up_resume cb_stop(void *arg, struct up_task *t, const struct up_stop
 	enum up_resume r = UP_RESUME_CONT;
 	struct user_regs_struct regs;
 
+	if (up && up->releasing) {
+		uint8_t b;
+
+		/* nothing of ours runs any more: a trap at an int3 taken out is sent back
+		   to the original byte, anything else goes on as it is (its signal too) */
+		if (stop->kind == UP_STOP_BREAKPOINT && !up_task_get_regs(t, &regs)) {
+			if (!up_proc_read(up->p, regs.rip - 1, &b, 1) && b != UP_BKPT_INSN) {
+				regs.rip--;
+				up_task_set_regs(t, &regs);
+			} else {
+				up_task_set_signal(t, SIGTRAP);
+			}
+		}
+		return UP_RESUME_CONT;
+	}
 	if (up && !ut && stop->kind == UP_STOP_BREAKPOINT && !up_task_get_regs(t, &regs) &&
 	    (ppt_lookup(mm_of(up), regs.rip - 1) || regs.rip - 1 == mm_of(up)->tramp)) {
 		/* no memory for the thread's state: it goes back to the int3, to trap
@@ -1163,7 +1285,7 @@ static void cb_thread_new(void *arg, struct up_task *parent, struct up_task *t)
 
 	(void)arg;
 	(void)parent;
-	if (up) {
+	if (up && !up->releasing) {
 		up_site_name_thread(&mm_of(up)->sites, t);
 		up_site_thread_new(&mm_of(up)->sites, t);
 	}
@@ -1231,7 +1353,7 @@ static void follow_child(struct uproc *pm, struct uproc *cu)
 			if (!c)
 				continue;
 			c->vaddr = q->vaddr;
-			up_site_int3_inherit(&cu->sites, &q->site, &c->site);
+			up_site_int3_inherit(&cu->sites, &pm->sites, &q->site, &c->site);
 			c->plan = q->plan;
 			for (unsigned k = 0; k < q->ncons; k++)
 				ppt_add_consumer(c, q->cons[k]);
@@ -1265,6 +1387,10 @@ static void cb_fork(void *arg, struct up_task *parent_t, struct up_proc *child, 
 		/* its copy of the stack has our trampoline in it: the child has no XOL area */
 		if (pm->tramp)
 			unhijack(child, pm->tramp, word_size(pu), up_task_data(parent_t));
+	}
+	if (pu->releasing) {
+		up_proc_detach(child); /* nothing of ours to follow it with */
+		return;
 	}
 	if (vfork) {
 		/* it shares the parent's memory, int3s and slots: keep it until exec/exit */
@@ -1366,6 +1492,12 @@ static void cb_exec(void *arg, struct up_proc *p, struct up_task *t)
 	(void)t;
 	if (!up)
 		return;
+	if (up->releasing) {
+		/* what we mapped went with the old image: the wait is over */
+		if (!up->mm_owner)
+			forget_all(up);
+		return;
+	}
 	if (exec_gains_privilege(ctx, up->pid)) {
 		pid_t pid = up->pid;
 
@@ -1419,6 +1551,8 @@ static void cb_proc_exit(void *arg, struct up_proc *p, int status)
 	if (!up)
 		return;
 	pid = up->pid;
+	if (ctx->releasing == up)
+		ctx->releasing = NULL; /* its release ends here; its detach is the exit */
 	uproc_unlink(ctx, up);
 	if (!up->mm_owner)
 		forget_all(up);
@@ -1426,6 +1560,11 @@ static void cb_proc_exit(void *arg, struct up_proc *p, int status)
 	for (struct uproc *c = ctx->procs; c; c = c->next)
 		if (c->mm_owner == up)
 			c->mm_owner = NULL;
+	if (up->releasing) {
+		/* being detached: the caller does not hear of it twice */
+		uproc_free(up);
+		return;
+	}
 	uproc_free(up);
 	if (ctx->opts.on_exit)
 		ctx->opts.on_exit(ctx->opts.arg, pid, status);
@@ -1496,7 +1635,56 @@ int uprobe_ctx_new(const struct uprobe_ctx_opts *opts, struct uprobe_ctx **out)
 	return 0;
 }
 
-/* Everything of ours out of the process, threads moved home, then let go. */
+#define TEARDOWN_RUN_MS 2	      /* how long they run between the first two looks */
+#define TEARDOWN_RUN_MAX 64	      /* ... doubled each time up to this: on a loaded host a
+					 thread let go may not get a cpu for a while */
+
+/*
+ * What we mapped in up's process goes (process quiesced, no int3 or jmp of ours
+ * left): at once where no thread can be in it, else the threads run a little, stopped
+ * again, and it is looked at again, for up to TEARDOWN_NS; then what is left stays,
+ * with a line saying how much and why.  Meanwhile up is releasing: its stops are passed
+ * on as they are (cb_stop), a fork child let go, an exec or exit ends the wait.
+ * 0 (quiesced again), or -ESRCH: the process is gone (up freed if it exited).
+ */
+static int teardown(struct uprobe_ctx *ctx, struct uproc *up)
+{
+	uint64_t t0 = up_mono_ns();
+	int rc = 0, run_ms = TEARDOWN_RUN_MS;
+
+	for (;;) {
+		bool last = up_mono_ns() - t0 >= TEARDOWN_NS;
+		struct pollfd pfd = { .fd = up_engine_fd(ctx->eng), .events = POLLIN };
+
+		if (!up_sites_teardown(&up->sites, idle_task(up), last)) {
+			up->tramp = 0; /* it was in the XOL area */
+			break;
+		}
+		if (last)
+			break;
+		up->releasing = true;
+		ctx->releasing = up;
+		up_proc_unquiesce(up->p);
+		poll(&pfd, 1, run_ms);
+		run_ms = run_ms < TEARDOWN_RUN_MAX ? 2 * run_ms : run_ms;
+		up_engine_dispatch(ctx->eng);
+		if (ctx->releasing != up)
+			return -ESRCH; /* it exited: up is freed */
+		rc = up_proc_quiesce(up->p);
+		if (rc == -EAGAIN && !up_proc_settle(up->p) && ctx->releasing == up)
+			rc = up_proc_quiesce(up->p); /* the exec took our mappings with it */
+		if (ctx->releasing != up)
+			return -ESRCH;
+		if (rc)
+			break;
+	}
+	up->releasing = false;
+	ctx->releasing = NULL;
+	return rc ? -ESRCH : 0;
+}
+
+/* Everything of ours out of the process, threads moved home, then let go (still
+   quiesced).  -ENOENT: the process exited meanwhile, up and its up_proc are freed. */
 static int release(struct uprobe_ctx *ctx, struct uproc *up)
 {
 	struct uproc *mm = mm_of(up);
@@ -1542,7 +1730,21 @@ static int release(struct uprobe_ctx *ctx, struct uproc *up)
 				up_site_int3_remove(&up->sites, &q->site, NULL);
 			}
 		}
-		up_sites_detach(&up->sites, idle_task(up));
+		/* no int3 of ours is left: the program's own SIGTRAP disposition back,
+		   through any thread that can run a system call now */
+		rc = -ESRCH;
+		for (t = up_proc_first_task(up->p); t && rc; t = up_proc_next_task(t))
+			if (up_task_stopped(t))
+				rc = up_site_net_detach(&up->sites, t);
+		up_sites_detach(&up->sites);
+		rc = teardown(ctx, up);
+		if (rc && ctx->releasing == up) {
+			/* gone, not yet reaped: as below, and the caller's detach finds it so */
+			up->releasing = false;
+			ctx->releasing = NULL;
+		} else if (rc) {
+			return -ENOENT;
+		}
 		forget_all(up);
 	}
 	uproc_unlink(ctx, up);
@@ -1633,6 +1835,8 @@ int uprobe_detach(struct uprobe_ctx *ctx, pid_t pid)
 		return -ESRCH;
 	p = up->p;
 	rc = release(ctx, up);
+	if (rc == -ENOENT)
+		return 0; /* it exited while its threads ran out of our code */
 	if (rc) {
 		/* it is gone already */
 		uproc_unlink(ctx, up);
@@ -1683,6 +1887,7 @@ int uprobe_ctx_dispatch(struct uprobe_ctx *ctx)
 	int n = up_engine_dispatch(ctx->eng);
 
 	up_site_drain_all(&ctx->sites);
+	idle_retry(ctx);
 	return n;
 }
 

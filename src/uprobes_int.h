@@ -50,6 +50,13 @@ struct uproc {
 	   name the threads the agent names by their stack again (up_site_tls_point) */
 	struct uprobe tls_watch;
 	bool tls_watched;
+	/* being let go: its threads run a little while what we mapped waits to be
+	   unmapped (release); its stops are passed on untouched meanwhile */
+	bool releasing;
+	/* no probe left here, but what we mapped is still in use: tried again from
+	   uprobe_ctx_dispatch (idle_teardown) since idle_since, for a while */
+	bool idle_due;
+	uint64_t idle_since, idle_tried;
 };
 
 enum ut_state {
@@ -97,6 +104,8 @@ struct uprobe_ctx {
 	struct up_task *cur_task; /* the thread whose stop is being handled */
 	struct pending_op *queue;
 	unsigned nqueue, capqueue;
+	/* the process release() lets run while it waits; NULL once it exits meanwhile */
+	struct uproc *releasing;
 };
 
 #endif

@@ -73,9 +73,11 @@ static int gap_fn(void *arg, const struct up_map *m)
 	return 0;
 }
 
-static int map_at(struct up_task *t, uint64_t at, uint64_t size, uint64_t *base, int prot);
+static int map_at(struct up_xol *x, struct up_task *t, uint64_t at, uint64_t size, uint64_t *base,
+		  int prot);
 
-static int map_area(struct up_task *t, uint64_t near, uint64_t size, uint64_t *base, int prot)
+static int map_area(struct up_xol *x, struct up_task *t, uint64_t near, uint64_t size,
+		    uint64_t *base, int prot)
 {
 	struct up_proc *p = up_task_proc(t);
 	struct gap_search g = { .near = near, .size = size };
@@ -89,12 +91,38 @@ static int map_area(struct up_task *t, uint64_t near, uint64_t size, uint64_t *b
 		if (!g.best)
 			return -ENOMEM;
 	}
-	return map_at(t, g.best, size, base, prot);
+	return map_at(x, t, g.best, size, base, prot);
+}
+
+int up_xol_note_map(struct up_xol *x, uint64_t start, uint64_t len, bool exec)
+{
+	if (x->nmaps == x->capmaps) {
+		unsigned cap = x->capmaps ? x->capmaps * 2 : 8;
+		struct up_xol_map *v = realloc(x->maps, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		x->maps = v;
+		x->capmaps = cap;
+	}
+	x->maps[x->nmaps++] = (struct up_xol_map){ start, len, exec };
+	return 0;
+}
+
+uint64_t up_xol_mapped(const struct up_xol *x)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < x->nmaps; i++)
+		n += x->maps[i].len;
+	return n;
 }
 
 /* size bytes mapped at exactly at (MAP_FIXED_NOREPLACE; a 32-bit process: anywhere,
-   at 0), never inherited by fork. */
-static int map_at(struct up_task *t, uint64_t at, uint64_t size, uint64_t *base, int prot)
+   at 0), never inherited by fork, and listed in x's mappings (unmapped again if it
+   cannot be: what is not listed is never left behind). */
+static int map_at(struct up_xol *x, struct up_task *t, uint64_t at, uint64_t size, uint64_t *base,
+		  int prot)
 {
 	struct up_proc *p = up_task_proc(t);
 	const bool m32 = up_proc_mode(p) == 32;
@@ -130,8 +158,14 @@ static int map_at(struct up_task *t, uint64_t at, uint64_t size, uint64_t *base,
 		uint64_t adv[6] = { *base, size, MADV_DONTFORK };
 
 		rc = up_task_syscall(t, m32 ? 219 : 28 /* madvise */, adv, &ret);
-		if (rc)
+		if (!rc)
+			rc = up_xol_note_map(x, *base, size, prot & PROT_EXEC);
+		if (rc) {
+			uint64_t un[6] = { *base, size };
+
+			up_task_syscall(t, m32 ? 91 : 11 /* munmap */, un, &ret);
 			return rc;
+		}
 	}
 	return 0;
 }
@@ -157,7 +191,7 @@ int up_xol_find_gap(struct up_proc *p, uint64_t near, uint64_t size, uint64_t *a
 static int map_areas(struct up_xol *x, struct up_task *t, uint64_t near, unsigned pages)
 {
 	uint64_t base = 0;
-	int rc = map_area(t, near, (uint64_t)pages * UP_XOL_AREA_SIZE, &base,
+	int rc = map_area(x, t, near, (uint64_t)pages * UP_XOL_AREA_SIZE, &base,
 			  PROT_READ | PROT_EXEC);
 
 	if (rc)
@@ -235,7 +269,7 @@ int up_xol_alloc_n(struct up_xol *x, struct up_task *t, uint64_t near, unsigned 
 		if (round)
 			break;
 		/* a fresh area, then the search finds room in it */
-		rc = map_area(t, near, UP_XOL_AREA_SIZE, &base, PROT_READ | PROT_EXEC);
+		rc = map_area(x, t, near, UP_XOL_AREA_SIZE, &base, PROT_READ | PROT_EXEC);
 		if (rc)
 			return rc;
 		a = calloc(1, sizeof(*a));
@@ -345,7 +379,7 @@ int up_xol_alloc_in(struct up_xol *x, struct up_task *t, uint64_t lo, uint64_t h
 		    (pages == 2 && !up_proc_find_map(p, page + PAGE, &m)))
 			continue; /* it does not fit there, or a page is taken */
 		tries++;
-		if (map_at(t, page, pages * PAGE, &base, PROT_READ | PROT_EXEC))
+		if (map_at(x, t, page, pages * PAGE, &base, PROT_READ | PROT_EXEC))
 			continue;
 		for (unsigned k = pages; k-- > 0;) {
 			a = calloc(1, sizeof(*a));
@@ -364,9 +398,9 @@ int up_xol_alloc_in(struct up_xol *x, struct up_task *t, uint64_t lo, uint64_t h
 	return -ENOMEM;
 }
 
-int up_xol_map_data(struct up_task *t, uint64_t near, uint64_t *addr)
+int up_xol_map_data(struct up_xol *x, struct up_task *t, uint64_t near, uint64_t *addr)
 {
-	return map_area(t, near, UP_XOL_AREA_SIZE, addr, PROT_READ | PROT_WRITE);
+	return map_area(x, t, near, UP_XOL_AREA_SIZE, addr, PROT_READ | PROT_WRITE);
 }
 
 int up_xol_write(struct up_proc *p, uint64_t slot, const void *code, size_t len)
@@ -408,20 +442,26 @@ void up_xol_drop(struct up_xol *x)
 		free(a);
 	}
 	x->nareas = 0;
+	free(x->maps);
+	x->maps = NULL;
+	x->nmaps = x->capmaps = 0;
 }
 
-void up_xol_unmap(struct up_xol *x, struct up_task *t)
+int up_xol_unmap(struct up_xol *x, struct up_task *t)
 {
 	const bool m32 = up_proc_mode(up_task_proc(t)) == 32;
+	int first = 0;
 
-	for (struct up_xol_area *a = x->areas; a;) {
-		uint64_t args[6] = { a->base, UP_XOL_AREA_SIZE };
-		int64_t ret;
+	for (unsigned i = 0; i < x->nmaps; i++) {
+		uint64_t args[6] = { x->maps[i].start, x->maps[i].len };
+		int64_t ret = 0;
+		int rc = up_task_syscall(t, m32 ? 91 : 11 /* munmap */, args, &ret);
 
-		/* the areas of one mapping follow each other: one munmap for them */
-		for (a = a->next; a && a->base == args[0] + args[1]; a = a->next)
-			args[1] += UP_XOL_AREA_SIZE;
-		up_task_syscall(t, m32 ? 91 : 11 /* munmap */, args, &ret);
+		if (!rc && ret < 0 && ret > -4096)
+			rc = (int)ret;
+		if (rc && !first)
+			first = rc;
 	}
 	up_xol_drop(x);
+	return first;
 }

@@ -22,9 +22,19 @@ struct up_xol_area {
 	struct up_xol_area *next;
 };
 
+/* A mapping made in the process (an area's pages, a page of counters, the agent's). */
+struct up_xol_map {
+	uint64_t start, len;
+	bool exec; /* code runs there */
+};
+
 struct up_xol {
 	struct up_xol_area *areas;
 	unsigned nareas;
+	/* every mapping of ours in the process, to be unmapped when we go: one list for
+	   the XOL areas, the counters' pages and the agent's region (up_xol_note_map) */
+	struct up_xol_map *maps;
+	unsigned nmaps, capmaps;
 };
 
 /*
@@ -48,7 +58,12 @@ int up_xol_alloc_in(struct up_xol *x, struct up_task *t, uint64_t lo, uint64_t h
 /* Are the slots of [at, at + bytes) in one area, and free? */
 bool up_xol_span_free(const struct up_xol *x, uint64_t at, uint64_t bytes);
 /* A read-write page near `near` (the fast path's counters), never inherited by fork. */
-int up_xol_map_data(struct up_task *t, uint64_t near, uint64_t *addr);
+int up_xol_map_data(struct up_xol *x, struct up_task *t, uint64_t near, uint64_t *addr);
+/* A mapping made in the process by other means (the agent's region) joins the list;
+   -ENOMEM: it could not (the caller unmaps it). */
+int up_xol_note_map(struct up_xol *x, uint64_t start, uint64_t len, bool exec);
+/* The bytes of ours mapped in the process. */
+uint64_t up_xol_mapped(const struct up_xol *x);
 /*
  * A free range of size bytes within +-2 GiB of near, a page away from any mapping
  * (not placed: the caller maps it with MAP_FIXED_NOREPLACE).  -ENOMEM when none.
@@ -59,9 +74,11 @@ int up_xol_write(struct up_proc *p, uint64_t slot, const void *code, size_t len)
 void up_xol_free(struct up_xol *x, uint64_t slot);
 /* Is addr inside an area?  (Not necessarily an allocated slot.) */
 bool up_xol_contains(const struct up_xol *x, uint64_t addr);
-/* Forgets every area: the address space is gone (exec, exit) or not ours (a fork child). */
+/* Forgets every area and mapping: the address space is gone (exec, exit). */
 void up_xol_drop(struct up_xol *x);
-/* Unmaps every area through t (detach), then forgets them. */
-void up_xol_unmap(struct up_xol *x, struct up_task *t);
+/* Unmaps every mapping of ours through t (stopped; the caller proved no thread uses
+   them), then forgets them.  0, or the first munmap's error (the rest unmapped all
+   the same). */
+int up_xol_unmap(struct up_xol *x, struct up_task *t);
 
 #endif

@@ -158,6 +158,11 @@ add_test(NAME trace.raw
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_raw.py $<TARGET_FILE:uprobe-cli>
     $<TARGET_FILE:fast_rec> $<TARGET_FILE:bench_target>)
 set_tests_properties(trace.raw PROPERTIES TIMEOUT 300)
+# forged records and blocks in a raw file: skipped, counted, every real one reported
+add_test(NAME trace.raw.forged
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/raw_forged.py $<TARGET_FILE:uprobe-cli>
+    $<TARGET_FILE:fast_rec>)
+set_tests_properties(trace.raw.forged PROPERTIES TIMEOUT 120)
 
 # ---- histograms: in-process aggregation against the trap path and the kernel -----------
 uprobe_core_target(hist_prog hist_prog.c THREADS)

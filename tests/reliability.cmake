@@ -27,10 +27,24 @@ set_tests_properties(reliability.setid_exec PROPERTIES SKIP_RETURN_CODE 77)
 # ---- scale and target faults (issue 8, parts 2 and 3) and the soak's driver ------------
 # targets: tests/targets/rel_*.c; tests: tests/unit/test_rel_*.c (one ctest per case)
 if(COMMAND uprobe_core_test)
-  foreach(t rel_big rel_tree rel_syscall rel_churn rel_exec)
+  foreach(t rel_big rel_tree rel_syscall rel_churn rel_exec rel_detach)
     uprobe_core_target(${t} ${t}.c THREADS)
   endforeach()
   uprobe_core_target(rel_setid rel_setid.c)
+  uprobe_core_target(rel_survive rel_survive.c THREADS)
+  # the tracer killed (SIGKILL) at random under 4 threads hitting int3 probes, return
+  # probes and a probe in a signal handler (issue 29 item 2): the target's output and
+  # status as unprobed (nofast, fast), and its own SIGTRAPs (own: a handler of its own;
+  # die: SIG_DFL) as unprobed before and after; a clean detach puts its SIGTRAP
+  # disposition back (detach).  Registered disabled until they hold: 84 of 100 runs
+  # intact with --no-fast, 67 of 100 on the fast path (docs/design.md section 9,
+  # "Measured, and what is left")
+  foreach(m nofast fast own die detach)
+    add_test(NAME reliability.survive.${m}
+      COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_survive.py
+        $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:rel_survive> ${m} 20)
+    set_tests_properties(reliability.survive.${m} PROPERTIES TIMEOUT 90 DISABLED TRUE)
+  endforeach()
   # privilege: an exec of a set-uid program of another user is not followed
   add_test(NAME reliability.setid_follow
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/setid_follow.sh
@@ -88,6 +102,18 @@ add_test(NAME reliability.detach.returns_fast
   COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_detach_ret.py
     $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:core_threads> 8 lean full args)
 set_tests_properties(reliability.detach.returns_fast PROPERTIES TIMEOUT 180)
+
+# a detach leaves the process as it was (issue 29 item 1): 50 attach/probe/detach cycles
+# on a running 4-thread process (counting, recording, $duration hist, hist; with and
+# without --no-fast) change not a line of /proc/PID/maps, VmSize, RssShmem or a byte of
+# text; a thread parked in a handler that interrupted a trampoline keeps its memory and
+# the tracer says how much and why; a hijacked return asleep is put back and unmapped
+if(TARGET rel_detach)
+  add_test(NAME reliability.detach.maps
+    COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_detach_maps.py
+      $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:rel_detach> 50)
+  set_tests_properties(reliability.detach.maps PROPERTIES TIMEOUT 240)
+endif()
 
 # fault injection into the tracer (LD_PRELOAD): one failed allocation, one ptrace request
 # failing with ESRCH, at a different call in each run, under a full-speed load

@@ -173,3 +173,9 @@ target_compile_definitions(fde_dump PRIVATE _GNU_SOURCE)
 target_link_libraries(fde_dump PRIVATE uprobe)
 add_test(NAME sym.fde
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/fde_oracle.py $<TARGET_FILE:fde_dump>)
+
+# Files a traced process names (src/sym/file.c): regular files only, a FIFO or device
+# refused at once with the reason, a mapping's path held to its inode, a deleted
+# mapping reached through /proc/PID/map_files, a .gnu_debuglink to a FIFO
+uprobe_unit(test_sym_file)
+set_tests_properties(unit.test_sym_file PROPERTIES TIMEOUT 30)

@@ -234,3 +234,18 @@ add_test(NAME trace.errors.filter_seed
 add_test(NAME trace.errors.ring_size
   COMMAND ${_ex} 2 "--ring-size '12': expected KiB, 64 to 1048576"
           ${UPROBE_TRACE_BIN} trace --ring-size 12 -e "p ${_trS}:foo" -- ${_ran})
+
+# ---- hostile targets: files the traced process names (src/sym/file.c) -------------------
+# a target running as nobody unlinks the library it mapped and plants a FIFO, a device
+# node or a symlink to /dev/zero at its name: trace -p and list end at once, the target
+# is unharmed (the tracer used to hang in open(2))
+uprobe_trace_target(hostile_files)
+target_link_libraries(hostile_files PRIVATE ${CMAKE_DL_LIBS})
+uprobe_trace_py(trace.hostile.files ${UPROBE_TRACE_IT}/hostile_files.py ${UPROBE_TRACE_BIN}
+  $<TARGET_FILE:hostile_files> $<TARGET_FILE:trace_lib>)
+set_tests_properties(trace.hostile.files PROPERTIES TIMEOUT 180)
+# -o FILE as root where another user prepared a symlink, a file or a FIFO in a sticky
+# world-writable directory: refused, nothing written; -o -, /dev/stdout, /dev/null work
+uprobe_trace_py(trace.output.files ${UPROBE_TRACE_IT}/output_files.py ${UPROBE_TRACE_BIN}
+  ${_trargs})
+set_tests_properties(trace.output.files PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)

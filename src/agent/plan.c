@@ -365,7 +365,8 @@ static struct up_sym_elf *file_of(struct up_proc *p, struct up_ubp_files *files,
 	struct up_sym_elf *elf;
 	struct up_map m;
 
-	if (up_proc_find_map(p, vaddr, &m) || m.path[0] != '/' || !(elf = up_ubp_file(files, m.path)) ||
+	if (up_proc_find_map(p, vaddr, &m) || m.path[0] != '/' ||
+	    !(elf = up_ubp_file(files, p, &m)) ||
 	    up_sym_elf_offset_to_vaddr(elf, vaddr - m.start + m.offset, fv))
 		return NULL;
 	return elf;

@@ -85,13 +85,43 @@ struct key {
 	pid_t tid;
 };
 
+/*
+ * What the tracer wrote into the region for a probe, kept here: the region is the
+ * target's to write, so nothing of its layout is ever read back from it (design.md,
+ * "The trust boundary").
+ */
+struct agent_probe {
+	size_t desc_off;     /* the descriptor, in the region */
+	uint32_t max_record; /* the most a record of it takes; 0: it aggregates */
+	uint8_t nregs;	     /* frame words its records carry */
+	bool agg;
+	/* aggregating: its struct upa_agg (for dropped), the tables' place and geometry */
+	size_t agg_off, tab_off;
+	uint32_t ntables, order, key_words, entry_words, nvals;
+};
+
+/* A ring as the tracer knows it: where it has consumed to, and whether it gave up. */
+struct agent_ring {
+	uint64_t tail;
+	uint64_t taken; /* bytes consumed since up_agent_fill last asked */
+	bool dead;	/* found corrupt: never read again */
+};
+
 struct up_agent {
 	uint8_t *map; /* the tracer's mapping of the whole region */
 	size_t size;
 	struct upa_ctl *ctl;
 	uint64_t data_addr, code_addr; /* the target's mappings */
 	size_t rtab_off, heap_off, heap_used, ring_off, ring_size, code_off;
-	uint8_t *nregs_of; /* per probe id: how many registers its records carry */
+	struct agent_probe *probes; /* by record id */
+	uint32_t max_record;	    /* the largest of any probe's */
+	struct agent_ring rings[UPA_RINGS];
+	uint8_t *rec_copy; /* a record, copied out of the ring before it is read */
+	uint8_t *raw_buf;  /* raw spans, copied out likewise */
+	size_t raw_cap;
+	void (*on_corrupt)(void *arg, uint32_t id, const char *why);
+	void *corrupt_arg;
+	bool corrupt_told; /* the one message is out */
 	struct stack { uint64_t lo, hi; pid_t tid; } *stacks;
 	unsigned nstacks, capstacks;
 	uint32_t nids, capids;
@@ -99,6 +129,8 @@ struct up_agent {
 	unsigned nkeys, capkeys;
 	uint64_t tsc0, mono0;
 	uint64_t ret_off; /* the return trampoline's offset in the blob */
+	uint32_t flags;	  /* ctl->flags as the tracer last set them */
+	uint64_t rseq_offset_at, rseq_size_at;
 	bool rseq_bad; /* a thread was found without glibc's rseq area: lsl for good */
 	bool recording; /* a recording probe was placed: rings are made present */
 	uint32_t ready; /* bit k: ring k's pages are present in both mappings */
@@ -148,6 +180,81 @@ static int rsys(struct up_task *t, long nr, uint64_t a0, uint64_t a1, uint64_t a
 	return *ret < 0 && *ret > -4096 ? (int)*ret : 0;
 }
 
+/* An agent's layout for rings of ring bytes; nothing mapped yet. */
+static struct up_agent *agent_alloc(size_t ring)
+{
+	struct up_agent *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	a->rtab_off = CTL_SIZE;
+	a->heap_off = CTL_SIZE + RTAB_SIZE + RT_OWN_SIZE;
+	a->ring_off = a->heap_off + HEAP_SIZE;
+	a->ring_size = ring;
+	a->code_off = a->ring_off + (size_t)UPA_RINGS * ring;
+	a->size = a->code_off + CODE_SIZE;
+	return a;
+}
+
+/* The ctl and the code, written into the fresh region (map, data_addr and code_addr
+   set). */
+static void ctl_init(struct up_agent *a, pid_t pid)
+{
+	a->ctl = (struct upa_ctl *)a->map;
+	a->ctl->magic = UPA_MAGIC;
+	a->ctl->version = UPA_VERSION;
+	a->flags = UPA_F_FS0;
+	a->ctl->pid = pid;
+	for (unsigned k = 0; k < UPA_RINGS; k++) {
+		a->ctl->ring[k].order = (uint32_t)__builtin_ctzll(a->ring_size);
+		a->ctl->ring[k].base = a->data_addr + a->ring_off + k * a->ring_size;
+	}
+	a->ctl->rtab = a->data_addr + a->rtab_off;
+	a->ctl->rtab_order = RTAB_ORDER;
+	a->ctl->rt_owner = a->ctl->rtab + RTAB_SIZE;
+	a->ctl->rt_own = a->ctl->rt_owner + PAGE;
+	if (up_patch_have_lahf()) /* the return trampoline without popfq */
+		memcpy(&a->ret_off, up_agent_blob + UPA_RET_LAHF_AT, sizeof(a->ret_off));
+	if (a->ret_off && a->ret_off < up_agent_blob_size)
+		a->flags |= UPA_F_RTOWN; /* its stubs name the threads' own tables */
+	else
+		a->ret_off = UPA_RET_OFF;
+	a->ctl->flags = a->flags;
+	a->ctl->ret_tramp = a->code_addr + a->ret_off;
+	a->ctl->ns_mult = (uint64_t)(ns_per_tick() * 4294967296.0);
+	memcpy(a->map + a->code_off, up_agent_blob, up_agent_blob_size);
+	memcpy(a->map + a->code_off, &a->data_addr, 8); /* the blob's first word: the ctl */
+	a->tsc0 = rdtsc();
+	a->mono0 = up_mono_ns();
+}
+
+int up_agent_new_local(size_t ring_bytes, struct up_agent **out)
+{
+	size_t ring = PAGE;
+	struct up_agent *a;
+
+	while (ring < ring_bytes)
+		ring <<= 1;
+	a = agent_alloc(ring);
+	if (!a)
+		return -ENOMEM;
+	a->map = mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (a->map == MAP_FAILED) {
+		free(a);
+		return -ENOMEM;
+	}
+	a->data_addr = (uint64_t)(uintptr_t)a->map;
+	a->code_addr = a->data_addr + a->code_off;
+	ctl_init(a, getpid());
+	*out = a;
+	return 0;
+}
+
+void *up_agent_region(const struct up_agent *a)
+{
+	return a->map;
+}
+
 int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct up_agent **out,
 		 char *why, size_t whylen)
 {
@@ -164,15 +271,9 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 		ring_bytes = DEFAULT_RING;
 	while (ring < ring_bytes)
 		ring <<= 1;
-	a = calloc(1, sizeof(*a));
+	a = agent_alloc(ring);
 	if (!a)
 		return -ENOMEM;
-	a->rtab_off = CTL_SIZE;
-	a->heap_off = CTL_SIZE + RTAB_SIZE + RT_OWN_SIZE;
-	a->ring_off = a->heap_off + HEAP_SIZE;
-	a->ring_size = ring;
-	a->code_off = a->ring_off + (size_t)UPA_RINGS * ring;
-	a->size = a->code_off + CODE_SIZE;
 	data_len = a->code_off;
 	if (up_agent_blob_size > CODE_SIZE) {
 		snprintf(why, whylen, "the agent is larger than its mapping");
@@ -220,30 +321,7 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 		goto unmap;
 	}
 	rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
-	a->ctl = (struct upa_ctl *)a->map;
-	a->ctl->magic = UPA_MAGIC;
-	a->ctl->version = UPA_VERSION;
-	a->ctl->flags = UPA_F_FS0;
-	a->ctl->pid = up_proc_pid(p);
-	for (unsigned k = 0; k < UPA_RINGS; k++) {
-		a->ctl->ring[k].order = (uint32_t)__builtin_ctzll(ring);
-		a->ctl->ring[k].base = a->data_addr + a->ring_off + k * ring;
-	}
-
-	a->ctl->rtab = a->data_addr + a->rtab_off;
-	a->ctl->rtab_order = RTAB_ORDER;
-	a->ctl->rt_owner = a->ctl->rtab + RTAB_SIZE;
-	a->ctl->rt_own = a->ctl->rt_owner + PAGE;
-	if (up_patch_have_lahf()) /* the return trampoline without popfq */
-		memcpy(&a->ret_off, up_agent_blob + UPA_RET_LAHF_AT, sizeof(a->ret_off));
-	if (a->ret_off && a->ret_off < up_agent_blob_size)
-		a->ctl->flags |= UPA_F_RTOWN; /* its stubs name the threads' own tables */
-	else
-		a->ret_off = UPA_RET_OFF;
-	a->ctl->ret_tramp = a->code_addr + a->ret_off;
-	a->ctl->ns_mult = (uint64_t)(ns_per_tick() * 4294967296.0);
-	memcpy(a->map + a->code_off, up_agent_blob, up_agent_blob_size);
-	memcpy(a->map + a->code_off, &a->data_addr, 8); /* the blob's first word: the ctl */
+	ctl_init(a, up_proc_pid(p));
 	/* every page of the region touched by the process itself (see upa_touch); best
 	   effort: without it the first lap of records pays the same */
 	rc = up_task_call(t, a->code_addr + UPA_TOUCH_OFF,
@@ -257,7 +335,6 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	}
 	a->tsc0 = rdtsc();
 	a->mono0 = up_mono_ns();
-	ns_per_tick();
 	*out = a;
 	return 0;
 unmap:
@@ -282,7 +359,9 @@ void up_agent_free(struct up_agent *a)
 		madvise(a->map + a->ring_off, (size_t)UPA_RINGS * a->ring_size, MADV_REMOVE);
 		munmap(a->map, a->size);
 	}
-	free(a->nregs_of);
+	free(a->probes);
+	free(a->rec_copy);
+	free(a->raw_buf);
 	free(a->keys);
 	free(a->stacks);
 	free(a);
@@ -329,6 +408,14 @@ int up_agent_rings_ready(struct up_agent *a, struct up_task *t, bool recording)
 	for (unsigned s = 0; s < want && !rc; s++)
 		rc = ring_ready(a, t, s + 1, recording ? PREFAULT_MAX : PREFAULT_NEW);
 	return rc;
+}
+
+void up_agent_maps(const struct up_agent *a, uint64_t start[2], uint64_t len[2])
+{
+	start[0] = a->data_addr;
+	len[0] = a->code_off;
+	start[1] = a->code_addr;
+	len[1] = CODE_SIZE;
 }
 
 uint64_t up_agent_entry(const struct up_agent *a)
@@ -432,43 +519,54 @@ bool up_agent_has_code(const struct up_agent *a, uint64_t addr)
 	return a->code_addr && addr >= a->code_addr && addr - a->code_addr < CODE_SIZE;
 }
 
+/* The flags as the tracer keeps them, written whole: the agent reads them, the
+   tracer never reads them back. */
+static void flags_set(struct up_agent *a, uint32_t flags)
+{
+	a->flags = flags;
+	__atomic_store_n(&a->ctl->flags, flags, __ATOMIC_RELEASE);
+}
+
 void up_agent_no_fs0(struct up_agent *a)
 {
-	__atomic_and_fetch(&a->ctl->flags, ~(UPA_F_FS0 | UPA_F_RSEQ), __ATOMIC_RELEASE);
+	flags_set(a, a->flags & ~(UPA_F_FS0 | UPA_F_RSEQ));
 }
 
 /* glibc's rseq area known, and no thread found without one */
 static bool rseq_usable(const struct up_agent *a)
 {
-	return a->ctl->rseq_offset_at && !a->rseq_bad;
+	return a->rseq_offset_at && !a->rseq_bad;
 }
 
 bool up_agent_fs0(struct up_agent *a)
 {
-	uint32_t f = UPA_F_FS0 | (rseq_usable(a) ? UPA_F_RSEQ : 0);
+	bool was = a->flags & UPA_F_FS0;
 
-	return !(__atomic_fetch_or(&a->ctl->flags, f, __ATOMIC_RELEASE) & UPA_F_FS0);
+	flags_set(a, a->flags | UPA_F_FS0 | (rseq_usable(a) ? UPA_F_RSEQ : 0));
+	return !was;
 }
 
 void up_agent_rseq(struct up_agent *a, uint64_t offset_at, uint64_t size_at)
 {
+	a->rseq_offset_at = offset_at;
+	a->rseq_size_at = size_at;
 	a->ctl->rseq_offset_at = offset_at;
 	a->ctl->rseq_size_at = size_at;
-	if (a->ctl->flags & UPA_F_FS0)
+	if (a->flags & UPA_F_FS0)
 		up_agent_fs0(a);
 }
 
 bool up_agent_rseq_at(const struct up_agent *a, uint64_t *offset_at, uint64_t *size_at)
 {
-	*offset_at = a->ctl->rseq_offset_at;
-	*size_at = a->ctl->rseq_size_at;
+	*offset_at = a->rseq_offset_at;
+	*size_at = a->rseq_size_at;
 	return rseq_usable(a);
 }
 
 void up_agent_no_rseq(struct up_agent *a)
 {
 	a->rseq_bad = true;
-	__atomic_and_fetch(&a->ctl->flags, ~UPA_F_RSEQ, __ATOMIC_RELEASE);
+	flags_set(a, a->flags & ~UPA_F_RSEQ);
 }
 
 static pid_t tid_of(struct up_agent *a, uint64_t key, bool sp)
@@ -530,6 +628,7 @@ int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa
 {
 	size_t len = sizeof(*d) + d->nfetch * sizeof(*f) + d->ncond * sizeof(*c);
 	size_t tables = 0, tab_off = 0;
+	struct agent_probe *pr;
 	struct upa_agg g;
 	uint8_t *at;
 
@@ -572,16 +671,40 @@ int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa
 		return -ENOSPC;
 	if (a->nids == a->capids) {
 		uint32_t n = a->capids ? a->capids * 2 : 64;
-		uint8_t *r = realloc(a->nregs_of, n * sizeof(*r));
+		struct agent_probe *r = realloc(a->probes, n * sizeof(*r));
 
 		if (!r)
 			return -ENOMEM;
-		a->nregs_of = r;
+		a->probes = r;
 		a->capids = n;
+	}
+	if (d->max_record > a->max_record) {
+		uint8_t *b = realloc(a->rec_copy, d->max_record);
+
+		if (!b)
+			return -ENOMEM;
+		a->rec_copy = b;
+		a->max_record = d->max_record;
 	}
 	d->id = a->nids;
 	d->ctl = a->data_addr;
-	a->nregs_of[a->nids++] = (uint8_t)__builtin_popcountll(d->regs);
+	pr = &a->probes[a->nids++];
+	*pr = (struct agent_probe){
+		.desc_off = a->heap_off + a->heap_used,
+		.max_record = d->max_record,
+		.nregs = (uint8_t)__builtin_popcountll(d->regs),
+		.agg = agg != NULL,
+	};
+	if (agg) {
+		pr->agg_off =
+			pr->desc_off + sizeof(*d) + d->nfetch * sizeof(*f) + d->ncond * sizeof(*c);
+		pr->tab_off = a->heap_off + tab_off;
+		pr->ntables = g.ntables;
+		pr->order = g.order;
+		pr->key_words = g.key_words;
+		pr->entry_words = g.entry_words;
+		pr->nvals = g.nvals;
+	}
 	at = a->map + a->heap_off + a->heap_used;
 	memcpy(at, d, sizeof(*d));
 	memcpy(at + sizeof(*d), f, d->nfetch * sizeof(*f));
@@ -612,43 +735,62 @@ uint64_t up_agent_read(const struct up_agent *a, uint64_t addr)
 	return __atomic_load_n((const uint64_t *)(a->map + (addr - a->data_addr)), __ATOMIC_RELAXED);
 }
 
+/* The probe whose descriptor the tracer placed at addr (ids go up with addresses). */
+static const struct agent_probe *probe_at(const struct up_agent *a, uint64_t addr)
+{
+	size_t off = addr - a->data_addr;
+	uint32_t lo = 0, hi = a->nids;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (a->probes[mid].desc_off == off)
+			return &a->probes[mid];
+		if (a->probes[mid].desc_off < off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
 static struct upa_probe *desc_at(const struct up_agent *a, uint64_t addr)
 {
 	return (struct upa_probe *)(a->map + (addr - a->data_addr));
 }
 
-static struct upa_agg *agg_of(const struct up_agent *a, uint64_t addr)
-{
-	struct upa_probe *d = desc_at(a, addr);
-
-	if (!(d->flags & UPA_P_AGG))
-		return NULL;
-	return (struct upa_agg *)((uint8_t *)(d + 1) + d->nfetch * sizeof(struct upa_fetch) +
-				  d->ncond * sizeof(struct upa_cond));
-}
-
+/*
+ * The tables' geometry is the tracer's own (agent_probe), never the copy in the
+ * region: the target may rewrite that at will, and only the entries' words are
+ * read from it, each once, the key copied out before fn sees it.
+ */
 void up_agent_agg_read(const struct up_agent *a, uint64_t addr,
 		       void (*fn)(void *arg, const uint64_t *key, unsigned nkey,
 				  const uint64_t *val, unsigned nval),
 		       void *arg, uint64_t *dropped)
 {
-	const struct upa_agg *g = agg_of(a, addr);
+	const struct agent_probe *pr = probe_at(a, addr);
+	const struct upa_agg *g;
 	const uint64_t *t;
 	size_t n;
 
 	*dropped = 0;
-	if (!g)
+	if (!pr || !pr->agg)
 		return;
-	t = (const uint64_t *)(a->map + (g->tables - a->data_addr));
-	n = (size_t)g->ntables << g->order;
-	for (size_t i = 0; i < n; i++, t += g->entry_words) {
-		uint64_t st = __atomic_load_n(&t[0], __ATOMIC_ACQUIRE), v[1 + UPA_AGG_VALS];
+	g = (const struct upa_agg *)(a->map + pr->agg_off);
+	t = (const uint64_t *)(a->map + pr->tab_off);
+	n = (size_t)pr->ntables << pr->order;
+	for (size_t i = 0; i < n; i++, t += pr->entry_words) {
+		uint64_t st = __atomic_load_n(&t[0], __ATOMIC_ACQUIRE);
+		uint64_t key[UPA_AGG_KEY_WORDS], v[1 + UPA_AGG_VALS];
 
 		if (st <= 1)
 			continue; /* free, or its first hit is still being set up */
-		for (unsigned j = 0; j <= g->nvals; j++)
-			v[j] = __atomic_load_n(&t[1 + g->key_words + j], __ATOMIC_RELAXED);
-		fn(arg, t + 1, g->key_words, v, 1 + g->nvals);
+		for (unsigned j = 0; j < pr->key_words; j++)
+			key[j] = __atomic_load_n(&t[1 + j], __ATOMIC_RELAXED);
+		for (unsigned j = 0; j <= pr->nvals; j++)
+			v[j] = __atomic_load_n(&t[1 + pr->key_words + j], __ATOMIC_RELAXED);
+		fn(arg, key, pr->key_words, v, 1 + pr->nvals);
 	}
 	*dropped = __atomic_load_n(&g->dropped, __ATOMIC_RELAXED);
 }
@@ -683,18 +825,23 @@ uint64_t up_agent_lost(const struct up_agent *a)
 
 /* ---- records --------------------------------------------------------------------------- */
 
-/* A record's TSC as CLOCK_MONOTONIC ns. */
+/*
+ * Everything below reads memory the target can write while it is read: a record's
+ * header is copied once (rec_header) and checked on the copy (rec_check) against what
+ * the tracer knows of the probe (struct agent_probe); its bytes are copied out before
+ * anything reads them; a head is taken once per drain and must be within a ring of
+ * the tracer's own tail.  A ring that breaks any of it is abandoned (ring_abandon):
+ * the tracer never reads it again, and says so once per process.
+ */
+
+/* A record's TSC as CLOCK_MONOTONIC ns (a forged TSC gives a wrong time, nothing worse). */
 static uint64_t rec_time_ns(const struct up_agent *a, uint64_t tsc, double tick)
 {
-	return a->mono0 + (uint64_t)((double)(int64_t)(tsc - a->tsc0) * tick);
-}
+	double d = (double)(int64_t)(tsc - a->tsc0) * tick;
 
-/* Is a complete record's slot at ring offset off the agent's?  Else the program wrote
-   into the ring: the drain stops reading it. */
-static bool rec_sane(const struct up_agent *a, const struct upa_rec *rec, uint32_t slot,
-		     uint64_t off)
-{
-	return !(slot % REC_ALIGN) && slot <= a->ring_size - off && rec->len <= slot;
+	if (!(d > -9.0e18 && d < 9.0e18))
+		d = 0;
+	return a->mono0 + (uint64_t)(int64_t)d;
 }
 
 /* Ring k as the tracer maps it. */
@@ -703,44 +850,147 @@ static uint8_t *ring_map(const struct up_agent *a, unsigned k)
 	return a->map + a->ring_off + (size_t)k * a->ring_size;
 }
 
-/* The rings written so far. */
-static unsigned rings_in_use(struct up_agent *a, unsigned *ks)
+void up_agent_on_corrupt(struct up_agent *a, void (*fn)(void *arg, uint32_t id, const char *why),
+			 void *arg)
 {
-	unsigned n = 0;
+	a->on_corrupt = fn;
+	a->corrupt_arg = arg;
+}
 
-	for (unsigned k = 0; k < UPA_RINGS; k++)
-		if (__atomic_load_n(&a->ctl->ring[k].head, __ATOMIC_ACQUIRE))
-			ks[n++] = k;
-	return n;
+/* Ring k is given up for good: the first time in this process, with a message naming
+   the probe whose record it was (id, or UINT32_MAX: none). */
+static void ring_abandon(struct up_agent *a, unsigned k, uint32_t id, const char *why)
+{
+	char msg[160];
+
+	a->rings[k].dead = true;
+	if (a->corrupt_told)
+		return;
+	a->corrupt_told = true;
+	snprintf(msg, sizeof(msg),
+		 "the traced process corrupted its record ring %u (%s): the ring is abandoned", k,
+		 why);
+	if (a->on_corrupt)
+		a->on_corrupt(a->corrupt_arg, id < a->nids ? id : UINT32_MAX, msg);
+}
+
+/* A record's header, each field loaded once: slot first, the rest after it. */
+static struct upa_rec rec_header(const struct upa_rec *r)
+{
+	struct upa_rec h;
+
+	h.slot = __atomic_load_n(&r->slot, __ATOMIC_ACQUIRE);
+	h.id = __atomic_load_n(&r->id, __ATOMIC_RELAXED);
+	h.len = __atomic_load_n(&r->len, __ATOMIC_RELAXED);
+	h.cpu = __atomic_load_n(&r->cpu, __ATOMIC_RELAXED);
+	h.thread = __atomic_load_n(&r->thread, __ATOMIC_RELAXED);
+	h.tsc = __atomic_load_n(&r->tsc, __ATOMIC_RELAXED);
+	return h;
+}
+
+enum rec_kind { REC_INCOMPLETE, REC_PAD, REC_OK, REC_BAD };
+
+/* What the header h, copied from ring offset off, is; *why when it is no header the
+   agent writes. */
+static enum rec_kind rec_check(const struct up_agent *a, const struct upa_rec *h, uint64_t off,
+			       const char **why)
+{
+	const struct agent_probe *pr;
+
+	if (!h->slot)
+		return REC_INCOMPLETE;
+	if (h->slot % REC_ALIGN || h->slot > a->ring_size - off) {
+		*why = "a record's slot is off the ring";
+		return REC_BAD;
+	}
+	if (h->id == UPA_REC_PAD) {
+		if (h->slot != a->ring_size - off) {
+			*why = "a pad short of the ring's end";
+			return REC_BAD;
+		}
+		return REC_PAD;
+	}
+	if (h->id >= a->nids) {
+		*why = "a record of no probe";
+		return REC_BAD;
+	}
+	pr = &a->probes[h->id];
+	if (!pr->max_record || h->slot > pr->max_record) {
+		*why = "a record larger than its probe's";
+		return REC_BAD;
+	}
+	if (h->len > h->slot || h->len < sizeof(*h) + 8u * pr->nregs) {
+		*why = "a record's length is not its probe's";
+		return REC_BAD;
+	}
+	return REC_OK;
 }
 
 /* A drain's place in one ring: from tail to end (head when the drain began, no more:
    threads that keep writing must not keep the tracer here forever). */
 struct cursor {
-	struct upa_ring *rg;
+	unsigned k;
 	uint8_t *ring;
 	uint64_t tail, end, told;
-	struct upa_rec *rec; /* the next complete record, NULL: none */
+	bool have;	  /* h and rec are the next complete record */
+	struct upa_rec h; /* its header, copied and checked */
+	uint8_t *rec;	  /* where it is in the ring */
 };
 
-/* The cursor's next complete record (pads and foreign records consumed on the way). */
+/* Ring k opened for a drain: false when it has nothing, or its head is out of reach
+   (corrupt: abandoned).  Every record consumed advances the tail by 32 bytes or more,
+   so a drain reads at most a ring's size / 32 headers. */
+static bool cursor_open(struct up_agent *a, unsigned k, struct cursor *c)
+{
+	const struct agent_ring *r = &a->rings[k];
+	uint64_t head;
+
+	if (r->dead)
+		return false;
+	head = __atomic_load_n(&a->ctl->ring[k].head, __ATOMIC_ACQUIRE);
+	if (head == r->tail)
+		return false;
+	if (head - r->tail > a->ring_size) { /* past a full ring, or behind the tail */
+		ring_abandon(a, k, UINT32_MAX, "its head is out of the ring's reach");
+		return false;
+	}
+	c->k = k;
+	c->ring = ring_map(a, k);
+	c->tail = c->told = r->tail;
+	c->end = head;
+	c->have = false;
+	return true;
+}
+
+/* The cursor's next complete record (pads consumed on the way); none at a record
+   still being written, or one that is corrupt (the ring is abandoned). */
 static void cursor_next(struct up_agent *a, struct cursor *c)
 {
 	uint64_t cap = a->ring_size;
 
-	c->rec = NULL;
-	while (c->tail < c->end) {
-		struct upa_rec *rec = (struct upa_rec *)(c->ring + (c->tail & (cap - 1)));
-		uint32_t slot = __atomic_load_n(&rec->slot, __ATOMIC_ACQUIRE);
+	c->have = false;
+	while (c->tail < c->end && !a->rings[c->k].dead) {
+		uint64_t off = c->tail & (cap - 1);
+		struct upa_rec *rec = (struct upa_rec *)(c->ring + off);
+		struct upa_rec h = rec_header(rec);
+		const char *why = "";
 
-		if (!slot || !rec_sane(a, rec, slot, c->tail & (cap - 1)))
+		switch (rec_check(a, &h, off, &why)) {
+		case REC_INCOMPLETE:
 			return;
-		if (rec->id != UPA_REC_PAD && rec->id < a->nids) {
-			c->rec = rec;
+		case REC_BAD:
+			ring_abandon(a, c->k, h.id, why);
 			return;
+		case REC_OK:
+			c->h = h;
+			c->rec = (uint8_t *)rec;
+			c->have = true;
+			return;
+		case REC_PAD:
+			memset(rec, 0, h.slot);
+			c->tail += h.slot;
+			break;
 		}
-		memset(rec, 0, slot);
-		c->tail += slot;
 	}
 }
 
@@ -748,54 +998,67 @@ static void cursor_next(struct up_agent *a, struct cursor *c)
    of the ring at a time, not at every record (its cache line bounced between CPUs). */
 static void cursor_pop(struct up_agent *a, struct cursor *c)
 {
-	uint32_t slot = c->rec->slot;
-
-	memset(c->rec, 0, slot);
-	c->tail += slot;
+	memset(c->rec, 0, c->h.slot);
+	c->tail += c->h.slot;
 	if (c->tail - c->told >= a->ring_size / 32) {
-		__atomic_store_n(&c->rg->tail, c->tail, __ATOMIC_RELEASE);
+		__atomic_store_n(&a->ctl->ring[c->k].tail, c->tail, __ATOMIC_RELEASE);
 		c->told = c->tail;
 	}
 	cursor_next(a, c);
+}
+
+/* The drain of c is over: the tracer's tail, and the agent's copy of it. */
+static void cursor_close(struct up_agent *a, struct cursor *c)
+{
+	struct agent_ring *r = &a->rings[c->k];
+
+	r->taken += c->tail - r->tail;
+	r->tail = c->tail;
+	if (c->tail != c->told && !r->dead)
+		__atomic_store_n(&a->ctl->ring[c->k].tail, c->tail, __ATOMIC_RELEASE);
 }
 
 unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct up_agent_rec *r),
 			void *arg)
 {
 	struct cursor c[UPA_RINGS];
-	unsigned ks[UPA_RINGS], nc = rings_in_use(a, ks), n = 0;
+	unsigned nc = 0, n = 0;
 	double tick = ns_per_tick();
 
-	for (unsigned i = 0; i < nc; i++) {
-		c[i].rg = &a->ctl->ring[ks[i]];
-		c[i].ring = ring_map(a, ks[i]);
-		c[i].tail = c[i].told = c[i].rg->tail;
-		c[i].end = __atomic_load_n(&c[i].rg->head, __ATOMIC_ACQUIRE);
-		cursor_next(a, &c[i]);
+	for (unsigned k = 0; k < UPA_RINGS; k++) {
+		if (!cursor_open(a, k, &c[nc]))
+			continue;
+		cursor_next(a, &c[nc]);
+		nc++;
 	}
 	for (;;) {
 		struct cursor *m = NULL;
 
 		/* the oldest record of all the rings: they come out in time order */
 		for (unsigned i = 0; i < nc; i++)
-			if (c[i].rec && (!m || (int64_t)(c[i].rec->tsc - m->rec->tsc) < 0))
+			if (c[i].have && (!m || (int64_t)(c[i].h.tsc - m->h.tsc) < 0))
 				m = &c[i];
 		if (!m)
 			break;
 
-		struct upa_rec *rec = m->rec;
-		unsigned nregs = a->nregs_of[rec->id];
-		size_t head = sizeof(*rec) + 8u * nregs;
+		/* the record copied out: what fn reads cannot change under it */
+		const struct upa_rec *h = &m->h;
+		unsigned nregs = a->probes[h->id].nregs;
+		size_t head = sizeof(*h) + 8u * nregs;
+
+		memcpy(a->rec_copy, m->rec, h->len);
+		memcpy(a->rec_copy, h, sizeof(*h));
+
 		struct up_agent_rec v = {
-			.id = rec->id,
-			.cpu = rec->cpu & UPA_REC_CPU,
-			.is_return = !!(rec->cpu & UPA_REC_RET),
-			.tid = tid_of(a, rec->thread, rec->cpu & UPA_REC_SP),
-			.time_ns = rec_time_ns(a, rec->tsc, tick),
-			.regs = (const uint64_t *)(rec + 1),
+			.id = h->id,
+			.cpu = h->cpu & UPA_REC_CPU,
+			.is_return = !!(h->cpu & UPA_REC_RET),
+			.tid = tid_of(a, h->thread, h->cpu & UPA_REC_SP),
+			.time_ns = rec_time_ns(a, h->tsc, tick),
+			.regs = (const uint64_t *)(a->rec_copy + sizeof(*h)),
 			.nregs = nregs,
-			.mem = (const uint8_t *)rec + head,
-			.memlen = rec->len > head ? rec->len - head : 0,
+			.mem = a->rec_copy + head,
+			.memlen = h->len - head,
 		};
 
 		fn(arg, &v);
@@ -803,12 +1066,11 @@ unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct u
 		cursor_pop(a, m);
 	}
 	for (unsigned i = 0; i < nc; i++)
-		if (c[i].tail != c[i].told)
-			__atomic_store_n(&c[i].rg->tail, c[i].tail, __ATOMIC_RELEASE);
+		cursor_close(a, &c[i]);
 	return n;
 }
 
-/* The raw form is the ring's, headers rewritten in place (uprobe.h). */
+/* The raw form is the ring's, headers rewritten (uprobe.h). */
 _Static_assert(sizeof(struct uprobe_raw_rec) == sizeof(struct upa_rec), "raw header");
 _Static_assert(offsetof(struct uprobe_raw_rec, time_ns) == offsetof(struct upa_rec, tsc),
 	       "raw time");
@@ -817,62 +1079,56 @@ _Static_assert(UPROBE_RAW_FAULT == UPA_MEM_FAULT && UPROBE_RAW_STRING == UPA_MEM
 		       UPROBE_RAW_RET == UPA_REC_RET && UPROBE_RAW_CPU == UPA_REC_CPU,
 	       "raw flags");
 
-/* Ring k's records raw, span by span (up_agent_drain_raw). */
+#define RAW_SPAN (256u << 10) /* raw records go out in spans of up to this much */
+
+/* Ring k's records raw, copied out of the ring span by span (up_agent_drain_raw). */
 static unsigned drain_raw_ring(struct up_agent *a, unsigned k, pid_t pid,
 			       uint32_t (*probe_of)(void *arg, uint32_t id),
 			       void (*fn)(void *arg, const void *recs, size_t len), void *arg)
 {
-	struct upa_ring *rg = &a->ctl->ring[k];
-	uint8_t *ring = ring_map(a, k);
-	uint64_t cap = a->ring_size, tail = rg->tail;
-	uint64_t end = __atomic_load_n(&rg->head, __ATOMIC_ACQUIRE);
 	double tick = ns_per_tick();
 	uint64_t last_key = 0;
 	bool last_sp = false;
 	pid_t last_tid = 0;
 	unsigned n = 0;
+	size_t used = 0;
+	struct cursor c;
 
-	while (tail < end) {
-		uint64_t off = tail & (cap - 1), span = off;
+	if (!cursor_open(a, k, &c))
+		return 0;
+	for (cursor_next(a, &c); c.have; cursor_pop(a, &c)) {
+		const struct upa_rec *h = &c.h;
+		struct uprobe_raw_rec r = {
+			.size = h->slot,
+			.probe = probe_of(arg, h->id),
+			.len = h->len,
+			.flags = h->cpu & (UPA_REC_CPU | UPA_REC_RET),
+			.pid = pid,
+		};
+		bool sp = h->cpu & UPA_REC_SP;
 
-		/* whole records up to the ring's end or the first one still being written */
-		while (tail + (span - off) < end && span < cap) {
-			struct upa_rec *rec = (struct upa_rec *)(ring + span);
-			uint32_t slot = __atomic_load_n(&rec->slot, __ATOMIC_ACQUIRE);
-			struct uprobe_raw_rec *r = (struct uprobe_raw_rec *)rec;
-			uint64_t key = rec->thread, tsc = rec->tsc;
-			bool sp = rec->cpu & UPA_REC_SP;
-
-			if (!slot)
-				break;
-			if (!rec_sane(a, rec, slot, span)) {
-				end = tail + (span - off);
-				break;
-			}
-			if (rec->id == UPA_REC_PAD || rec->id >= a->nids) {
-				r->probe = UPROBE_RAW_SKIP;
-			} else {
-				if (key != last_key || sp != last_sp || !last_tid) {
-					last_tid = tid_of(a, key, sp);
-					last_key = key;
-					last_sp = sp;
-				}
-				r->probe = probe_of(arg, rec->id);
-				r->flags = rec->cpu & (UPA_REC_CPU | UPA_REC_RET);
-				r->pid = pid;
-				r->tid = last_tid;
-				r->time_ns = rec_time_ns(a, tsc, tick);
-				n += r->probe != UPROBE_RAW_SKIP;
-			}
-			span += slot;
+		if (r.probe == UPROBE_RAW_SKIP)
+			continue; /* a probe gone */
+		if (used + h->slot > a->raw_cap) {
+			fn(arg, a->raw_buf, used);
+			used = 0;
 		}
-		if (span == off)
-			break;
-		fn(arg, ring + off, span - off);
-		memset(ring + off, 0, span - off);
-		tail += span - off;
-		__atomic_store_n(&rg->tail, tail, __ATOMIC_RELEASE);
+		if (h->thread != last_key || sp != last_sp || !last_tid) {
+			last_tid = tid_of(a, h->thread, sp);
+			last_key = h->thread;
+			last_sp = sp;
+		}
+		r.tid = last_tid;
+		r.time_ns = rec_time_ns(a, h->tsc, tick);
+		memcpy(a->raw_buf + used, c.rec, h->len);
+		memcpy(a->raw_buf + used, &r, sizeof(r));
+		memset(a->raw_buf + used + h->len, 0, h->slot - h->len);
+		used += h->slot;
+		n++;
 	}
+	if (used)
+		fn(arg, a->raw_buf, used);
+	cursor_close(a, &c);
 	return n;
 }
 
@@ -880,27 +1136,35 @@ unsigned up_agent_drain_raw(struct up_agent *a, pid_t pid,
 			    uint32_t (*probe_of)(void *arg, uint32_t id),
 			    void (*fn)(void *arg, const void *recs, size_t len), void *arg)
 {
-	unsigned ks[UPA_RINGS], nr = rings_in_use(a, ks), n = 0;
+	size_t want = a->max_record > RAW_SPAN ? a->max_record : RAW_SPAN;
+	unsigned n = 0;
 
-	for (unsigned i = 0; i < nr; i++)
-		n += drain_raw_ring(a, ks[i], pid, probe_of, fn, arg);
+	if (a->raw_cap < want) {
+		uint8_t *b = realloc(a->raw_buf, want);
+
+		if (!b)
+			return 0; /* the records wait for the next drain */
+		a->raw_buf = b;
+		a->raw_cap = want;
+	}
+	for (unsigned k = 0; k < UPA_RINGS; k++)
+		n += drain_raw_ring(a, k, pid, probe_of, fn, arg);
 	return n;
 }
 
-unsigned up_agent_fill(const struct up_agent *a)
+unsigned up_agent_fill(struct up_agent *a)
 {
 	unsigned most = 0;
 
 	for (unsigned k = 0; k < UPA_RINGS; k++) {
-		const struct upa_ring *rg = &a->ctl->ring[k];
-		uint64_t head = __atomic_load_n(&rg->head, __ATOMIC_ACQUIRE), tail = rg->tail;
-		unsigned f = head > tail ? (unsigned)((head - tail) * 256 / a->ring_size) : 0;
+		uint64_t t = a->rings[k].taken;
+		unsigned f = t >= a->ring_size ? 256 : (unsigned)(t * 256 / a->ring_size);
 
+		a->rings[k].taken = 0;
 		most = f > most ? f : most;
 	}
 	return most;
 }
-
 
 int up_agent_rec_read(const struct up_agent_rec *r, uint64_t addr, void *buf, size_t len)
 {

@@ -42,7 +42,22 @@ struct up_agent_rec {
  */
 int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct up_agent **out,
 		 char *why, size_t whylen);
-/* The tracer's mapping goes; the target's stays (a thread may be inside). */
+/*
+ * A region in the tracer alone, the agent's addresses the tracer's own (tests and the
+ * fuzzer: fuzz/fuzz_region.c writes the target's side).  0 or a negative errno.
+ */
+int up_agent_new_local(size_t ring_bytes, struct up_agent **out);
+/* The tracer's mapping of the region (tests and the fuzzer write the target's side). */
+void *up_agent_region(const struct up_agent *a);
+/*
+ * fn is told, once, that the traced process wrote into the region what the agent
+ * never writes (id: the probe whose record it was, or UINT32_MAX); the ring it was in
+ * is abandoned, the others are read on (design.md, "The trust boundary").
+ */
+void up_agent_on_corrupt(struct up_agent *a, void (*fn)(void *arg, uint32_t id, const char *why),
+			 void *arg);
+/* The tracer's mapping goes; the target's are the caller's (up_agent_maps: the site
+   layer unmaps them once no thread can be inside). */
 void up_agent_free(struct up_agent *a);
 
 /*
@@ -50,10 +65,13 @@ void up_agent_free(struct up_agent *a);
  * need them, t (stopped) doing the writes in its process: the ring of the slot the
  * next thread to record claims, once a recording probe was placed (recording: one was
  * just placed; else t is a new thread).  At most one ring more than the slots claimed
- * is ever made present this way, 8 MiB of each at most (1 MiB at a new thread).  A negative errno when t
- * could not run.
+ * is ever made present this way, 8 MiB of each at most (1 MiB at a new thread).  A
+ * negative errno when t could not run.
  */
 int up_agent_rings_ready(struct up_agent *a, struct up_task *t, bool recording);
+
+/* The region's two mappings in the process: data (read-write), then code. */
+void up_agent_maps(const struct up_agent *a, uint64_t start[2], uint64_t len[2]);
 
 /* Where the agent's entry, and the trampoline hijacked returns go to, are. */
 uint64_t up_agent_entry(const struct up_agent *a);
@@ -124,18 +142,21 @@ void up_agent_probe_counts(const struct up_agent *a, uint64_t addr, uint64_t *fi
 unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct up_agent_rec *r),
 			void *arg);
 /*
- * The same records raw: each header rewritten in place as a struct uprobe_raw_rec
- * (probe_of turns the record's probe id into the caller's; pid is the process), handed
- * to fn in contiguous spans of whole records, then cleared.  Returns how many records
- * (not counting skipped ones).
+ * The same records raw: each copied out of the ring with its header rewritten as a
+ * struct uprobe_raw_rec (probe_of turns the record's probe id into the caller's,
+ * UPROBE_RAW_SKIP: the record is left out; pid is the process), handed to fn in
+ * spans of whole records (the caller's to read: nothing the target can change).
+ * Returns how many records.
  */
 unsigned up_agent_drain_raw(struct up_agent *a, pid_t pid,
 			    uint32_t (*probe_of)(void *arg, uint32_t id),
 			    void (*fn)(void *arg, const void *recs, size_t len), void *arg);
 /* CLOCK_MONOTONIC in ns: the clock records are stamped with. */
 uint64_t up_mono_ns(void);
-/* How full the ring is, in 256ths. */
-unsigned up_agent_fill(const struct up_agent *a);
+/* How much the drains since the last call took from the ring they took most from, in
+   256ths of a ring (what the agent says is in a ring is not trusted for it: a target
+   could make a ring look full forever and the tracer drain it without rest). */
+unsigned up_agent_fill(struct up_agent *a);
 /* Records dropped because the ring was full, in all. */
 uint64_t up_agent_lost(const struct up_agent *a);
 

@@ -185,8 +185,11 @@ int chain_build_in(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
 		if (!rc)
 			rc = up_proc_write_text(mm->p, v[0]->site.hop, hop, sizeof(hop));
 	}
-	if (!rc)
+	if (!rc) {
+		/* an int3 the jmp's rel32 ends in must stay, should the tracer die */
+		up_site_net_pin(mm, vaddr, vaddr + UP_PATCH_JMP);
 		rc = up_proc_write_text(mm->p, vaddr, jmp, up_patch_written(&v[0]->site));
+	}
 	if (rc) {
 		if (!why[0])
 			snprintf(why, whylen, "cannot write the jmp (%s)", strerror(-rc));

@@ -174,10 +174,12 @@ void up_site_drain_all(struct up_site_ctx *c)
 	for (struct up_sites *s = c->spaces; s; s = s->next) {
 		if (!s->agent)
 			continue;
+		up_site_drain(s);
+
+		/* what the drain took, not what the region says is there: see up_agent_fill */
 		unsigned f = up_agent_fill(s->agent);
 
 		fill = f > fill ? f : fill;
-		up_site_drain(s);
 	}
 	c->ring_fill = fill;
 	if (fill)
@@ -194,7 +196,7 @@ bool up_site_any_agent(const struct up_site_ctx *c)
 
 /*
  * How soon the fast path's rings are read again while nothing stops: at once while a
- * ring was a 64th full or more; every millisecond in the 200 ms after records came (or
+ * drain took a 64th of a ring or more; every millisecond in the 200 ms after records came (or
  * a recording site was placed); else every 10 ms.  A 4 MiB ring holds ~45,000 records
  * of six registers, written at ~30 ns each by one hot thread (1.4 ms): sleeping 10 ms
  * lost half of a 0.2 s run's records.

@@ -4,7 +4,9 @@
  * makes on every stopped thread of the address space (its rip, where it resumes, the
  * words on its stack).  It only reads registers and memory; it never changes them.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "site/internal.h"
 
@@ -139,4 +141,110 @@ bool stack_points_in(struct up_sites *mm, uint64_t lo, uint64_t hi)
 
 	where_range(&w, mm, lo, hi);
 	return any_stack_word(mm, &w);
+}
+
+/* ---- the mappings of ours: may any thread still use them? ------------------------- */
+
+static bool in_our_code(const struct up_sites *mm, uint64_t a)
+{
+	for (unsigned i = 0; i < mm->xol.nmaps; i++) {
+		const struct up_xol_map *m = &mm->xol.maps[i];
+
+		if (m->exec && a >= m->start && a < m->start + m->len)
+			return true;
+	}
+	return false;
+}
+
+#define STACK_DEEP (1u << 20)
+#define FRAME_RIP 176 /* x86-64 rt_sigframe: pretcode, uc_flags, uc_link, uc_stack, then
+			 the saved registers r8..r15 rdi rsi rbp rbx rdx rax rcx rsp rip */
+
+/* Is code an rt_sigreturn (mov $15,%rax; syscall), as every restorer is? */
+static bool is_restorer(struct up_task *t, uint64_t code)
+{
+	static const uint8_t ret[9] = { 0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05 };
+	uint8_t b[9];
+
+	return !up_task_read(t, code, b, sizeof(b)) && !memcmp(b, ret, sizeof(b));
+}
+
+/*
+ * A signal frame on t's stack, from rsp up to the end of the mapping rsp is in (at
+ * most STACK_DEEP bytes), whose saved rip is in code of ours: its address, or 0.
+ *
+ * That, and a rip of ours, is all that can bring a thread back: code of ours never
+ * calls the program's (its calls stay in the agent; a relocated call pushes the
+ * original return address), the returns it hijacked are put back first, and the
+ * program's code only gets there through the kernel's signal delivery, whose frame's
+ * pretcode is the restorer.  Other words that point there are left over from code of
+ * ours that ran deeper before (a hijack's call site, a trampoline's return address in
+ * a frame the program has not written since) and nothing returns to them.  A handler
+ * on an alternate stack has its frame there, with the interrupted rip.
+ */
+static uint64_t frame_in_code(struct up_sites *mm, struct up_task *t, uint64_t rsp)
+{
+	static uint64_t buf[8192];
+	struct up_map m;
+	uint64_t a = rsp & ~7ull, end, base = a;
+
+	if (up_proc_find_map(up_task_proc(t), a, &m))
+		return 0; /* no stack there: nothing to come back through */
+	end = m.end - a > STACK_DEEP ? a + STACK_DEEP : m.end;
+	while (a < end) {
+		size_t n = end - a < sizeof(buf) ? (size_t)(end - a) : sizeof(buf);
+
+		if (up_task_read(t, a, buf, n))
+			return a; /* unreadable: cannot tell, so it may */
+		for (size_t i = 0; i < n / 8; i++) {
+			uint64_t at = a + 8 * i, pret = 0;
+
+			if (!in_our_code(mm, buf[i]) || at - base < FRAME_RIP)
+				continue;
+			if (i >= FRAME_RIP / 8)
+				pret = buf[i - FRAME_RIP / 8];
+			else if (up_task_read(t, at - FRAME_RIP, &pret, sizeof(pret)))
+				continue;
+			if (is_restorer(t, pret))
+				return at - FRAME_RIP;
+		}
+		a += n;
+	}
+	return 0;
+}
+
+bool maps_in_use(struct up_sites *mm, char *why, size_t whylen)
+{
+	struct up_proc *p;
+
+	for (unsigned i = 0; (p = sites_proc(mm, i)); i++) {
+		for (struct up_task *t = up_proc_first_task(p); t; t = up_proc_next_task(t)) {
+			struct user_regs_struct r;
+			uint64_t at;
+
+			if (!up_task_stopped(t) || up_task_get_regs(t, &r)) {
+				snprintf(why, whylen, "thread %d could not be stopped and looked at",
+					 (int)up_task_tid(t));
+				return true;
+			}
+			if (in_our_code(mm, r.rip) ||
+			    ((int64_t)r.orig_rax >= 0 && in_our_code(mm, r.rip - 2))) {
+				snprintf(why, whylen, "thread %d runs there (rip 0x%llx)",
+					 (int)up_task_tid(t), (unsigned long long)r.rip);
+				return true;
+			}
+			at = frame_in_code(mm, t, r.rsp);
+			if (at) {
+				uint64_t w = 0;
+
+				up_task_read(t, at + FRAME_RIP, &w, sizeof(w));
+				snprintf(why, whylen, "thread %d is in a signal handler that "
+					 "interrupted code of ours (its frame at 0x%llx returns to "
+					 "0x%llx)", (int)up_task_tid(t), (unsigned long long)at,
+					 (unsigned long long)w);
+				return true;
+			}
+		}
+	}
+	return false;
 }

@@ -39,6 +39,8 @@ int up_site_int3_fill(struct up_sites *s, struct up_int3_site *i, uint64_t slot)
 	i->rel = rel;
 	i->slot = slot;
 	back_add(s, i->bp.vaddr + i->bp.insn.length);
+	if (i->bp.inserted)
+		net_site_put(s, i); /* a followed fork child's new slot */
 	return 0;
 }
 
@@ -128,8 +130,13 @@ bool back_in(const struct up_sites *s, uint64_t lo, uint64_t hi)
 
 int up_site_int3_insert(struct up_sites *s, struct up_int3_site *i, struct up_task *t)
 {
-	int rc = marks_add(&s->live, i->bp.vaddr, 0);
+	int rc;
 
+	/* the net first: from the moment the byte is in, the tracer's death must not
+	   take the process with it */
+	up_site_net_ensure(s, t);
+	net_site_put(s, i);
+	rc = marks_add(&s->live, i->bp.vaddr, 0);
 	if (rc)
 		return rc;
 	rc = up_ubp_insert(s->p, &i->bp);
@@ -150,6 +157,8 @@ void up_site_int3_remove(struct up_sites *s, struct up_int3_site *i, struct up_t
 	if (was)
 		up_ubp_remove(s->p, &i->bp);
 	marks_del(&s->live, i->bp.vaddr);
+	if (!i->bp.inserted)
+		net_site_del(s, i->bp.vaddr);
 	if (was && !i->bp.inserted && t)
 		pun_follow(s, t, i->bp.vaddr, i->bp.vaddr + 1);
 }
@@ -167,12 +176,13 @@ void up_site_int3_unfork(struct up_proc *child, const struct up_int3_site *i)
 		up_proc_write_text(child, i->bp.vaddr, &i->bp.orig, 1);
 }
 
-void up_site_int3_inherit(struct up_sites *child, const struct up_int3_site *i,
-			  struct up_int3_site *c)
+void up_site_int3_inherit(struct up_sites *child, const struct up_sites *parent,
+			  const struct up_int3_site *i, struct up_int3_site *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->bp = i->bp; /* the int3 came along in the copied memory */
+	c->bp = i->bp; /* the int3 came along in the copied memory, and the net with it */
 	marks_add(&child->live, i->bp.vaddr, 0);
+	net_inherit(child, parent);
 }
 
 int up_site_ret_int3(struct up_sites *s, struct up_task *t, uint64_t near, uint64_t *at)
@@ -182,6 +192,7 @@ int up_site_ret_int3(struct up_sites *s, struct up_task *t, uint64_t near, uint6
 
 	if (s->ctx->opts->no_xol)
 		return -ENOTSUP;
+	up_site_net_ensure(s, t);
 	rc = up_xol_alloc(&s->xol, t, near, &slot);
 	if (rc)
 		return rc;
@@ -190,6 +201,7 @@ int up_site_ret_int3(struct up_sites *s, struct up_task *t, uint64_t near, uint6
 		up_xol_free(&s->xol, slot);
 		return rc;
 	}
+	net_ret_int3(s, slot);
 	*at = slot;
 	return 0;
 }
@@ -205,4 +217,5 @@ void int3_forget(struct up_sites *s)
 	marks_free(&s->live);
 	marks_free(&s->backs);
 	s->backs_lost = false;
+	net_forget(s);
 }

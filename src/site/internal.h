@@ -58,6 +58,15 @@ void fast_unlink(struct up_sites *mm, struct up_patched *f);
 /* f leaves the fast path on its own: unpatched, freed, its uprobe queued for an int3. */
 void fast_drop(struct up_sites *mm, struct up_patched *f, struct up_task *t);
 
+/* safety.c: the net's entry for an int3 site (before its byte goes in; updated when its
+   slot changes), gone after it is out; the return trampoline's int3; a fork child's
+   copy of the parent's net; an address space gone. */
+int net_site_put(struct up_sites *s, const struct up_int3_site *i);
+void net_site_del(struct up_sites *s, uint64_t vaddr);
+int net_ret_int3(struct up_sites *s, uint64_t at);
+void net_inherit(struct up_sites *child, const struct up_sites *parent);
+void net_forget(struct up_sites *s);
+
 /* patched.c */
 bool wants_record(const struct uprobe *u);
 int fast_arm(struct up_sites *mm, struct uprobe *u, struct up_task *t, char *why, size_t whylen);
@@ -83,6 +92,9 @@ bool any_rip(struct up_sites *mm, const struct where *w);
 bool any_rip_in(struct up_sites *mm, uint64_t lo, uint64_t hi);
 bool any_stack_word(struct up_sites *mm, const struct where *w);
 bool stack_points_in(struct up_sites *mm, uint64_t lo, uint64_t hi);
+/* May a thread still run code of ours (xol.maps) or come back to it: its rip, or a
+   signal frame on its stack whose saved rip is there?  why says which. */
+bool maps_in_use(struct up_sites *mm, char *why, size_t whylen);
 
 /* int3.c */
 bool int3_live_in(const struct up_sites *mm, uint64_t lo, uint64_t hi);

@@ -150,11 +150,11 @@ void up_site_thread_gone(struct up_sites *mm, struct up_task *t)
  */
 static uint64_t tls_point(struct up_sites *mm)
 {
-	char path[64], exe[PATH_MAX];
+	char path[64];
 	uint64_t av[2], entry = 0, interp = 0;
 	struct up_sym_elf *elf;
 	struct up_sym start, main_;
-	ssize_t n;
+	struct up_map m;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)mm->pid);
@@ -169,13 +169,10 @@ static uint64_t tls_point(struct up_sites *mm)
 	fclose(f);
 	if (interp || !entry)
 		return entry;
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)mm->pid);
-	n = readlink(path, exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return 0;
-	exe[n] = 0;
-	if (!(elf = up_ubp_file(&mm->ctx->files, exe)) || up_sym_elf_lookup(elf, "main", &main_) ||
-	    up_sym_elf_lookup(elf, "_start", &start))
+	/* the program's file is the one mapped at its entry point */
+	if (up_proc_find_map(mm->p, entry, &m) || m.path[0] != '/' ||
+	    !(elf = up_ubp_file(&mm->ctx->files, mm->p, &m)) ||
+	    up_sym_elf_lookup(elf, "main", &main_) || up_sym_elf_lookup(elf, "_start", &start))
 		return 0;
 	return main_.value + (entry - start.value);
 }

@@ -58,6 +58,20 @@ static bool under_seccomp(pid_t pid)
 	return on;
 }
 
+/* The traced process wrote into its agent's region what the agent never writes: one
+   message, naming the probe when the bad record named one (agent/ring.c). */
+static void agent_corrupt(void *arg, uint32_t id, const char *why)
+{
+	struct up_sites *mm = arg;
+	struct up_patched *f = id < mm->nrecp ? mm->recp[id] : NULL;
+
+	if (f)
+		site_log(mm->ctx, "process %d: probe at 0x%" PRIx64 ": %s", (int)mm->pid,
+			 f->site.vaddr, why);
+	else
+		site_log(mm->ctx, "process %d: %s", (int)mm->pid, why);
+}
+
 static int agent_ensure(struct up_sites *mm, struct up_task *t, char *why, size_t whylen)
 {
 	struct up_proc *p;
@@ -80,6 +94,31 @@ static int agent_ensure(struct up_sites *mm, struct up_task *t, char *why, size_
 	up_xol_free(&mm->xol, scratch);
 	if (rc)
 		return rc;
+	{
+		/* its two mappings join the list of ours, to go when we go */
+		uint64_t at[2], len[2];
+
+		up_agent_maps(mm->agent, at, len);
+		for (int k = 0; k < 2; k++)
+			if (up_xol_note_map(&mm->xol, at[k], len[k], k == 1)) {
+				uint64_t un[6] = { at[k], len[k] };
+				int64_t ret;
+
+				/* not listed, not kept: the agent goes (a thread may not be
+				   in it yet: nothing leads there) */
+				for (int j = 0; j < 2; j++) {
+					un[0] = at[j], un[1] = len[j];
+					up_task_syscall(t, 11 /* munmap */, un, &ret);
+				}
+				if (k)
+					mm->xol.nmaps--;
+				up_agent_free(mm->agent);
+				mm->agent = NULL;
+				snprintf(why, whylen, "no memory to list the agent's mappings");
+				return -ENOMEM;
+			}
+	}
+	up_agent_on_corrupt(mm->agent, agent_corrupt, mm);
 	agent_find_rseq(mm);
 	for (unsigned i = 0; (p = sites_proc(mm, i)); i++)
 		for (struct up_task *x = up_proc_first_task(p); x; x = up_proc_next_task(x))
@@ -457,7 +496,7 @@ int fast_arm(struct up_sites *mm, struct uprobe *u, struct up_task *t, char *why
 		f->shared = !agent_ensure(mm, t, sub, sizeof(sub)) &&
 			    !up_agent_counter(mm->agent, &f->counter);
 		if (!f->shared && (!mm->counters || mm->ncounters == 4096 / 8)) {
-			rc = up_xol_map_data(t, u->vaddr, &mm->counters);
+			rc = up_xol_map_data(&mm->xol, t, u->vaddr, &mm->counters);
 			if (rc) {
 				snprintf(why, whylen, "no counter page (%s)", strerror(-rc));
 				mm->counters = 0;

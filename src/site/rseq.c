@@ -36,7 +36,7 @@ static int rseq_map_fn(void *arg, const struct up_map *m)
 	if (!glibc && rf->exe_seen)
 		return 0;
 	rf->exe_seen = true;
-	if (!(elf = up_ubp_file(&rf->mm->ctx->files, m->path)))
+	if (!(elf = up_ubp_file(&rf->mm->ctx->files, rf->mm->p, m)))
 		return 0;
 	for (int i = 0; i < 2; i++)
 		if (up_sym_elf_lookup_object(elf, names[i], &s) ||

@@ -157,17 +157,95 @@ void up_sites_forget(struct up_sites *s)
 	s->recp = NULL;
 	s->nrecp = 0;
 	up_xol_drop(&s->xol);
+	s->nsigs = 0;
 	int3_forget(s);
 }
 
-void up_sites_detach(struct up_sites *s, struct up_task *idle)
+void up_sites_detach(struct up_sites *s)
 {
 	for (struct up_patched *f = s->fast; f; f = f->next)
 		fast_unpatch(s, f, NULL);
 	up_site_unhijack(s, s->p);
-	/* a thread may be inside a trampoline: those stay mapped (a page or two) */
-	if (idle && !s->fast_used)
-		up_xol_unmap(&s->xol, idle);
+}
+
+int up_sites_sig_changed(struct up_sites *s, int sig, uint64_t ours, const uint64_t old[4])
+{
+	for (unsigned i = 0; i < s->nsigs; i++)
+		if (s->sigs[i].sig == sig) {
+			s->sigs[i].ours = ours; /* the first old one is the program's */
+			return 0;
+		}
+	if (s->nsigs == UP_SITE_SIGS)
+		return -ENOSPC;
+	s->sigs[s->nsigs].sig = sig;
+	s->sigs[s->nsigs].ours = ours;
+	memcpy(s->sigs[s->nsigs].old, old, sizeof(s->sigs[s->nsigs].old));
+	s->nsigs++;
+	return 0;
+}
+
+/*
+ * The dispositions we changed go back, through rt_sigaction run by t with its
+ * struct below t's stack (under the red zone; the bytes put back after): only where
+ * our handler is still the one (the program may have set its own since).
+ */
+static void sigs_put_back(struct up_sites *s, struct up_task *t)
+{
+	struct user_regs_struct r;
+	uint64_t scratch, saved[4], cur[4];
+	int64_t ret;
+
+	if (!s->nsigs || up_task_get_regs(t, &r))
+		return;
+	scratch = (r.rsp - 1024) & ~15ull;
+	if (up_task_read(t, scratch, saved, sizeof(saved)))
+		return;
+	for (unsigned i = 0; i < s->nsigs; i++) {
+		const struct up_site_sig *g = &s->sigs[i];
+		uint64_t get[6] = { (uint64_t)g->sig, 0, scratch, 8 };
+		uint64_t set[6] = { (uint64_t)g->sig, scratch, 0, 8 };
+
+		if (up_task_syscall(t, 13 /* rt_sigaction */, get, &ret) || ret ||
+		    up_task_read(t, scratch, cur, sizeof(cur)) || cur[0] != g->ours)
+			continue;
+		if (!up_proc_write(s->p, scratch, g->old, sizeof(g->old)))
+			up_task_syscall(t, 13, set, &ret);
+	}
+	up_proc_write(s->p, scratch, saved, sizeof(saved));
+	s->nsigs = 0;
+}
+
+uint64_t up_sites_teardown(struct up_sites *s, struct up_task *t, bool last)
+{
+	char why[256] = "no thread stopped to unmap through";
+	uint64_t left;
+
+	if (!s->xol.nmaps && !s->nsigs)
+		return 0;
+	if (t)
+		sigs_put_back(s, t);
+	up_site_unhijack(s, s->p);
+	if (!t || maps_in_use(s, why, sizeof(why))) {
+		left = up_xol_mapped(&s->xol);
+		if (last && left)
+			site_log(s->ctx, "process %d: %" PRIu64 " bytes of the tracer's left mapped "
+				 "in %u mapping%s: %s", (int)s->pid, left, s->xol.nmaps,
+				 s->xol.nmaps == 1 ? "" : "s", why);
+		return left;
+	}
+	up_site_drain(s); /* what the rings hold, while the tracer's mapping is there */
+	up_xol_unmap(&s->xol, t);
+	up_agent_free(s->agent);
+	s->agent = NULL;
+	free(s->recp);
+	s->recp = NULL;
+	s->nrecp = 0;
+	s->counters = 0;
+	s->ncounters = 0;
+	s->fast_used = false;
+	s->notls = 0;
+	s->nnotls = 0;
+	return 0;
 }
 
 void up_sites_fork(struct up_sites *s, struct up_proc *child)

@@ -34,6 +34,7 @@
 
 #include <uprobe/uprobe.h>
 
+#include "agent/net.h"
 #include "arch/x86/insn.h"
 #include "task/task.h"
 #include "ubp.h"
@@ -73,6 +74,29 @@ struct up_int3_site {
 	uint64_t slot; /* 0: none */
 };
 
+/* The safety net of one address space (safety.c, agent/net.h): where its handler and
+   tables are, the program's SIGTRAP disposition it replaced (what a detach puts back),
+   and the tracer's copies of the tables. */
+struct up_net {
+	uint64_t code, data; /* in the process; 0: none */
+	bool installed;	     /* our handler is the process's SIGTRAP disposition */
+	bool failed;	     /* could not be, or must not: not tried again */
+	bool rets_full;
+	struct upn_sigaction prog, ours;
+	struct upn_site *sites;
+	struct upn_ret *rets;
+	uint64_t *ret_live; /* a bit an entry of rets: its return is pending */
+};
+
+/* A signal disposition the tracer changed in the process: the kernel's struct
+   sigaction (handler, flags, restorer, mask) as it was, and the handler put there. */
+struct up_site_sig {
+	int sig;
+	uint64_t ours;
+	uint64_t old[4];
+};
+#define UP_SITE_SIGS 4
+
 /* The sites of one address space. */
 struct up_sites {
 	struct up_sites *next; /* in ctx->spaces */
@@ -109,9 +133,13 @@ struct up_sites {
 	unsigned notls;
 	struct up_task **notls_task;
 	unsigned nnotls, capnotls;
+	/* dispositions changed (up_sites_sig_changed), put back when our mappings go */
+	struct up_site_sig sigs[UP_SITE_SIGS];
+	unsigned nsigs;
 	/* uprobes whose sites left the fast path on their own (up_site_evicted) */
 	struct uprobe **evicted;
 	unsigned nevicted, capevicted;
+	struct up_net net;
 };
 
 /* ---- the context and an address space's life ---- */
@@ -129,8 +157,24 @@ void up_sites_unshare(struct up_sites *s, struct up_proc *child);
 /* The address space is gone (exec, exit): every site forgotten, counts settled. */
 void up_sites_forget(struct up_sites *s);
 /* Detach (process quiesced, its int3s out): every jmp undone, hijacked returns sent
-   home, the XOL area unmapped through idle unless a trampoline was ever live. */
-void up_sites_detach(struct up_sites *s, struct up_task *idle);
+   home.  What was mapped goes with up_sites_teardown. */
+void up_sites_detach(struct up_sites *s);
+/*
+ * Everything of ours the process still has goes, once no thread can use it (process
+ * quiesced, no int3 or jmp of ours left, t a stopped thread for the remote system
+ * calls): the signal dispositions we changed put back, hijacked returns sent home
+ * again (a thread caught mid-hijack may have finished it since), then, unless a
+ * thread runs in code of ours or a word of its stack points there (inside.c,
+ * maps_in_use), every mapping of ours unmapped (the XOL areas, the counters' pages,
+ * the agent's region; the agent forgotten: a later probe maps a new one).  Returns
+ * the bytes still mapped, 0 when none; with last, says on the log how many it leaves
+ * and why.  The caller lets the threads run a little and calls again.
+ */
+uint64_t up_sites_teardown(struct up_sites *s, struct up_task *t, bool last);
+/* The tracer changed sig's disposition in the process, from old (the kernel's struct
+   sigaction: handler, flags, restorer, mask) to the handler ours: put back when our
+   mappings go, if ours is still the handler then.  -ENOSPC: no room to remember. */
+int up_sites_sig_changed(struct up_sites *s, int sig, uint64_t ours, const uint64_t old[4]);
 /* A fork child (not sharing the memory) gets the original bytes of every jmp, and
    the returns the agent hijacked, back: it has no trampolines. */
 void up_sites_fork(struct up_sites *s, struct up_proc *child);
@@ -155,13 +199,35 @@ void up_site_int3_free(struct up_sites *s, struct up_int3_site *i);
 /* A fork child's copy of the text gets the original byte back (a child not followed). */
 void up_site_int3_unfork(struct up_proc *child, const struct up_int3_site *i);
 /* A followed fork child has the parent's int3 at i in its copied memory: c is its site. */
-void up_site_int3_inherit(struct up_sites *child, const struct up_int3_site *i,
-			  struct up_int3_site *c);
+void up_site_int3_inherit(struct up_sites *child, const struct up_sites *parent,
+			  const struct up_int3_site *i, struct up_int3_site *c);
 /* The byte an int3 of ours replaced at vaddr (ever, in this image), or -1. */
 int up_site_written_orig(const struct up_sites *s, uint64_t vaddr);
 /* A slot holding one int3 near `near` (return probes' trampoline), through t. */
 int up_site_ret_int3(struct up_sites *s, struct up_task *t, uint64_t near, uint64_t *at);
 bool up_sites_in_xol(const struct up_sites *s, uint64_t addr);
+
+/* ---- the safety net (safety.c): the process outlives the tracer ---- */
+/*
+ * The net's handler made the process's SIGTRAP handler, through t (stopped, the process
+ * quiesced): done before the first int3 goes in (up_site_int3_insert calls it).  0, or
+ * why not (logged once; the int3s go in all the same).  UPROBE_NO_NET in the
+ * environment leaves it out, to measure what it saves.
+ */
+int up_site_net_ensure(struct up_sites *s, struct up_task *t);
+/* A return the trap path hijacks: in the net before the stack word is written; done
+   when it returned (or its frame was dropped). */
+int up_site_net_ret_add(struct up_sites *s, uint64_t slot, uint64_t orig);
+void up_site_net_ret_done(struct up_sites *s, uint64_t slot);
+/* The int3s of ours in [lo, hi) are bytes a punned jmp ends in (about to be written):
+   the net runs their copies and never heals them. */
+void up_site_net_pin(struct up_sites *s, uint64_t lo, uint64_t hi);
+/*
+ * Detach (the int3s out): the program's own SIGTRAP disposition back, through t, if
+ * ours is still in place.  The net's two mappings (s->net.code, UPN_CODE_SIZE;
+ * s->net.data, UPN_DATA_SIZE) stay for the teardown to unmap once no thread is in them.
+ */
+int up_site_net_detach(struct up_sites *s, struct up_task *t);
 
 /* ---- patched sites: the choice, eviction, removal, counts (site.c) ---- */
 /*

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sym/file.h"
 #include "sym/sym.h"
 
 struct up_dwarf {
@@ -48,16 +49,16 @@ int up_dwarf_open(const char *path, struct up_dwarf **out)
 	rc = up_sym_elf_open(path, &d->sym);
 	if (rc)
 		goto fail;
-	d->fd = open(path, O_RDONLY | O_CLOEXEC);
+	d->fd = up_file_open(path, NULL, true);
 	if (d->fd < 0) {
-		rc = -errno;
+		rc = d->fd;
 		goto fail;
 	}
 	d->elf = elf_begin(d->fd, ELF_C_READ, NULL);
 	d->dbg = dwarf_begin(d->fd, DWARF_C_READ);
 	dbg_path = path;
 	if (!d->dbg && (dbg_path = up_sym_elf_debug_path(d->sym))) {
-		d->dbg_fd = open(dbg_path, O_RDONLY | O_CLOEXEC);
+		d->dbg_fd = up_file_open(dbg_path, NULL, true);
 		if (d->dbg_fd >= 0)
 			d->dbg = dwarf_begin(d->dbg_fd, DWARF_C_READ);
 	}

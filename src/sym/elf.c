@@ -13,6 +13,8 @@
 #include "sym/fde.h"
 #include "sym/sym.h"
 
+#include "sym/file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <elfutils/libdw.h>
@@ -53,28 +55,18 @@ struct up_sym_elf {
 	bool fdes_built;
 };
 
-static int elf_open_raw(const char *path, int *fdp, Elf **elfp)
+/* Opens path (where map says a process maps it, if map) through up_file_open(). */
+static int elf_open_raw(const char *path, const struct up_file_map *map, int *fdp, Elf **elfp)
 {
-	struct stat st;
 	Elf *elf;
 	int fd;
 
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOSYS;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = up_file_open(path, map, true);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		close(fd);
-		return -EISDIR;
-	}
+		return fd;
 
 	/*
 	 * Read, not mmap: the kernel puts its uprobes' int3s into every private mapping
@@ -98,7 +90,7 @@ int up_sym_elf_identify(const char *path, int *elf_class, unsigned *machine)
 	Elf *elf;
 	int fd, err, cls;
 
-	err = elf_open_raw(path, &fd, &elf);
+	err = elf_open_raw(path, NULL, &fd, &elf);
 	if (err)
 		return err;
 
@@ -229,8 +221,14 @@ static int file_crc32(int fd, uint32_t *out)
 	static bool have_table;
 	uint8_t buf[65536];
 	uint32_t crc = 0xffffffffu;
+	struct stat st;
 	off_t off = 0;
 	ssize_t n;
+
+	/* the size it had when opened (up_file_open bounds it): a file the process keeps
+	   extending must not keep this loop going */
+	if (fstat(fd, &st) < 0)
+		return -errno;
 
 	if (!have_table) {
 		for (uint32_t i = 0; i < 256; i++) {
@@ -242,7 +240,13 @@ static int file_crc32(int fd, uint32_t *out)
 		}
 		have_table = true;
 	}
-	while ((n = pread(fd, buf, sizeof(buf), off)) != 0) {
+	while (off < st.st_size) {
+		size_t want = st.st_size - off < (off_t)sizeof(buf) ? (size_t)(st.st_size - off) :
+								      sizeof(buf);
+
+		n = pread(fd, buf, want, off);
+		if (!n)
+			break;
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -275,7 +279,7 @@ static bool try_debug_file(struct up_sym_elf *e, const char *path, const struct 
 	Elf *elf;
 	int fd;
 
-	if (elf_open_raw(path, &fd, &elf))
+	if (elf_open_raw(path, NULL, &fd, &elf))
 		return false;
 	/* a debuglink naming the file itself (or a hard link to it) */
 	if (fstat(fd, &st) || fstat(e->fd, &main_st) ||
@@ -409,6 +413,11 @@ static void find_debug_file(struct up_sym_elf *e)
 
 int up_sym_elf_open(const char *path, struct up_sym_elf **out)
 {
+	return up_sym_elf_open_map(path, NULL, out);
+}
+
+int up_sym_elf_open_map(const char *path, const struct up_file_map *map, struct up_sym_elf **out)
+{
 	struct up_sym_elf *e;
 	size_t nr_sections;
 	GElf_Ehdr ehdr;
@@ -424,7 +433,7 @@ int up_sym_elf_open(const char *path, struct up_sym_elf **out)
 		goto err_free;
 	}
 
-	err = elf_open_raw(path, &e->fd, &e->elf);
+	err = elf_open_raw(path, map, &e->fd, &e->elf);
 	if (err)
 		goto err_free;
 

@@ -28,14 +28,23 @@
 #include <stdint.h>
 
 struct up_sym_elf;
+struct up_file_map;
 
 /*
  * Opens path.  Returns 0 and the handle in *out, or a negative errno: -ENOENT when the
  * file does not exist (and the other errnos of open(2)), -EISDIR for a directory,
  * -ENOEXEC when it is not an ELF file, not an x86 one, or its section table is cut off
- * (a truncated file), -ENOMEM.
+ * (a truncated file), -ENOMEM, or a refusal of up_file_open() (sym/file.h: not a
+ * regular file, too big; up_file_strerror() says why).  Files are opened as
+ * up_file_open() does, the debug files too: never a FIFO or a device, never blocking.
  */
 int up_sym_elf_open(const char *path, struct up_sym_elf **out);
+/*
+ * The same for the file a process maps (map: where), as /proc/PID/maps names it (path):
+ * the inode mapped, through /proc/PID/map_files where the caller may, else path, not
+ * followed if a symlink, and held to the inode maps gives.
+ */
+int up_sym_elf_open_map(const char *path, const struct up_file_map *map, struct up_sym_elf **out);
 void up_sym_elf_close(struct up_sym_elf *elf);
 
 /*

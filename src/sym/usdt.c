@@ -31,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sym/file.h"
 #include "sym/sym.h"
 
 #define NT_STAPSDT 3
@@ -343,9 +344,9 @@ int up_usdt_open(const char *path, struct up_usdt_file **out)
 
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOSYS;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = up_file_open(path, NULL, true);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	r.elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!r.elf || elf_kind(r.elf) != ELF_K_ELF || elf_getshdrstrndx(r.elf, &shstrndx)) {
 		elf_end(r.elf);

@@ -23,6 +23,7 @@ static int parse_line(const char *line, struct up_map *m)
 	m->start = start;
 	m->end = end;
 	m->offset = off;
+	m->ino = inode;
 	m->r = perms[0] == 'r';
 	m->w = perms[1] == 'w';
 	m->x = perms[2] == 'x';

@@ -2,8 +2,9 @@
 /*
  * System calls run inside a traced process (CRIU compel's way, over a syscall already in
  * the vDSO): from a stopped thread, save its registers and signal mask, block every
- * signal, point rip at a `syscall` (64-bit) or `int $0x80` (32-bit) in the vDSO, load the
- * number and arguments, single-step over it, read rax, put everything back.  orig_rax is
+ * signal but SIGTRAP (see run_remote), point rip at a `syscall` (64-bit) or `int $0x80`
+ * (32-bit) in the vDSO, load the number and arguments, single-step over it, read rax,
+ * put everything back.  orig_rax is
  * -1 meanwhile, so the kernel's system-call restart logic leaves our registers alone.
  * Without a vDSO the instruction is written at rip for the duration, which is only safe
  * when no other thread can execute there: the caller must have quiesced the process.
@@ -173,7 +174,11 @@ static int run_remote(struct up_task *t, struct user_regs_struct *r, bool step, 
 {
 	struct user_regs_struct saved = t->regs, now;
 	enum up_stype orig_stop = t->stop;
-	uint64_t mask, all = ~0ULL, start = r->rip;
+	/* every signal but SIGTRAP: the step's trap (or the int3's) is forced, and a forced
+	   signal that is blocked resets its disposition to SIG_DFL (the kernel's
+	   force_sig_info_to_task), which took the program's own SIGTRAP handler, and the
+	   safety net's, with every remote system call */
+	uint64_t mask, all = ~0ULL & ~(1ULL << (SIGTRAP - 1)), start = r->rip;
 	int err, st, pending = 0;
 
 	if (up__ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof(mask), &mask) < 0)

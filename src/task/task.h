@@ -192,6 +192,7 @@ int up_proc_write_text(struct up_proc *p, uint64_t addr, const void *buf, size_t
 /* One line of /proc/PID/maps. */
 struct up_map {
 	uint64_t start, end, offset;
+	uint64_t ino; /* the file's inode number (0: anonymous) */
 	bool r, w, x, shared;
 	char path[256]; /* "" for anonymous, "[vdso]" etc. */
 };

@@ -366,6 +366,7 @@ void up_trace_arming(const struct up_trace *tr, struct up_trace_arming *out)
 void tr_disarm_spec(struct up_trace *tr, unsigned i)
 {
 	struct tspec *ts = tr->specs[i];
+	unsigned drops;
 
 	for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
 		struct tprobe **pp = &tp->probes;
@@ -378,9 +379,16 @@ void tr_disarm_spec(struct up_trace *tr, unsigned i)
 				continue;
 			}
 			*pp = p->next;
+			/* as in disarm_unmapped: an exec the library handles in there drops the
+			   process's other probes, retired (not freed) while this one goes */
+			tr->disarming++;
+			drops = tp->drops;
 			unregister_uprobe(tr->ctx, &p->u);
+			tr->disarming--;
+			if (tp->drops != drops)
+				pp = &tp->probes; /* emptied: pp pointed into a dropped one */
 			tr_keep_count(tr, p);
-			if (p->ref_addr)
+			if (p->ref_addr && tp->drops == drops)
 				up_refctr_put(&tp->refs, tp->pid, p->ref_addr);
 			if (p->u.kimg) {
 				p->next = tr->retired;

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "sym/dwarf.h"
+#include "sym/file.h"
 #include "sym/sym.h"
 #include "sym/usdt.h"
 
@@ -358,7 +359,7 @@ static int expand_usdt(struct parts *pt, up_expand_fn fn, void *ctx, struct up_e
 	rc = up_usdt_open(path, &f);
 	if (rc) {
 		up_spec_fail(err, ts, (int)(c1 - t) - ts, "%s: %s", path,
-			     rc == -ENOEXEC ? "not an ELF file" : strerror(-rc));
+			     rc == -ENOEXEC ? "not an ELF file" : up_file_strerror(rc));
 		return rc == -EINVAL ? -EIO : rc;
 	}
 	if (!usdt_matches(f, prov, name)) {
@@ -565,7 +566,7 @@ static int expand_glob(struct parts *pt, const char *colon, up_expand_fn fn, voi
 	rc = up_sym_elf_open(path, &w.elf);
 	if (rc) {
 		up_spec_fail(err, pt->target, (int)(colon - t) - pt->target, "%s: %s", path,
-			     rc == -ENOEXEC ? "not an x86 ELF file" : strerror(-rc));
+			     rc == -ENOEXEC ? "not an x86 ELF file" : up_file_strerror(rc));
 		return rc == -EINVAL ? -EIO : rc;
 	}
 	rc = up_sym_elf_for_each_func(w.elf, ifunc_one, &w);
@@ -751,7 +752,7 @@ static int expand_dwarf(struct parts *pt, const char *colon, up_expand_fn fn, vo
 			     rc == -ENODATA ? "no debug information (DWARF) in it or in a debug "
 					      "file (build-id, .gnu_debuglink)" :
 			     rc == -ENOEXEC ? "not an x86 ELF file" :
-					      strerror(-rc));
+					      up_file_strerror(rc));
 		rc = rc == -ENODATA ? -EINVAL : rc == -EINVAL ? -EIO : rc;
 		goto out;
 	}

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sym/file.h"
 #include "sym/sym.h"
 #include "trace/fetch.h"
 #include "trace/format.h"
@@ -401,7 +402,7 @@ static int resolve_target(const struct up_kb_opts *o, struct up_spec *s, bool *i
 	}
 	err = up_sym_elf_open(s->path, &elf);
 	if (err < 0) {
-		kb_log(o, "%s: %s", s->path, strerror(-err));
+		kb_log(o, "%s: %s", s->path, up_file_strerror(err));
 		return err;
 	}
 	*is64 = up_sym_elf_class(elf) == 64;

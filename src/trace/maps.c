@@ -12,9 +12,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include "sym/file.h"
 #include "sym/sym.h"
 #include "trace/session_int.h"
 
@@ -81,6 +81,7 @@ static int for_each_map(pid_t pid, int (*fn)(void *arg, const struct maps_line *
 struct file_find {
 	dev_t dev;
 	ino_t ino;
+	uint64_t start, end; /* the mapping found (find_ldso_fn) */
 	uint64_t off;
 	uint64_t vaddr;
 	char path[PATH_MAX];
@@ -108,6 +109,8 @@ static int find_ldso_fn(void *arg, const struct maps_line *m)
 	snprintf(ff->path, sizeof(ff->path), "%s", m->path);
 	ff->dev = m->dev;
 	ff->ino = m->ino;
+	ff->start = m->start;
+	ff->end = m->end;
 	return 1;
 }
 
@@ -130,7 +133,10 @@ void tr_hook_ldso(struct up_trace *tr, struct tproc *tp)
 
 	if (tp->ldso.kimg || for_each_map(tp->pid, find_ldso_fn, &ff) != 1)
 		return;
-	if (up_sym_elf_open(ff.path, &elf))
+	/* the file mapped, not what its name leads to now (the process's to choose) */
+	if (up_sym_elf_open_map(ff.path,
+				&(struct up_file_map){ tp->pid, ff.start, ff.end, (uint64_t)ff.ino },
+				&elf))
 		return;
 	rc = up_sym_elf_lookup(elf, "_dl_debug_state", &sym);
 	if (!rc)
@@ -170,27 +176,21 @@ static int find_vaddr_fn(void *arg, const struct maps_line *m)
 /*
  * A return probe by address (0xVADDR) in process pid is judged as a file's is
  * (sym/place.c): the mapping's file must say a function begins there.  The file is
- * the mapped inode itself (/proc/PID/map_files), else the path when it still names
- * that regular file.  0, or -EINVAL with why; 0 when there is no file to ask (anonymous
+ * the one mapped (up_file_open: the mapped inode, never a FIFO or device put there).  0, or -EINVAL with why; 0 when there is no file to ask (anonymous
  * code: nothing says where its functions begin).
  */
 int tr_check_return_vaddr(pid_t pid, uint64_t vaddr, char *why, size_t whylen)
 {
 	struct vaddr_find vf = { .vaddr = vaddr };
 	struct up_sym_elf *elf = NULL;
-	char path[96];
-	struct stat st;
 	uint64_t fv;
 	int rc;
 
-	if (for_each_map(pid, find_vaddr_fn, &vf) != 1 || !vf.m.path[0] || vf.m.path[0] != '/')
+	if (for_each_map(pid, find_vaddr_fn, &vf) != 1 || vf.m.path[0] != '/')
 		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
-		 vf.m.start, vf.m.end);
-	if (up_sym_elf_open(path, &elf) && !stat(vf.m.path, &st) && S_ISREG(st.st_mode) &&
-	    st.st_dev == vf.m.dev && st.st_ino == vf.m.ino && up_sym_elf_open(vf.m.path, &elf))
-		elf = NULL;
-	if (!elf)
+	if (up_sym_elf_open_map(vf.m.path,
+				&(struct up_file_map){ pid, vf.m.start, vf.m.end, (uint64_t)vf.m.ino },
+				&elf))
 		return 0;
 	rc = up_sym_elf_offset_to_vaddr(elf, vaddr - vf.m.start + vf.m.offset, &fv);
 	if (!rc)

@@ -104,12 +104,9 @@ void tr_drop_probes(struct tproc *tp)
 {
 	while (tp->probes) {
 		struct tprobe *p = tp->probes;
-		uint64_t n;
 
 		tp->probes = p->next;
-		/* a counting probe's hits are the library's */
-		(void)n;
-		tr_keep_count(tp->tr, p);
+		tr_keep_count(tp->tr, p); /* a counting probe's hits are the library's */
 		if (tp->tr->disarming) {
 			/* one of them is being unregistered further up the stack */
 			p->next = tp->tr->retired;

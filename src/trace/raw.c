@@ -104,7 +104,8 @@ struct reader {
 	struct up_raw_stats *st;
 	char *err;
 	size_t errlen;
-	uint64_t at; /* bytes of the file read so far */
+	char why[160]; /* the last bad()'s reason, without the byte */
+	uint64_t at;   /* bytes of the file read so far: where the block being read starts */
 	struct rev *ev;
 	unsigned nev;
 	struct up_raw_site *site; /* by probe id */
@@ -121,13 +122,31 @@ struct reader {
 __attribute__((format(printf, 2, 3))) static int bad(struct reader *r, const char *fmt, ...)
 {
 	va_list ap;
-	int n = snprintf(r->err, r->errlen, "at byte %" PRIu64 ": ", r->at);
 
 	va_start(ap, fmt);
-	if (n >= 0 && (size_t)n < r->errlen)
-		vsnprintf(r->err + n, r->errlen - (size_t)n, fmt, ap);
+	vsnprintf(r->why, sizeof(r->why), fmt, ap);
 	va_end(ap);
+	snprintf(r->err, r->errlen, "at byte %" PRIu64 ": %s", r->at, r->why);
 	return -EINVAL;
+}
+
+/* Counts a record or block of kind skipped at byte at; the first of each kind says why. */
+__attribute__((format(printf, 4, 5))) static int skip(struct reader *r, enum up_raw_skip_kind kind,
+						      uint64_t at, const char *fmt, ...)
+{
+	char *first = r->st->skip[kind].first;
+	va_list ap;
+	int n;
+
+	r->st->skipped++;
+	if (r->st->skip[kind].n++)
+		return 0;
+	n = snprintf(first, sizeof(r->st->skip[kind].first), "at byte %" PRIu64 ": ", at);
+	va_start(ap, fmt);
+	if (n >= 0 && (size_t)n < sizeof(r->st->skip[kind].first))
+		vsnprintf(first + n, sizeof(r->st->skip[kind].first) - (size_t)n, fmt, ap);
+	va_end(ap);
+	return 0;
 }
 
 static unsigned thr_hash(int32_t pid, int32_t tid, unsigned cap)
@@ -299,7 +318,8 @@ static int emit(struct reader *r, const struct up_spec *spec, const struct up_fm
 	return 0;
 }
 
-static int one_record(struct reader *r, const uint8_t *p, uint32_t size)
+/* One record of size bytes (its slot) at byte rat of the file. */
+static int one_record(struct reader *r, const uint8_t *p, uint32_t size, uint64_t rat)
 {
 	struct uprobe_raw_rec h;
 	union {
@@ -316,9 +336,11 @@ static int one_record(struct reader *r, const uint8_t *p, uint32_t size)
 	if (h.probe == UPROBE_RAW_SKIP)
 		return 0;
 	if (h.probe >= r->nsite || !r->has_site[h.probe])
-		return bad(r, "a record of probe %u, which the file has not named", h.probe);
-	if (h.len > size)
-		return bad(r, "a record of %u bytes in a slot of %u", h.len, size);
+		return skip(r, UP_RAW_SKIP_PROBE, rat,
+			    "a record of probe %u, which the file has not named", h.probe);
+	if (h.len > size || h.len < sizeof(h))
+		return skip(r, UP_RAW_SKIP_LEN, rat, "a record of %u bytes in a slot of %u", h.len,
+			    size);
 	s = &r->site[h.probe];
 	ev = &r->ev[s->event];
 	for (uint64_t m = s->regs; m; m &= m - 1) {
@@ -327,7 +349,8 @@ static int one_record(struct reader *r, const uint8_t *p, uint32_t size)
 		if (i >= RAW_NREGS)
 			break;
 		if (at + 8 > h.len)
-			return bad(r, "a record of %u bytes too short for its registers", h.len);
+			return skip(r, UP_RAW_SKIP_REGS, rat,
+				    "a record of %u bytes too short for its registers", h.len);
 		memcpy(&u.w[i], p + at, 8);
 		at += 8;
 	}
@@ -374,16 +397,23 @@ static int one_record(struct reader *r, const uint8_t *p, uint32_t size)
 
 static int on_records(struct reader *r, const uint8_t *p, uint32_t len)
 {
+	uint64_t base = r->at + sizeof(struct up_raw_block);
+
 	for (uint32_t at = 0; at < len;) {
 		uint32_t size;
 		int rc;
 
+		/* no framing past a record of impossible size: the rest of the block goes */
 		if (len - at < sizeof(struct uprobe_raw_rec))
-			return bad(r, "a record cut short (%u bytes)", len - at);
+			return skip(r, UP_RAW_SKIP_REST, base + at,
+				    "a record cut short (%u bytes), the rest of its block",
+				    len - at);
 		memcpy(&size, p + at, sizeof(size));
 		if (size < sizeof(struct uprobe_raw_rec) || size % 8 || size > len - at)
-			return bad(r, "a record of size %u with %u bytes left", size, len - at);
-		rc = one_record(r, p + at, size);
+			return skip(r, UP_RAW_SKIP_REST, base + at,
+				    "a record of size %u with %u bytes left, the rest of its block",
+				    size, len - at);
+		rc = one_record(r, p + at, size, base + at);
 		if (rc)
 			return rc;
 		at += size;
@@ -403,6 +433,39 @@ static int on_records_cut(struct reader *r, const uint8_t *p, uint32_t len)
 		at += size;
 	}
 	return at ? on_records(r, p, at) : 0;
+}
+
+/*
+ * Reads len bytes into *buf (grown as needed) and says in *got how many were there: the
+ * buffer grows with what the file holds, not with what a block's header claims (a file
+ * cut short, or forged, does not make the reader allocate a gigabyte).
+ */
+static int read_block(FILE *in, uint8_t **buf, size_t *cap, size_t len, size_t *got)
+{
+	*got = 0;
+	while (*got < len) {
+		size_t want = len - *got, n;
+
+		if (*got + want > *cap) {
+			size_t ncap = *cap * 2 > *got + want ? *got + want : *cap * 2;
+			uint8_t *nb;
+
+			if (ncap < *got + 1)
+				ncap = *got + 1;
+			nb = realloc(*buf, ncap);
+			if (!nb)
+				return -ENOMEM;
+			*buf = nb;
+			*cap = ncap;
+		}
+		if (want > *cap - *got)
+			want = *cap - *got;
+		n = fread(*buf + *got, 1, want, in);
+		*got += n;
+		if (n < want)
+			break;
+	}
+	return 0;
 }
 
 int up_raw_report(FILE *in, FILE *out, const struct up_raw_report_opts *o,
@@ -450,17 +513,9 @@ int up_raw_report(FILE *in, FILE *out, const struct up_raw_report_opts *o,
 			break;
 		}
 		padded = (b.len + 7u) & ~7u;
-		if (padded > bufcap) {
-			uint8_t *nb = realloc(buf, padded);
-
-			if (!nb) {
-				rc = -ENOMEM;
-				break;
-			}
-			buf = nb;
-			bufcap = padded;
-		}
-		n = fread(buf, 1, padded, in);
+		rc = read_block(in, &buf, &bufcap, padded, &n);
+		if (rc)
+			break;
 		if (n != padded) {
 			/* cut short (a trace killed, a disk full): the whole records there are
 			   still printed */
@@ -492,6 +547,13 @@ int up_raw_report(FILE *in, FILE *out, const struct up_raw_report_opts *o,
 		default:
 			rc = bad(r, "a block of unknown type %u", b.type);
 			break;
+		}
+		/* a block that cannot be read: its length says where the next one starts */
+		if (rc == -EINVAL && b.type != UP_RAW_RECORDS) {
+			skip(r, UP_RAW_SKIP_BLOCK, r->at, "%s", r->why);
+			if (r->errlen)
+				r->err[0] = '\0';
+			rc = 0;
 		}
 		if (rc)
 			break;

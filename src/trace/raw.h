@@ -79,17 +79,41 @@ struct up_raw_report_opts {
 	bool header; /* the trace file's comment header first (text) */
 };
 
+/*
+ * What a reader skips and goes on past, by kind.  A record's size (the slot, from the
+ * record framing) says where the next one starts, so a record that cannot be read is
+ * skipped alone; a block's header says where the next block starts, so a block that
+ * cannot be read is skipped alone.  Only a record whose size is impossible loses the
+ * rest of its block, and only a bad magic or a block over 1 GiB (no framing left) ends
+ * the reading.
+ */
+enum up_raw_skip_kind {
+	UP_RAW_SKIP_PROBE, /* records of a probe no SITE block named */
+	UP_RAW_SKIP_LEN,   /* records whose length does not fit their slot or header */
+	UP_RAW_SKIP_REGS,  /* records too short for their registers */
+	UP_RAW_SKIP_REST,  /* the rests of RECORDS blocks, after a record of impossible size */
+	UP_RAW_SKIP_BLOCK, /* EVENT, SITE, THREAD, END blocks that cannot be read; unknown types */
+	UP_RAW_SKIP_KINDS
+};
+
 struct up_raw_stats {
 	uint64_t records; /* formatted */
 	uint64_t lost;	  /* as the END block says */
 	bool ended;	  /* an END block was read (else the file was cut short) */
+	uint64_t skipped; /* all the skip[].n */
+	struct {
+		uint64_t n;	 /* how many of the kind were skipped */
+		char first[160]; /* the first: "at byte N: why" */
+	} skip[UP_RAW_SKIP_KINDS];
 };
 
 /*
  * Formats every record of in to out.  0, or -EINVAL with err saying what is wrong
- * with the file (and at which byte), or the errno of a failed write.  A file cut short
- * (in a block, or before its END) gives 0 with st->ended false, its whole records
- * printed.
+ * with the file (and at which byte) when it cannot be read on (not a raw trace, a block
+ * of impossible size), or the errno of a failed write.  A file cut short (in a block,
+ * or before its END) gives 0 with st->ended false, its whole records printed.  Records
+ * and blocks that cannot be read are skipped and counted in st (see above), and the
+ * rest is printed.
  */
 int up_raw_report(FILE *in, FILE *out, const struct up_raw_report_opts *o,
 		  struct up_raw_stats *st, char *err, size_t errlen);

@@ -116,6 +116,8 @@ void up_trace_free(struct up_trace *tr)
 	if (!tr)
 		return;
 	lost = tr->opts.raw ? up_trace_lost(tr) : 0;
+	up_sym_elf_close(tr->spec_elf);
+	tr->spec_elf = NULL;
 	for (struct tproc *tp = tr->procs; tp; tp = tp->next)
 		if (!tp->gone)
 			up_refctr_put_all(&tp->refs, tp->pid);

@@ -33,9 +33,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/user.h>
+#include <time.h>
 
 #include <uprobe/uprobe.h>
 
+#include "sym/sym.h"
 #include "trace/fetch.h"
 #include "trace/filter.h"
 #include "trace/hist.h"
@@ -141,6 +143,11 @@ struct pending {
 struct up_trace {
 	/* unregistrations under way (disarm_unmapped): probes are retired, not freed */
 	unsigned disarming;
+	/* the last spec's file, open for the next (specs.c) */
+	struct up_sym_elf *spec_elf;
+	dev_t spec_elf_dev;
+	ino_t spec_elf_ino;
+	time_t spec_elf_mtime;
 	struct up_trace_opts opts;
 	struct uprobe_ctx *ctx;
 	struct tspec **specs; /* pointers: tprobes keep theirs while the array grows */

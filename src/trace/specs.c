@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "sym/file.h"
 #include "sym/sym.h"
 #include "trace/raw.h"
 #include "trace/session_int.h"
@@ -33,7 +34,34 @@ static int check_place(struct tspec *ts, struct up_sym_elf *elf, uint64_t vaddr,
 	return rc;
 }
 
-static int resolve_file(struct tspec *ts, char *err, size_t errlen)
+/*
+ * The ELF file of a spec's path, kept open for the next spec: a wildcard's thousands
+ * of specs name one file, and opening it for each (its symbols read and sorted again)
+ * made `p LIBC:*` take a minute.  Closed by up_trace_free, or for another file.
+ */
+static int spec_elf(struct up_trace *tr, const char *path, const struct stat *st,
+		    struct up_sym_elf **out)
+{
+	int rc;
+
+	if (tr->spec_elf && tr->spec_elf_dev == st->st_dev && tr->spec_elf_ino == st->st_ino &&
+	    tr->spec_elf_mtime == st->st_mtime) {
+		*out = tr->spec_elf;
+		return 0;
+	}
+	up_sym_elf_close(tr->spec_elf);
+	tr->spec_elf = NULL;
+	rc = up_sym_elf_open(path, out);
+	if (rc)
+		return rc;
+	tr->spec_elf = *out;
+	tr->spec_elf_dev = st->st_dev;
+	tr->spec_elf_ino = st->st_ino;
+	tr->spec_elf_mtime = st->st_mtime;
+	return 0;
+}
+
+static int resolve_file(struct up_trace *tr, struct tspec *ts, char *err, size_t errlen)
 {
 	struct up_sym_elf *elf;
 	struct up_sym sym;
@@ -53,23 +81,20 @@ static int resolve_file(struct tspec *ts, char *err, size_t errlen)
 		uint64_t vaddr;
 
 		ts->file_off = ts->spec.offset;
-		if (up_sym_elf_open(ts->spec.path, &elf))
+		if (spec_elf(tr, ts->spec.path, &st, &elf))
 			return 0; /* not an ELF file up_sym reads: the process's mapping decides */
 		if (up_sym_elf_offset_to_vaddr(elf, ts->spec.offset, &vaddr)) {
 			snprintf(err, errlen,
 				 "'%s': offset 0x%" PRIx64 " is in no loaded segment of %s",
 				 ts->text, ts->spec.offset, ts->spec.path);
-			rc = -EINVAL;
-		} else {
-			rc = check_place(ts, elf, vaddr, err, errlen);
+			return -EINVAL;
 		}
-		up_sym_elf_close(elf);
-		return rc;
+		return check_place(ts, elf, vaddr, err, errlen);
 	}
-	rc = up_sym_elf_open(ts->spec.path, &elf);
+	rc = spec_elf(tr, ts->spec.path, &st, &elf);
 	if (rc) {
 		snprintf(err, errlen, "'%s': %s: %s", ts->text, ts->spec.path,
-			 rc == -ENOEXEC ? "not an x86 ELF file" : strerror(-rc));
+			 rc == -ENOEXEC ? "not an x86 ELF file" : up_file_strerror(rc));
 		return rc;
 	}
 	rc = up_sym_elf_lookup(elf, ts->spec.symbol, &sym);
@@ -91,7 +116,6 @@ static int resolve_file(struct tspec *ts, char *err, size_t errlen)
 	}
 	if (!rc)
 		rc = check_place(ts, elf, sym.value + ts->spec.offset, err, errlen);
-	up_sym_elf_close(elf);
 	return rc;
 }
 
@@ -116,7 +140,7 @@ int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen
 		return -ENOMEM;
 	}
 	if (ts.spec.kind == UP_SPEC_EVENT && ts.spec.target != UP_TARGET_VADDR) {
-		rc = resolve_file(&ts, err, errlen);
+		rc = resolve_file(tr, &ts, err, errlen);
 		if (rc) {
 			up_spec_free(&ts.spec);
 			free(ts.text);
@@ -234,8 +258,11 @@ int up_trace_set_event_filter(struct up_trace *tr, unsigned i, const char *text,
 	if (i >= tr->nspecs || tr->specs[i]->removed)
 		return -ENOENT;
 	ts = tr->specs[i];
-	if (ts->spec.kind != UP_SPEC_EVENT)
+	if (ts->spec.kind != UP_SPEC_EVENT) {
+		snprintf(err, errlen, "'%s': a seed spec has no fields to filter on (p:/r: events "
+				      "only)", ts->text);
 		return -EINVAL;
+	}
 	if (text && *text && strcmp(text, "0")) {
 		rc = up_filter_parse(text, &f, &se);
 		if (rc) {

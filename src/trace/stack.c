@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sym/file.h"
 #include "sym/sym.h"
 #include "trace/stack.h"
 
@@ -36,7 +37,7 @@ unsigned up_stack_walk(const struct user_regs_struct *regs, uint64_t ip, bool at
 }
 
 struct smap {
-	uint64_t start, end, offset;
+	uint64_t start, end, offset, ino;
 	char *path;
 	struct up_sym_elf *elf; /* opened at the first lookup; NULL: not ELF, or not yet */
 	bool tried;
@@ -98,13 +99,14 @@ static void load_maps(struct up_stack_syms *s)
 	if (!f)
 		return;
 	while (fgets(line, sizeof(line), f)) {
-		uint64_t start, end, off;
+		uint64_t start, end, off, ino;
 		char perms[8], *p;
 		int pos = 0;
 		struct smap *v;
 
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &start, &end,
-			   perms, &off, &pos) < 4 || !pos || perms[2] != 'x' || line[pos] != '/')
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %" SCNu64 " %n",
+			   &start, &end, perms, &off, &ino, &pos) < 5 ||
+		    !pos || perms[2] != 'x' || line[pos] != '/')
 			continue;
 		p = line + pos;
 		p[strcspn(p, "\n")] = '\0';
@@ -112,7 +114,7 @@ static void load_maps(struct up_stack_syms *s)
 		if (!v)
 			break;
 		fresh.maps = v;
-		v[fresh.n] = (struct smap){ start, end, off, strdup(p), NULL, false };
+		v[fresh.n] = (struct smap){ start, end, off, ino, strdup(p), NULL, false };
 		if (v[fresh.n].path)
 			fresh.n++;
 	}
@@ -179,8 +181,10 @@ int up_stack_name(struct up_stack_syms *s, uint64_t addr, char *buf, size_t size
 	base = base ? base + 1 : m->path;
 	sf.off = addr - m->start + m->offset;
 	if (!m->tried) {
+		struct up_file_map where = { (int)s->pid, m->start, m->end, m->ino };
+
 		m->tried = true;
-		if (up_sym_elf_open(m->path, &m->elf))
+		if (up_sym_elf_open_map(m->path, &where, &m->elf))
 			m->elf = NULL;
 	}
 	if (m->elf && up_sym_elf_for_each_exec_section(m->elf, sec_find_fn, &sf) == 1 &&

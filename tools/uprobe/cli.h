@@ -41,6 +41,16 @@ void cli_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf
  */
 struct up_sym_elf *cli_open_elf(const char *cmd, const char *path);
 
+/*
+ * Opens -o FILE for cmd, for writing (created, truncated), or stdout for "-"; on a
+ * refusal or failure prints why, naming the file, and returns NULL.  In a sticky
+ * world-writable directory (/tmp) a symlink is not followed, nor another user's file
+ * or FIFO written, unless ours or the directory owner's (the kernel's protected_symlinks,
+ * protected_regular and protected_fifos, whatever those are set to); elsewhere a symlink
+ * is followed (/dev/stdout, a link of one's own).  A block device is refused.
+ */
+FILE *cli_open_output(const char *cmd, const char *path);
+
 /* Prints "Try 'uprobe help CMD'." style hint and returns CLI_USAGE. */
 int cli_usage_error(const struct cli_cmd *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

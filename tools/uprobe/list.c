@@ -29,6 +29,7 @@
 
 #include "cli.h"
 #include "sym/dwarf.h"
+#include "sym/file.h"
 #include "sym/sym.h"
 #include "sym/usdt.h"
 
@@ -150,7 +151,8 @@ static int list_usdt(const char *path, const char *pattern)
 	int rc = up_usdt_open(path, &f);
 
 	if (rc) {
-		cli_err("list", "%s: %s", path, rc == -ENOEXEC ? "not an ELF file" : strerror(-rc));
+		cli_err("list", "%s: %s", path,
+			rc == -ENOEXEC ? "not an ELF file" : up_file_strerror(rc));
 		return CLI_USAGE;
 	}
 	usdt_print(f, &ul);
@@ -197,8 +199,9 @@ static int list_vars(const char *path, const char *where)
 
 	if (rc) {
 		cli_err("list", "%s: %s", path,
-			rc == -ENODATA ? "no debug information (DWARF), nor a debug file for it"
-			: rc == -ENOEXEC ? "not an x86 ELF file" : strerror(-rc));
+			rc == -ENODATA ? "no debug information (DWARF), nor a debug file for it" :
+			rc == -ENOEXEC ? "not an x86 ELF file" :
+					 up_file_strerror(rc));
 		return CLI_USAGE;
 	}
 	if (colon) {

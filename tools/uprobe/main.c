@@ -1,16 +1,24 @@
 // SPDX-License-Identifier: MIT
 /*
  * The uprobe command: finds the subcommand and hands it the rest of the command line.
- * Everything a subcommand shares (error messages, opening an ELF file) lives here too.
+ * Everything a subcommand shares (error messages, opening an ELF file or an output
+ * file) lives here too.
  */
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "sym/file.h"
 #include "sym/sym.h"
 
 #ifndef UPROBE_VERSION
@@ -129,8 +137,98 @@ struct up_sym_elf *cli_open_elf(const char *cmd, const char *path)
 		else
 			cli_err(cmd, "%s: not an ELF file", path);
 	} else {
-		cli_err(cmd, "%s: %s", path, strerror(-err));
+		cli_err(cmd, "%s: %s", path, up_file_strerror(err));
 	}
+	return NULL;
+}
+
+/* Someone else's, in a sticky world-writable directory (owned by neither us nor it)? */
+static bool foreign(const struct stat *st, const struct stat *dir, bool sticky)
+{
+	return sticky && st->st_uid != geteuid() && st->st_uid != dir->st_uid;
+}
+
+FILE *cli_open_output(const char *cmd, const char *path)
+{
+	char copy[PATH_MAX], *dir;
+	struct stat dst, lst, st;
+	bool sticky = false, follow = false, fifo = false, existed = false;
+	int fd, fl;
+	FILE *f;
+
+	if (!strcmp(path, "-"))
+		return stdout;
+	snprintf(copy, sizeof(copy), "%s", path);
+	dir = dirname(copy);
+	if (!stat(dir, &dst))
+		sticky = (dst.st_mode & S_ISVTX) && (dst.st_mode & S_IWOTH);
+	if (!lstat(path, &lst)) {
+		existed = true;
+		if (S_ISLNK(lst.st_mode) && foreign(&lst, &dst, sticky)) {
+			cli_err(cmd,
+				"%s: a symbolic link of uid %u in the sticky world-writable "
+				"directory %s: not followed (it may lead to any file); remove "
+				"it, or name the file it leads to",
+				path, (unsigned)lst.st_uid, dir);
+			return NULL;
+		}
+		follow = S_ISLNK(lst.st_mode);
+		fifo = S_ISFIFO(lst.st_mode) || follow;
+		/* checked before the open: a FIFO's would wait for a reader */
+		if (!follow && foreign(&lst, &dst, sticky))
+			goto foreign;
+	}
+	/* O_NOFOLLOW: a link put there since is not followed; O_NONBLOCK: nor is a FIFO
+	   waited on that was not there (no O_TRUNC yet: only once it is known) */
+	fd = open(path,
+		  O_WRONLY | O_CREAT | O_NOCTTY | O_CLOEXEC | O_NONBLOCK |
+			  (follow ? 0 : O_NOFOLLOW),
+		  0666);
+	if (fd < 0 && errno == ENXIO && fifo) /* the user's FIFO: wait for its reader */
+		fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	if (fd < 0) {
+		if (errno == ELOOP && !follow)
+			cli_err(cmd, "%s: became a symbolic link while it was opened: not followed",
+				path);
+		else if (errno == ENXIO && (!existed || S_ISREG(lst.st_mode)))
+			cli_err(cmd, "%s: became a FIFO while it was opened: not written", path);
+		else
+			cli_err(cmd, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st)) {
+		cli_err(cmd, "%s: %s", path, strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	if (S_ISBLK(st.st_mode)) {
+		cli_err(cmd,
+			"%s: a block device: not written (a trace goes to a file, a pipe "
+			"or a terminal)",
+			path);
+		close(fd);
+		return NULL;
+	}
+	/* created by someone else between the lstat and the open */
+	if (!follow && foreign(&st, &dst, sticky)) {
+		close(fd);
+		lst = st;
+		goto foreign;
+	}
+	fl = fcntl(fd, F_GETFL);
+	if ((S_ISREG(st.st_mode) && ftruncate(fd, 0)) || fl < 0 ||
+	    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 || !(f = fdopen(fd, "w"))) {
+		cli_err(cmd, "%s: %s", path, strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	return f;
+
+foreign:
+	cli_err(cmd,
+		"%s: owned by uid %u in the sticky world-writable directory %s: not "
+		"written (another user's file, or FIFO); remove it, or write elsewhere",
+		path, (unsigned)lst.st_uid, dir);
 	return NULL;
 }
 

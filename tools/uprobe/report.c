@@ -27,14 +27,35 @@ static void report_usage(FILE *out)
 	      "      --format F      text (default) or json (a line per event)\n"
 	      "      --header        the trace file's comment header first (text)\n"
 	      "\n"
-	      "Exit status: 0; 1 when records were lost while tracing (the count is on stderr)\n"
-	      "or the file ends early; 2 when it is not a raw trace (where and why on stderr).\n"
+	      "A record or block that cannot be read (a forged or damaged one) is skipped and\n"
+	      "the rest printed; stderr says, for each kind, how many and where the first was.\n"
+	      "\n"
+	      "Exit status: 0; 1 when not every event is printed: records were lost while\n"
+	      "tracing, skipped as unreadable (counts on stderr), or the file ends early; 2\n"
+	      "when it is not a raw trace (where and why on stderr).\n"
 	      "\n"
 	      "example:\n"
 	      "  uprobe trace --format raw -o ls.raw \\\n"
 	      "      -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' -- ls\n"
 	      "  uprobe report ls.raw | head\n",
 	      out);
+}
+
+/* "N records skipped, the first at byte B: why", a line a kind. */
+static void say_skipped(const char *name, const struct up_raw_stats *st)
+{
+	static const char *const what[UP_RAW_SKIP_KINDS][2] = {
+		[UP_RAW_SKIP_PROBE] = { "record", "records" },
+		[UP_RAW_SKIP_LEN] = { "record", "records" },
+		[UP_RAW_SKIP_REGS] = { "record", "records" },
+		[UP_RAW_SKIP_REST] = { "rest of a block", "rests of blocks" },
+		[UP_RAW_SKIP_BLOCK] = { "block", "blocks" },
+	};
+
+	for (int k = 0; k < UP_RAW_SKIP_KINDS; k++)
+		if (st->skip[k].n)
+			cli_err("report", "%s: %" PRIu64 " %s skipped as unreadable, the first %s",
+				name, st->skip[k].n, what[k][st->skip[k].n > 1], st->skip[k].first);
 }
 
 static int run_report(int argc, char **argv)
@@ -86,9 +107,8 @@ static int run_report(int argc, char **argv)
 		}
 	}
 	if (outpath) {
-		out = fopen(outpath, "we");
+		out = cli_open_output("report", outpath);
 		if (!out) {
-			cli_err("report", "%s: %s", outpath, strerror(errno));
 			if (in != stdin)
 				fclose(in);
 			return CLI_USAGE;
@@ -113,6 +133,11 @@ static int run_report(int argc, char **argv)
 		cli_err("report", "%" PRIu64 " records were lost while tracing (the in-process "
 			"ring was full: a bigger --ring-size keeps them)", st.lost);
 		status = CLI_FAIL;
+	}
+	if (st.skipped) {
+		say_skipped(inpath ? inpath : "standard input", &st);
+		if (status == CLI_OK)
+			status = CLI_FAIL;
 	}
 	if (in != stdin)
 		fclose(in);

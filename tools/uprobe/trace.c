@@ -610,11 +610,11 @@ static int run_trace(int argc, char **argv)
 		opts.ring_bytes = 128u << 20;
 
 	if (outpath) {
-		out = outf = fopen(outpath, "we");
-		if (!outf) {
-			cli_err("trace", "%s: %s", outpath, strerror(errno));
+		out = cli_open_output("trace", outpath);
+		if (!out)
 			return CLI_USAGE;
-		}
+		if (out != stdout)
+			outf = out;
 	}
 	/* -c: no line per hit; the table at the end goes to the -o FILE, else to stderr
 	   when a command is launched (stdout is the command's too: its output and the

@@ -132,12 +132,29 @@ static void log_mem(struct out *o, uint64_t addr, uint32_t len, uint32_t flags,
 	}
 }
 
-/* A string at addr, page by page until its NUL or max bytes (strncpy_from_user). */
+/* Zeroes [from, to) of a record being written. */
+static void zero(uint8_t *p, uint32_t from, uint32_t to)
+{
+	for (; from < to && (from & 7); from++)
+		p[from] = 0;
+	for (; from + 8 <= to; from += 8)
+		*(volatile uint64_t *)(p + from) = 0;
+	for (; from < to; from++)
+		p[from] = 0;
+}
+
+/*
+ * A string at addr, page by page until its NUL or max bytes (strncpy_from_user).  What
+ * a chunk read past the NUL is zeroed again: the record gives back the bytes it did
+ * not use, the next record's header goes there, and the tracer must never find a
+ * nonzero slot word before the record is complete (a header is complete, or the
+ * region is corrupt: ring.c).
+ */
 static void read_string(const struct upa_ctl *ctl, struct out *o, uint64_t addr, uint32_t max)
 {
 	struct upa_mem *m = (struct upa_mem *)o->p;
 	uint8_t *data = o->p + sizeof(*m);
-	uint32_t got = 0;
+	uint32_t got = 0, wrote = 0;
 	int fault = 0;
 
 	while (got < max) {
@@ -146,6 +163,7 @@ static void read_string(const struct upa_ctl *ctl, struct out *o, uint64_t addr,
 
 		if (chunk > max - got)
 			chunk = max - got;
+		wrote = got + chunk;
 		if (read_mem(ctl, data + got, a, chunk)) {
 			fault = 1;
 			break;
@@ -158,6 +176,7 @@ static void read_string(const struct upa_ctl *ctl, struct out *o, uint64_t addr,
 		}
 		got += chunk;
 	}
+	zero(data, got, wrote);
 	if (got || !fault) {
 		m->addr = addr;
 		m->len = got;

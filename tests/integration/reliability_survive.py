@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""usage: reliability_survive.py UPROBE REL_SURVIVE MODE RUNS [SEED]
+
+The tracer killed with SIGKILL at a random moment while 4 threads of
+tests/targets/rel_survive hit its probes flat out (issue 29 item 2): the target must
+finish with the output and exit status of an unprobed run, RUNS times of RUNS.
+
+MODE:
+  nofast   every probe on an int3 (--no-fast): every instruction of sv_mix, entry and
+           return probes on sv_leaf, a return probe on the recursive sv_rec (returns in
+           flight), sv_sig (hit inside the target's SIGALRM handler)
+  fast     the same probes on the fast path where they can be (-c: counting)
+  own      nofast, and the target has a SIGTRAP handler of its own and raises SIGTRAP
+           and runs int3s of its own, before and after the kill: its count as unprobed
+  die      nofast, and the target ends with an int3 of its own at SIGTRAP's default:
+           killed by SIGTRAP as unprobed (the net's chaining to SIG_DFL)
+  detach   nofast, the tracer stopped with SIGINT instead: the target's SIGTRAP
+           disposition is its own again afterwards (its handler's address in
+           /proc/PID/status SigCgt unchanged: caught or not as before)
+
+A run whose kill came before the tracer had attached (nothing to survive) is counted
+apart and not in RUNS.  SEED makes the kill times reproducible."""
+import os, random, re, signal, subprocess, sys, time
+
+uprobe, prog, mode, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+rng = random.Random(int(sys.argv[5]) if len(sys.argv) > 5 else None)
+N, THREADS = "100000000", "4"
+tmode = {"own": "own", "die": "die"}.get(mode, "plain")
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def addrs(name):
+    out = subprocess.run([uprobe, "decode", prog, name], capture_output=True, text=True,
+                         check=True).stdout
+    return [int(l.split()[0], 16) for l in out.splitlines() if " reject" not in l]
+
+
+specs = []
+for a in addrs("sv_mix"):
+    specs += ["-e", "p:s/m%x 0x%x" % (a, a)]
+specs += ["-e", "p:s/leaf %s:sv_leaf" % prog, "-e", "r:s/leafr %s:sv_leaf" % prog,
+          "-e", "r:s/rec %s:sv_rec" % prog, "-e", "p:s/sig %s:sv_sig" % prog]
+opts = ["-c"] + (["--no-fast"] if mode != "fast" else [])
+
+plain = subprocess.run([prog, N, THREADS, tmode], capture_output=True, text=True)
+if plain.returncode not in (3, -signal.SIGTRAP):
+    fail("the unprobed run ended with %d" % plain.returncode)
+
+
+def sigcgt(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"SigCgt:\s*([0-9a-f]+)", f.read()).group(1), 16)
+
+
+survived = early = 0
+for run in range(runs):
+    target = subprocess.Popen([prog, N, THREADS, tmode], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    time.sleep(0.02)
+    cgt0 = sigcgt(target.pid)
+    tracer = subprocess.Popen([uprobe, "trace"] + opts + ["-p", str(target.pid)] + specs,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # kill it anywhere from its attaching and arming to its steady state
+    time.sleep(rng.uniform(0.0, 0.6))
+    if mode == "detach":
+        tracer.send_signal(signal.SIGINT)
+        tracer.wait(timeout=30)
+        try:
+            os.kill(target.pid, signal.SIGSTOP)
+            cgt1 = sigcgt(target.pid)
+            os.kill(target.pid, signal.SIGCONT)
+        except (ProcessLookupError, FileNotFoundError):
+            cgt1 = cgt0  # done already
+        if (cgt0 ^ cgt1) & (1 << (signal.SIGTRAP - 1)):
+            target.kill()
+            fail("run %d: SIGTRAP caught before the attach %s, after the detach %s"
+                 % (run, bool(cgt0 & 16), bool(cgt1 & 16)))
+    else:
+        tracer.kill()
+        tracer.wait()
+    try:
+        out, err = target.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        target.kill()
+        out, err = target.communicate()
+        fail("run %d: the target hung after its tracer's death" % run)
+    if target.returncode != plain.returncode or out != plain.stdout:
+        print("run %d: the target ended with %d (unprobed %d)\n%s%s"
+              % (run, target.returncode, plain.returncode, out, err))
+    else:
+        survived += 1
+print("%s: %d of %d runs intact (the tracer killed at random in its first 0.6 s)"
+      % (mode, survived, runs))
+if survived != runs:
+    fail("the target did not outlive its tracer every time")
+print("PASS")
