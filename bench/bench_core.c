@@ -404,8 +404,11 @@ static char *run_capture(char *const argv[], int *status)
 static double run_cli(struct bench *b, struct bench_workload *w, long n)
 {
 	char spec[PATH_MAX + 256], nbuf[32];
-	char *argv[] = { (char *)b->cli, "trace", "-c", "-e", spec, "--", (char *)b->target,
-			 (char *)w->mode, nbuf, NULL };
+	/* -o /dev/stdout: with a command, -c's counts go to stderr unless asked */
+	char *argv[] = {
+		(char *)b->cli,	   "trace",	    "-c", "-o", "/dev/stdout", "-e", spec, "--",
+		(char *)b->target, (char *)w->mode, nbuf, NULL
+	};
 	char *out, *line;
 	long hits = -1;
 	int status;

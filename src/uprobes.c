@@ -1285,8 +1285,10 @@ static void cb_thread_new(void *arg, struct up_task *parent, struct up_task *t)
 
 	(void)arg;
 	(void)parent;
-	if (up && !up->releasing)
+	if (up && !up->releasing) {
 		up_site_name_thread(&mm_of(up)->sites, t);
+		up_site_thread_new(&mm_of(up)->sites, t);
+	}
 }
 
 static struct uproc *uproc_new(struct uprobe_ctx *ctx, struct up_proc *p)

@@ -147,6 +147,12 @@ add_test(NAME trace.fast.records
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_fast.py $<TARGET_FILE:uprobe-cli>
     $<TARGET_FILE:fast_rec>)
 set_tests_properties(trace.fast.records PROPERTIES TIMEOUT 180)
+# output for people and programs: json parses to the last line, lost records per probe
+# in the output and on stderr, -c's counts never among a launched command's output
+add_test(NAME trace.output
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_output.py $<TARGET_FILE:uprobe-cli>
+    $<TARGET_FILE:fast_rec>)
+set_tests_properties(trace.output PROPERTIES TIMEOUT 300)
 # raw records (--format raw, uprobe report): what live tracing prints, and none lost
 add_test(NAME trace.raw
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_raw.py $<TARGET_FILE:uprobe-cli>

@@ -14,12 +14,21 @@
  * ring's records out in its order (a thread's records stay in order, and each carries
  * its time).
  *
- * A ring's pages come in as its writer first touches them, so only the rings of
- * threads that record cost memory (a thread writes the shared one only past
- * UPA_RT_OWNERS threads, or where threads have no TLS).  Paging a ring in from here
- * instead, when it is first seen written, was measured worse: the drain stops for the
- * tens of milliseconds it takes while the writer fills the ring (of 4,000,000 raw
- * records 0.9-2.0 million lost, against 0-0.5 million).
+ * A ring's pages are made present before its writer needs them (up_agent_rings_ready):
+ * the first thread slot's once a recording probe is placed, the next slot's as threads
+ * are made once the slots before it are claimed; never more than one ring ahead of the
+ * slots claimed, 8 MiB of a ring, 1 MiB at a new thread (which waits while its process
+ * writes them: 4 MiB took ~65 ms under a load of 7 here), so the memory is that of the
+ * rings of threads that record plus one (a thread writes the shared one only past
+ * UPA_RT_OWNERS threads, or where threads have no TLS: it comes in as written).  A page
+ * first touched by the writer costs it a fault, and on a shadow-paged guest a fill of
+ * the hypervisor's tables (10-40 us a page under load here, 85-116 ns a record of the
+ * first lap against 15-20 ns); the kernel's populating (MAP_POPULATE,
+ * MADV_POPULATE_WRITE) leaves the second.  Threads made in a burst before the first of
+ * them records still fault their rings in.  Paging a ring in from here once it is first
+ * seen written was measured worse: the drain stops for the tens of milliseconds it
+ * takes while the writer fills the ring (of 4,000,000 raw records 0.9-2.0 million lost,
+ * against 0-0.5 million).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +60,11 @@ extern const size_t up_agent_blob_size;
 /* the threads' own return tables: the owners' page, then the tables */
 #define RT_OWN_SIZE (PAGE + ((size_t)sizeof(struct upa_rt) * UPA_RT_OWNERS << UPA_RT_OWN_ORDER))
 #define DEFAULT_RING (4u << 20)
+/* a ring made present before its writer needs it: no more than this of it (the default
+   ring whole; of --format raw's 128 MiB, the first 87,000 six-argument records), and at
+   a new thread, which waits meanwhile, no more than PREFAULT_NEW (~11,000 records) */
+#define PREFAULT_MAX (8u << 20)
+#define PREFAULT_NEW (1u << 20)
 /* Far from the program's heap, mmap area and stacks, so that the program's own
    mappings land where they would without us (32 TiB: nothing is there on x86-64). */
 #define AGENT_NEAR 0x200000000000ull
@@ -118,6 +132,8 @@ struct up_agent {
 	uint32_t flags;	  /* ctl->flags as the tracer last set them */
 	uint64_t rseq_offset_at, rseq_size_at;
 	bool rseq_bad; /* a thread was found without glibc's rseq area: lsl for good */
+	bool recording; /* a recording probe was placed: rings are made present */
+	uint32_t ready; /* bit k: ring k's pages are present in both mappings */
 };
 
 uint64_t up_mono_ns(void)
@@ -298,8 +314,9 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	ctl_init(a, up_proc_pid(p));
 	/* every page of the region touched by the process itself (see upa_touch); best
 	   effort: without it the first lap of records pays the same */
-	rc = up_task_call(t, a->code_addr + UPA_TOUCH_OFF, a->code_addr + UPA_TOUCH_OFF + UPA_TOUCH_LEN,
-			  a->data_addr, a->data_addr + a->ring_off);
+	rc = up_task_call(t, a->code_addr + UPA_TOUCH_OFF,
+			  a->code_addr + UPA_TOUCH_OFF + UPA_TOUCH_LEN, a->data_addr,
+			  a->ring_off / PAGE);
 	if (rc == -ESRCH) {
 		snprintf(why, whylen, "the process is gone");
 		munmap(a->map, a->size);
@@ -338,6 +355,49 @@ void up_agent_free(struct up_agent *a)
 	free(a->keys);
 	free(a->stacks);
 	free(a);
+}
+
+/* Ring k's first max bytes present in the process (written there by t, from user mode)
+   and in the tracer's mapping, once.  The writes are locked or-s of 0: a thread that
+   claims the ring's slot meanwhile loses nothing. */
+static int ring_ready(struct up_agent *a, struct up_task *t, unsigned k, size_t max)
+{
+	uint64_t lo = a->ctl->ring[k].base;
+	uint8_t *m = a->map + a->ring_off + (size_t)k * a->ring_size;
+	size_t len = a->ring_size < max ? a->ring_size : max;
+	int rc;
+
+	if (a->ready & 1u << k)
+		return 0;
+	rc = up_task_call(t, a->code_addr + UPA_TOUCH_OFF,
+			  a->code_addr + UPA_TOUCH_OFF + UPA_TOUCH_LEN, lo, len / PAGE);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < len; i += PAGE)
+		__atomic_fetch_or(m + i, 0, __ATOMIC_RELAXED);
+	a->ready |= 1u << k;
+	return 0;
+}
+
+int up_agent_rings_ready(struct up_agent *a, struct up_task *t, bool recording)
+{
+	const uint64_t *owner = (const uint64_t *)(a->map + (a->ctl->rt_owner - a->data_addr));
+	unsigned claimed = 0, want;
+	int rc = 0;
+
+	if (recording)
+		a->recording = true;
+	if (!a->recording)
+		return 0;
+	while (claimed < UPA_RT_OWNERS && __atomic_load_n(&owner[claimed], __ATOMIC_RELAXED))
+		claimed++;
+	/* the slot the next thread to record claims: at most one ring ahead of them */
+	want = claimed + 1;
+	if (want > UPA_RT_OWNERS)
+		want = UPA_RT_OWNERS;
+	for (unsigned s = 0; s < want && !rc; s++)
+		rc = ring_ready(a, t, s + 1, recording ? PREFAULT_MAX : PREFAULT_NEW);
+	return rc;
 }
 
 void up_agent_maps(const struct up_agent *a, uint64_t start[2], uint64_t len[2])

@@ -60,6 +60,16 @@ void up_agent_on_corrupt(struct up_agent *a, void (*fn)(void *arg, uint32_t id, 
    layer unmaps them once no thread can be inside). */
 void up_agent_free(struct up_agent *a);
 
+/*
+ * The rings of the thread slots about to be claimed made present before their writers
+ * need them, t (stopped) doing the writes in its process: the ring of the slot the
+ * next thread to record claims, once a recording probe was placed (recording: one was
+ * just placed; else t is a new thread).  At most one ring more than the slots claimed
+ * is ever made present this way, 8 MiB of each at most (1 MiB at a new thread).  A
+ * negative errno when t could not run.
+ */
+int up_agent_rings_ready(struct up_agent *a, struct up_task *t, bool recording);
+
 /* The region's two mappings in the process: data (read-write), then code. */
 void up_agent_maps(const struct up_agent *a, uint64_t start[2], uint64_t len[2]);
 

@@ -357,6 +357,8 @@ static int rec_desc(struct up_sites *mm, struct up_task *t, struct up_patched *f
 	}
 	f->rec = true;
 	f->agg = u->capture->agg != NULL;
+	if (!f->agg) /* best effort: else the first lap of records faults the pages in */
+		up_agent_rings_ready(mm->agent, t, true);
 	f->regs = d.regs;
 	f->save = save | 1ull << UPA_RSP; /* the agent names the thread by its stack */
 	rc = rec_slot(mm, f);
@@ -364,6 +366,12 @@ out:
 	free(fe);
 	free(co);
 	return rc;
+}
+
+void up_site_thread_new(struct up_sites *mm, struct up_task *t)
+{
+	if (mm->agent)
+		up_agent_rings_ready(mm->agent, t, false);
 }
 
 bool wants_record(const struct uprobe *u)

@@ -266,6 +266,9 @@ bool up_site_fault_home(struct up_sites *s, struct up_task *t, struct user_regs_
 /* ---- thread naming (naming.c) ---- */
 /* The agent learns t's name (a new thread, or every thread when the agent comes). */
 void up_site_name_thread(struct up_sites *s, struct up_task *t);
+/* A new thread t (stopped, not run yet): the rings threads about to record will write
+   are made present, t writing them (up_agent_rings_ready), once a probe records. */
+void up_site_thread_new(struct up_sites *s, struct up_task *t);
 /* At a trap hit: a thread named by its stack is named again once it has TLS. */
 void up_site_hit_name(struct up_sites *s, struct up_task *t, const struct user_regs_struct *r);
 void up_site_thread_gone(struct up_sites *s, struct up_task *t);

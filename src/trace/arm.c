@@ -182,8 +182,10 @@ void tr_keep_count(struct up_trace *tr, struct tprobe *p)
 
 	if (lib_counts(p) && !uprobe_count(tr->ctx, &p->u, &n)) {
 		p->ts->hits += n;
-		if (!uprobe_lost(tr->ctx, &p->u, &n))
+		if (!uprobe_lost(tr->ctx, &p->u, &n)) {
 			tr->lost += n;
+			p->ts->lost += n;
+		}
 		p->u.flags &= ~UPROBE_F_COUNT; /* counted once */
 		p->counted = true;
 	}

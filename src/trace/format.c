@@ -475,3 +475,17 @@ int up_fmt_count_row(char *buf, size_t size, const char *where, const char *labe
 {
 	return snprintf(buf, size, "  %-40s %-40s %15" PRIu64 "\n", where, label, hits);
 }
+
+int up_fmt_count_json(char *buf, size_t size, const char *where, const char *label, uint64_t hits)
+{
+	struct up_spec_buf b = { buf, size, 0 };
+
+	if (size)
+		buf[0] = '\0';
+	up_spec_buf_printf(&b, "{\"type\":\"count\",\"where\":");
+	put_json_string(&b, where, strlen(where));
+	up_spec_buf_printf(&b, ",\"event\":");
+	put_json_string(&b, label, strlen(label));
+	up_spec_buf_printf(&b, ",\"hits\":%" PRIu64 "}\n", hits);
+	return up_spec_buf_result(&b);
+}

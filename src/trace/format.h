@@ -118,5 +118,7 @@ int up_fmt_json_string(char *buf, size_t size, const char *s, size_t n);
    spec's pid), the probe (GROUP/EVENT, or the seed line), its hits. */
 int up_fmt_count_row(char *buf, size_t size, const char *where, const char *label,
 		     uint64_t hits);
+/* The same row as a JSON line: {"type":"count","where":W,"event":LABEL,"hits":N}. */
+int up_fmt_count_json(char *buf, size_t size, const char *where, const char *label, uint64_t hits);
 
 #endif /* UPROBE_TRACE_FORMAT_H */

@@ -1155,12 +1155,14 @@ static int print_count(struct up_kb *kb, struct kb_event *e, const char *raw, ui
 		       void *ctx)
 {
 	FILE *out = ctx;
-	char label[192], line[512];
+	char label[192], line[1024];
 
-	(void)kb;
 	(void)raw;
 	snprintf(label, sizeof(label), "%s/%s", e->spec.group, e->spec.event);
-	up_fmt_count_row(line, sizeof(line), e->spec.path, label, hits);
+	if (kb->o.json)
+		up_fmt_count_json(line, sizeof(line), e->spec.path, label, hits);
+	else
+		up_fmt_count_row(line, sizeof(line), e->spec.path, label, hits);
 	return fputs(line, out) < 0 ? -EIO : 0;
 }
 

@@ -8,6 +8,7 @@
  * It never places a probe nor formats a hit itself: it calls the file that does.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,23 +231,79 @@ int up_trace_status(const struct up_trace *tr)
 	return tr->status;
 }
 
+const char *up_trace_spec_label(const struct up_trace *tr, unsigned i)
+{
+	return i < tr->nspecs ? tr->specs[i]->label : "";
+}
+
+uint64_t up_trace_spec_lost(struct up_trace *tr, unsigned i)
+{
+	uint64_t n;
+
+	if (i >= tr->nspecs)
+		return 0;
+	n = tr->specs[i]->lost;
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
+		for (struct tprobe *p = tp->probes; p; p = p->next) {
+			uint64_t l;
+
+			if (p->ts == tr->specs[i] && p->recording && !p->counted &&
+			    !uprobe_lost(tr->ctx, &p->u, &l))
+				n += l;
+		}
+	}
+	return n;
+}
+
+int up_trace_print_lost(struct up_trace *tr, FILE *out, bool json)
+{
+	uint64_t all = up_trace_lost(tr);
+	char name[256];
+	bool first = true;
+
+	if (!all)
+		return 0;
+	if (json)
+		fprintf(out, "{\"type\":\"summary\",\"records_lost\":%" PRIu64 ",\"lost\":{", all);
+	else
+		fprintf(out, "# records lost: %" PRIu64 " (the in-process ring was full)\n", all);
+	for (unsigned i = 0; i < tr->nspecs; i++) {
+		uint64_t n = up_trace_spec_lost(tr, i);
+
+		if (!n)
+			continue;
+		if (json) {
+			up_fmt_json_string(name, sizeof(name), tr->specs[i]->label,
+					   strlen(tr->specs[i]->label));
+			fprintf(out, "%s%s:%" PRIu64, first ? "" : ",", name, n);
+		} else {
+			fprintf(out, "# records lost: %" PRIu64 " of %s\n", n, tr->specs[i]->label);
+		}
+		first = false;
+	}
+	if (json)
+		fputs("}}\n", out);
+	return fflush(out) ? -errno : 0;
+}
+
 void up_trace_print_counts(struct up_trace *tr, FILE *out)
 {
 	for (unsigned i = 0; i < tr->nspecs; i++) {
 		const struct tspec *ts = tr->specs[i];
 		uint64_t hits = up_trace_hits(tr, i);
-		char where[64], line[512];
+		char where[64], line[1024];
+		const char *w;
 
 		if (ts->removed)
 			continue;
 		if (ts->spec.kind == UP_SPEC_SEED)
 			snprintf(where, sizeof(where), "%d",
 				 (int)(ts->spec.pid ? ts->spec.pid : tr->launched));
-		up_fmt_count_row(line, sizeof(line),
-				 ts->spec.kind == UP_SPEC_SEED ? where :
-				 ts->is_file		       ? ts->spec.path :
-								 "(any)",
-				 ts->label, hits);
+		w = ts->spec.kind == UP_SPEC_SEED ? where : ts->is_file ? ts->spec.path : "(any)";
+		if (tr->opts.json)
+			up_fmt_count_json(line, sizeof(line), w, ts->label, hits);
+		else
+			up_fmt_count_row(line, sizeof(line), w, ts->label, hits);
 		fputs(line, out);
 	}
 }

@@ -79,6 +79,14 @@ int up_trace_print_hist(struct up_trace *tr, unsigned i, enum up_hist_style styl
 
 /* Fast-path records dropped because a ring was full, so far. */
 uint64_t up_trace_lost(struct up_trace *tr);
+/* Of them, spec i's. */
+uint64_t up_trace_spec_lost(struct up_trace *tr, unsigned i);
+/* Spec i's name in the counts and the lost lines: GRP/EVENT, or the seed line. */
+const char *up_trace_spec_label(const struct up_trace *tr, unsigned i);
+/* Nothing when none was lost; else the lost records, in all and per spec, as the
+   output's last lines: '# records lost: N ...' lines, or with json one line
+   {"type":"summary","records_lost":N,"lost":{"GRP/EVENT":N,...}}. */
+int up_trace_print_lost(struct up_trace *tr, FILE *out, bool json);
 
 /* Processes: a running one (every thread), or a command launched stopped. */
 int up_trace_attach(struct up_trace *tr, pid_t pid);

@@ -51,6 +51,7 @@ struct tspec {
 	char *text;
 	char label[192]; /* for the counts: the event or the seed line */
 	uint64_t hits;
+	uint64_t lost; /* records its probes dropped, of those no longer counted live */
 	/* file targets */
 	bool is_file;
 	dev_t dev;

@@ -19,13 +19,13 @@ p:f/lea $prog:fast_lea
 p:f/store $prog:fast_store
 p:f/flags $prog:fast_flags+3
 SPECS
-count() { awk -v ev="$1" '$2 == ev { print $3 }' "$tmp/out"; }
+count() { awk -v ev="$1" '$2 == ev { print $3 }' "$tmp/err"; } # -c with a command: stderr
 run() { # EXTRA-OPTS MODE ARGS...: traced with -c, outputs in out/err, the program's in prog
 	opts=$1; shift
 	# shellcheck disable=SC2086
 	"$uprobe" trace -c -v $opts -f "$tmp/specs" -- "$prog" "$@" >"$tmp/out" 2>"$tmp/err"
 	st=$?
-	grep -v '^  ' "$tmp/out" >"$tmp/prog"
+	cp "$tmp/out" "$tmp/prog"
 	"$prog" "$@" >"$tmp/plain"
 	pst=$?
 	[ $st = $pst ] || fail "exit status $st, unprobed $pst"

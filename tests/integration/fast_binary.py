@@ -111,10 +111,10 @@ def placed(log):
 def phase(name, specs, group, want):
     """Runs specs fast and on the trap path; checks; returns (ours, armed, fast, tactics)."""
     p = run(["-v"], specs)
-    if p.returncode != plain.returncode or not p.stdout.startswith(plain.stdout):
+    if p.returncode != plain.returncode or p.stdout != plain.stdout:
         fail("%s: the program's output or status changed: %d (unprobed %d)\n%s" % (
             name, p.returncode, plain.returncode, p.stderr[-3000:]))
-    ours = counts(p.stdout[len(plain.stdout):], group)
+    ours = counts(p.stderr, group)  # -c with a command: on stderr
     armed = len(re.findall(r"': armed at", p.stderr))
     tactics, fast = placed(p.stderr)
     if not armed or len(ours) != len(specs if group == "h" else ours) or fast < want * armed:
@@ -122,7 +122,7 @@ def phase(name, specs, group, want):
             name, armed, len(ours), fast, tactics,
             "\n".join(l for l in p.stderr.splitlines() if "trap path" in l)[:3000]))
     t = run(["--no-fast"], specs)
-    theirs = counts(t.stdout[len(plain.stdout):], group)
+    theirs = counts(t.stderr, group)
     diff = [(k, ours.get(k), theirs.get(k)) for k in set(ours) | set(theirs)
             if ours.get(k) != theirs.get(k)]
     if t.returncode != plain.returncode or diff:

@@ -99,7 +99,7 @@ plain = subprocess.run([PROG, str(N), str(THREADS)], capture_output=True, text=T
 # placed, counts ----------------------------------------------------------------------
 p = subprocess.run([UPROBE, "trace", "-c", "-v"] + specs + ["--", PROG, str(N), str(THREADS)],
                    capture_output=True, text=True, timeout=300)
-if p.returncode != 0 or not p.stdout.startswith(plain.stdout):
+if p.returncode != 0 or p.stdout != plain.stdout:
     fail("exit %d, output %r (unprobed %r)\n%s" % (p.returncode, p.stdout[:200], plain.stdout,
                                                     p.stderr[-2000:]))
 addr_of = {m.group(1): m.group(2) for m in
@@ -113,7 +113,7 @@ m = re.search(r"handler rounds (\d+)", p.stderr)
 if not m:
     fail("no handler count in %r" % p.stderr[-500:])
 counts = {m2.group(1): int(m2.group(2)) for m2 in
-          re.finditer(r"^\s+\S+\s+t/(\w+)\s+(\d+)$", p.stdout, re.M)}
+          re.finditer(r"^\s+\S+\s+t/(\w+)\s+(\d+)$", p.stderr, re.M)}  # -c: stderr
 want = expected(N, THREADS, int(m.group(1)))
 if counts != want:
     fail("counts %s, want %s" % (counts, want))

@@ -45,14 +45,14 @@ def nm(path):
     return syms
 
 
-def run(cmd):
+def run(cmd, stderr=False):
     print("$", " ".join("'%s'" % c if " " in c else c for c in cmd), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=15)
     sys.stdout.write(r.stdout)
     sys.stderr.write(r.stderr)
     if r.returncode != 0:
         fail("exit status %d" % r.returncode)
-    return r.stdout
+    return (r.stdout, r.stderr) if stderr else r.stdout
 
 
 def split(out):
@@ -199,12 +199,16 @@ def counts(out):
 
 
 def mode_count(a, syms):
-    out = run([a.uprobe, "trace", "-c", "-e", "p:t/work %s:work n=%%di:s32" % a.target,
-               "-e", "p:t/getppid %s:getppid" % a.libc, "--", a.target, str(N), str(G)])
+    out, err = run([a.uprobe, "trace", "-c", "-e", "p:t/work %s:work n=%%di:s32" % a.target,
+                    "-e", "p:t/getppid %s:getppid" % a.libc, "--", a.target, str(N), str(G)],
+                   stderr=True)
     trace, calls, _ = split(out)
     if trace:
         fail("-c printed trace lines")
-    c = counts(out)
+    # stdout is the command's too: the table goes to stderr, never among its output
+    if counts(out):
+        fail("-c with a command: the counts went to stdout")
+    c = counts(err)
     want = {"t/work": (a.target, N), "t/getppid": (a.libc, G)}
     if c != want:
         fail("counts %s, expected %s" % (c, want))

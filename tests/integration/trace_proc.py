@@ -195,7 +195,7 @@ def mode_ls(a):
     c = subprocess.run([a.uprobe, "trace", "-c", "-e", "p:libc/malloc %s:malloc" % LIBC,
                         "--", "sh", "-c", 'ls -la /usr/bin > /dev/null'],
                        capture_output=True, text=True, env=env, timeout=15)
-    hits = [l.split()[-1] for l in c.stdout.splitlines() if "libc/malloc" in l]
+    hits = [l.split()[-1] for l in c.stderr.splitlines() if "libc/malloc" in l]
     print("malloc hits in ls -la /usr/bin: %s" % hits)
     if len(hits) != 1 or int(hits[0]) < 10:
         fail("malloc probe counts %s" % hits)

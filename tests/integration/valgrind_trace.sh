@@ -28,5 +28,5 @@ printf ab | valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-k
 st=$?
 cat "$tmp/err2"
 [ $st = 0 ] || { echo "FAIL: valgrind or the count run exited $st"; exit 1; }
-grep -qE 't/foo +2$' "$tmp/out2" || { echo "FAIL: counts"; cat "$tmp/out2"; exit 1; }
+grep -qE 't/foo +2$' "$tmp/err2" || { echo "FAIL: counts"; cat "$tmp/err2"; exit 1; }
 echo PASS

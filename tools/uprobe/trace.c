@@ -118,7 +118,10 @@ static void trace_usage(FILE *out)
 	      "                      to the -o FILE, nothing lost to formatting: 'uprobe\n"
 	      "                      report FILE' prints it later; the ring defaults to\n"
 	      "                      128 MiB)\n"
-	      "  -c, --count         print only the hits per probe at the end\n"
+	      "  -c, --count         print only the hits per probe at the end (to the -o FILE;\n"
+	      "                      without one to stderr when a COMMAND is run, whose\n"
+	      "                      stdout it is: never among its output; -o /dev/stdout\n"
+	      "                      puts them there)\n"
 	      "      --no-follow     do not trace children (by default fork/vfork children are\n"
 	      "                      traced with the same probes)\n"
 	      "  -v, --verbose       say where each probe was armed, and which probes stayed on\n"
@@ -140,8 +143,11 @@ static void trace_usage(FILE *out)
 	      "                      which probes stayed on the trap path and why)\n"
 	      "      --ring-size KB  each in-process record ring (one a thread, for up to 16\n"
 	      "                      threads a process, then one they share; default 4096,\n"
-	      "                      131072 with --format raw; memory only once written);\n"
-	      "                      when one is full its records are dropped and counted\n"
+	      "                      131072 with --format raw; memory once a thread is\n"
+	      "                      about to write it: the first 8 MiB made present\n"
+	      "                      ahead, 1 MiB at a new thread, for at most one\n"
+	      "                      thread more than record); when one is full its\n"
+	      "                      records are dropped and counted\n"
 	      "  -b, --backend B     ptrace (default: this process traces, no privilege beyond\n"
 	      "                      ptrace rights) or kernel (the kernel's uprobe tracer through\n"
 	      "                      tracefs, root only; p:/r: PATH specs; without -p or a\n"
@@ -610,8 +616,12 @@ static int run_trace(int argc, char **argv)
 		if (out != stdout)
 			outf = out;
 	}
-	/* -c: no line per hit; the table at the end goes where the lines would have */
+	/* -c: no line per hit; the table at the end goes to the -o FILE, else to stderr
+	   when a command is launched (stdout is the command's too: its output and the
+	   counts never mix, as perf stat and strace -c do), else to stdout */
 	opts.out = count ? NULL : out;
+	if (count && !outf && optind < argc)
+		out = stderr;
 	/* a closed output pipe must not kill us with probes still in the target */
 	signal(SIGPIPE, SIG_IGN);
 	if (kernel) {
@@ -758,11 +768,20 @@ out:
 	if (tr) {
 		uint64_t lost = up_trace_lost(tr);
 
-		if (lost && opts.json && opts.out)
-			fprintf(opts.out, "{\"records_lost\":%" PRIu64 "}\n", lost);
-		if (lost)
+		/* the output's last lines say so too (raw: its end record), per probe */
+		if (lost && !opts.raw && status != 128 + SIGPIPE)
+			up_trace_print_lost(tr, out, opts.json);
+		if (lost) {
 			cli_err("trace", "%" PRIu64 " records lost: the in-process ring was full "
 				"(a bigger --ring-size, or fewer probes, keeps them)", lost);
+			for (unsigned i = 0; i < up_trace_nspecs(tr); i++) {
+				uint64_t n = up_trace_spec_lost(tr, i);
+
+				if (n)
+					cli_err("trace", "  %s: %" PRIu64 " lost",
+						up_trace_spec_label(tr, i), n);
+			}
+		}
 	}
 	if (tr && child) {
 		int st = up_trace_status(tr);

@@ -1036,18 +1036,19 @@ __asm__(".section .text.entry0,\"ax\",@progbits\n"
 	"	lea 216(%rsp),%rsp\n"
 	"	popfq\n"
 	"	ret\n"
-	/* upa_touch(lo = rdi, hi = rsi), run once by the tracer (up_task_call): a write in
-	   every page of the shared region, from user mode, before any hit needs one.  A
-	   hypervisor may fill its own page tables only at a first user access (~5 us a
-	   page; a fresh 4 MiB ring costed ~140 ns a record in its first lap), and the
-	   kernel's writes (MADV_POPULATE_WRITE, a read into it) do not count.  The same
-	   value is written back: the ctl is set already. */
+	/* upa_touch(lo = rdi, pages = rsi > 0), run by the tracer (up_task_call): a write
+	   in each of the pages from lo, from user mode, before any hit needs one: the region at
+	   attach, a ring before its thread records.  A hypervisor may fill its own page
+	   tables only at a first user access (~5 us a page; a fresh 4 MiB ring costed ~140
+	   ns a record in its first lap), and the kernel's writes (MADV_POPULATE_WRITE, a
+	   read into it) do not count.  A locked or of 0: the same value is written back,
+	   and a thread writing a record there meanwhile loses nothing. */
 	"	.org 224\n" /* UPA_TOUCH_OFF */
 	"upa_touch:\n"
-	"1:	orb $0,(%rdi)\n"
+	"1:	lock orb $0,(%rdi)\n"
 	"	add $4096,%rdi\n"
-	"	cmp %rsi,%rdi\n"
-	"	jb 1b\n"
+	"	dec %esi\n"
+	"	jnz 1b\n"
 	"	int3\n"
 	"	.org 240\n" /* UPA_HIJACK_AT */
 	"	.quad upa_hijack\n"
