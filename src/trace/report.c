@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sym/unwind_walk.h"
 #include "trace/format.h"
 #include "trace/session_int.h"
 
@@ -179,7 +180,7 @@ static int frame_name(void *ctx, unsigned i, uint64_t addr, char *buf, size_t si
 {
 	struct tproc *tp = ctx;
 
-	if (!addr || (i && !up_stack_mapped(tr_syms_of(tp), addr)))
+	if (!addr || (i && addr != UP_UNWIND_UNKNOWN && !up_stack_mapped(tr_syms_of(tp), addr)))
 		return -1;
 	return up_stack_name(tr_syms_of(tp), addr, buf, size);
 }
@@ -280,6 +281,7 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		.has_retval = is_return,
 		.file_bias = p->file_bias,
 		.at_entry = up_spec_at_function_entry(&ts->spec),
+		.syms = h->rec || !tp ? NULL : tr_syms_of(tp), /* the trap path: unwind tables */
 	};
 
 	if (tr->off || !ts->enabled || ts->removed)
