@@ -70,16 +70,20 @@ static inline int up_unwind_vaddr(const struct up_unwind_table *t, uint64_t off,
 typedef int (*up_unwind_lookup_fn)(void *ctx, uint64_t pc, struct up_unwind_row *row);
 /* len bytes at addr into buf: 0, or nonzero when they cannot be read. */
 typedef int (*up_unwind_read_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
+/* A return address read at slot: the one the function will really return to (a return
+   probe's trampoline put there is the caller it hides); value itself otherwise. */
+typedef uint64_t (*up_unwind_ret_fn)(void *ctx, uint64_t slot, uint64_t value);
 
 /*
  * The return addresses of the stack at (pc, sp, bp), innermost (pc itself) first, into
  * out[0..max); at_entry: pc is a function's first instruction (used only where no row
- * covers it: the return address at [sp]).  Returns how many were stored.
+ * covers it: the return address at [sp]).  ret (may be NULL, with read's ctx) sees
+ * every return address read.  Returns how many were stored.
  */
 static inline unsigned up_unwind_walk(uint64_t pc, uint64_t sp, uint64_t bp, int at_entry,
 				      up_unwind_lookup_fn lookup, void *lctx,
-				      up_unwind_read_fn read, void *rctx, uint64_t *out,
-				      unsigned max)
+				      up_unwind_read_fn read, up_unwind_ret_fn ret, void *rctx,
+				      uint64_t *out, unsigned max)
 {
 	struct up_unwind_row r;
 	unsigned n = 0;
@@ -99,10 +103,12 @@ static inline unsigned up_unwind_walk(uint64_t pc, uint64_t sp, uint64_t bp, int
 
 			if (at_entry && !is_ra) {
 				ok = !read(rctx, sp, &npc, 8);
+				if (ok && ret)
+					npc = ret(rctx, sp, npc);
 				nsp = sp + 8;
 			} else if (bp && !(bp & 7) && bp >= sp && !read(rctx, bp, pair, 16)) {
 				nbp = pair[0];
-				npc = pair[1];
+				npc = ret ? ret(rctx, bp + 8, pair[1]) : pair[1];
 				nsp = bp + 16;
 				ok = 1;
 			}
@@ -138,6 +144,8 @@ static inline unsigned up_unwind_walk(uint64_t pc, uint64_t sp, uint64_t bp, int
 			}
 			if (!cfa || cfa <= sp || read(rctx, cfa - 8, &npc, 8))
 				break;
+			if (ret)
+				npc = ret(rctx, cfa - 8, npc);
 			if (r.rbp == UP_UW_RBP_AT_CFA) {
 				if (read(rctx, cfa + (uint64_t)(int64_t)r.rbp_off, &nbp, 8))
 					break;

@@ -166,10 +166,22 @@ bool tr_filter_holds(const struct tspec *ts, const struct up_fetch_value *vals, 
 	return up_filter_holds(ts->conds, ts->nconds, vals, dur);
 }
 
+/* A stack's return address that the library hijacked for a return probe: the real one. */
+static uint64_t real_return(void *ctx, uint64_t slot, uint64_t value)
+{
+	struct tproc *tp = ctx;
+	uint64_t ret;
+
+	return uprobe_current_return(tp->tr->ctx, slot, value, &ret) ? value : ret;
+}
+
 struct up_stack_syms *tr_syms_of(struct tproc *tp)
 {
-	if (!tp->syms)
+	if (!tp->syms) {
 		tp->syms = up_stack_syms_new(tp->pid);
+		if (tp->syms)
+			up_stack_syms_returns(tp->syms, real_return, tp);
+	}
 	return tp->syms;
 }
 

@@ -50,6 +50,8 @@ struct smap {
 struct up_stack_syms {
 	pid_t pid;
 	bool loaded, stale;
+	uint64_t (*ret)(void *ctx, uint64_t slot, uint64_t value); /* up_stack_syms_returns */
+	void *ret_ctx;
 	struct smap *maps;
 	unsigned n;
 };
@@ -192,16 +194,46 @@ static int uw_lookup(void *ctx, uint64_t pc, struct up_unwind_row *row)
 	return 1;
 }
 
+void up_stack_syms_returns(struct up_stack_syms *s,
+			   uint64_t (*ret)(void *ctx, uint64_t slot, uint64_t value), void *ctx)
+{
+	s->ret = ret;
+	s->ret_ctx = ctx;
+}
+
+/* The walk's reads through the caller's, its return addresses through s->ret. */
+struct uw_read {
+	int (*read)(void *ctx, uint64_t addr, void *buf, size_t len);
+	void *ctx;
+	struct up_stack_syms *s;
+};
+
+static int uw_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	struct uw_read *r = ctx;
+
+	return r->read(r->ctx, addr, buf, len);
+}
+
+static uint64_t uw_ret(void *ctx, uint64_t slot, uint64_t value)
+{
+	struct uw_read *r = ctx;
+
+	return r->s->ret(r->s->ret_ctx, slot, value);
+}
+
 unsigned up_stack_unwind(struct up_stack_syms *s, const struct user_regs_struct *regs, uint64_t ip,
 			 bool at_entry,
 			 int (*read)(void *ctx, uint64_t addr, void *buf, size_t len), void *ctx,
 			 uint64_t *out, unsigned max)
 {
+	struct uw_read r = { read, ctx, s };
 	unsigned n;
 
 	if (!s)
 		return up_stack_walk(regs, ip, at_entry, read, ctx, out, max);
-	n = up_unwind_walk(ip, regs->rsp, regs->rbp, at_entry, uw_lookup, s, read, ctx, out, max);
+	n = up_unwind_walk(ip, regs->rsp, regs->rbp, at_entry, uw_lookup, s, uw_read,
+			   s->ret ? uw_ret : NULL, &r, out, max);
 	for (unsigned i = n; i < max; i++)
 		out[i] = 0;
 	return n;

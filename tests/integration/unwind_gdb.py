@@ -7,7 +7,9 @@ tests/targets/unwind_prog.c (built -O2 -fomit-frame-pointer: large frames, a cal
 through a pointer, recursion, a tail call, a PLT call into a shared library that calls
 back, a realigned stack, a signal handler): `uprobe trace --no-fast` counts stacks at
 leaf() with a stacktrace hist key, gdb prints its bt at every hit of a breakpoint at
-leaf in a run with the same argument; the two multisets of stacks must be equal.
+leaf in a run with the same argument; the two multisets of stacks must be equal; and
+again with return probes on c2, c3 and lib_call (the return addresses they hijack are
+shown as the callers they hide).
 gdb's tail-call frames (made from DWARF call-site information: tail's, jumped
 from, and libc's pthread_kill's) are left out: they are on no stack.  Frames compare
 as (file, file offset): where gdb names a frame by a symbol uprobe's
@@ -149,8 +151,9 @@ def uprobe_frame(text, paths):
     return text
 
 
-def uprobe_stacks(argv, event, opts=("--no-fast",)):
-    cmd = [UPROBE, "trace"] + list(opts) + ["-e", event, "-t",
+def uprobe_stacks(argv, event, opts=("--no-fast",), more=()):
+    cmd = [UPROBE, "trace"] + list(opts) + [x for e in more for x in ("-e", e)]
+    cmd += ["-e", event, "-t",
                                             "%s:hist:keys=stacktrace:size=16384" %
                                             event.split()[0].split("/")[1]]
     cmd += ["--"] + argv
@@ -204,6 +207,18 @@ for frames, n in u:
     s = upto_main(frames, lambda f: f.startswith("main+"))
     ours += [tuple(uprobe_frame(f, paths) for f in s)] * n
 compare("unwind_prog", ours, g)
+
+# the same under return probes on c2, c3 and lib_call: their callers' return addresses
+# are the trampoline's while leaf runs, and the stack shows the callers they hide
+u = uprobe_stacks([PROG, str(ROUNDS)], "p:u/leaf %s:leaf" % PROG,
+                  more=["r:u/r%d %s:%s" % (i, PROG if f != "lib_call" else
+                                           paths["libunwind_lib.so"], f)
+                        for i, f in enumerate(("c2", "c3", "lib_call"))])
+ours = []
+for frames, n in u:
+    s = upto_main(frames, lambda f: f.startswith("main+"))
+    ours += [tuple(uprobe_frame(f, paths) for f in s)] * n
+compare("unwind_prog under return probes", ours, g)
 want = {"c1", "c1b", "big", "via_ptr", "rec", "via_tail", "via_lib", "realign", "handler",
         "lib_call"}
 seen = {f.split("+")[0] for frames, _ in u for f in frames}
