@@ -16,8 +16,11 @@ as (file, file offset): where gdb names a frame by a symbol uprobe's
 names have none (a zero-size __restore_rt), and the other way round, an offset is the
 one name both have.
 
-Also /bin/ls -R into malloc (the same comparison, on hits gdb samples: ls and libc
-have no frame pointers and ls no symbols), when /bin/ls is there.
+Also Debian's ls -lR and python3.11 -S into libc's malloc: every hit gdb stops at is a
+stack uprobe counted (as file offsets: neither program has symbols; 16 frames, a
+stacktrace key's depth).  bash is not compared: under gdb it takes other paths (two
+more variables bound at its start, one loop hit fewer), frames that are call sites on
+both sides.
 """
 import collections
 import os
@@ -27,6 +30,10 @@ import sys
 import tempfile
 
 UPROBE, PROG = sys.argv[1], os.path.abspath(sys.argv[2])
+# the programs run by gdb and by uprobe see the same small environment: bash and
+# python read theirs (gdb's own LINES and COLUMNS are unset below)
+DEPTH = 16  # src/trace/hist.h UP_HIST_STACK_DEPTH
+ENV = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "LC_ALL": "C"}
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 
 GDB_PY = r'''
@@ -81,13 +88,15 @@ def gdb_stacks(argv, at, infile):
         f.write(GDB_PY)
         script = f.name
     try:
-        env = dict(os.environ, UNWIND_GDB_AT=at, UNWIND_GDB_IN=infile)
+        env = dict(ENV, UNWIND_GDB_AT=at, UNWIND_GDB_IN=infile)
         cmd = ["gdb", "-batch", "-nx", "-ex", "set pagination off",
                "-ex", "set debuginfod enabled off",
                "-ex", "handle SIGUSR1 nostop noprint pass",
                "-ex", "set breakpoint pending on",
                # gdb sets them in the inferior's environment: ls would read them
                "-ex", "unset environment LINES", "-ex", "unset environment COLUMNS",
+               # exec'd as uprobe execs it, not by a shell that adds to the environment
+               "-ex", "set startup-with-shell off",
                "-x", script, "-ex", "run", "--args"] + argv
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     finally:
@@ -157,7 +166,7 @@ def uprobe_stacks(argv, event, opts=("--no-fast",), more=()):
                                             "%s:hist:keys=stacktrace:size=16384" %
                                             event.split()[0].split("/")[1]]
     cmd += ["--"] + argv
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)
     if p.returncode != 0:
         fail("%s exited %d\n%s" % (" ".join(cmd), p.returncode, p.stderr[-2000:]))
     ents = re.findall(r"^\{ common_stacktrace:\n((?:         .*\n)+)\} hitcount:\s+(\d+)",
@@ -227,26 +236,27 @@ if not want <= seen:
 if any(f == "[unknown]" for frames, _ in u for f in frames):
     fail("an [unknown] frame in a program with tables everywhere")
 
-# Debian's ls into malloc -----------------------------------------------------------------
-LS = "/bin/ls"
+# Debian's ls, bash and python3.11 into malloc ------------------------------------------
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
-if os.path.exists(LS) and os.path.exists(LIBC):
-    # output to a pipe, no colour, no terminal width: the same mallocs in both runs
-    argv = [LS, "-l", "-R", "--color=never", "/usr/share/doc/gdb", "/etc/ssl"]
+
+
+def into_malloc(label, argv):
     g = gdb_stacks(argv, "malloc", "libc.so.6")
     # libselinux's constructors, run by ld.so before the probes are armed (and gdb's
     # bt past ld.so's _dl_start_user is junk): not compared
-    early = [s for s in g if any("/ld-linux" in f for f in s)]
-    g = [s for s in g if s not in early]
+    g = [s for s in g if not any("/ld-linux" in f for f in s)]
     paths = paths_of(g)
+    g = [s[:DEPTH] for s in g]  # a stacktrace key keeps 16 frames, as the kernel's
     u = uprobe_stacks(argv, "p:u/malloc %s:malloc" % LIBC)
     ours = []
     for frames, n in u:
-        # ls has no symbols: its main is where gdb's bt stops, the frame before libc's
-        # __libc_start_call_main
+        # a program without symbols: its main is where gdb's bt stops, the frame
+        # before libc's __libc_start_call_main
         s = []
         for f in frames:
-            if f.startswith("__libc_start_call_main+"):
+            if f.startswith("__libc_start_call_main+") or f.startswith("main+"):
+                if f.startswith("main+"):
+                    s.append(f)
                 break
             s.append(f)
         if not any("[ld-linux" in f for f in s):  # as gdb's early ones above
@@ -255,12 +265,21 @@ if os.path.exists(LS) and os.path.exists(LIBC):
     # breakpoint has been seen to miss one of ls's 7 opendir mallocs that uprobe counts
     a, b = collections.Counter(ours), collections.Counter(g)
     if b - a or sum((a - b).values()) > max(2, sum(b.values()) // 100):
-        compare("ls -lR into malloc", ours, g)
-    print("ls -lR into malloc: %d of gdb's %d stacks (%d distinct, %d frames) equal ours; "
-          "uprobe counted %d hits more" % (sum(b.values()), sum(b.values()), len(b),
+        compare(label, ours, g)
+    if not any(len(x) > 3 for x in b):
+        fail("%s: no stack deeper than 3 frames: %s" % (label, g[:3]))
+    print("%s: %d of gdb's %d stacks (%d distinct, %d frames) equal ours; "
+          "uprobe counted %d hits more" % (label, sum(b.values()), sum(b.values()), len(b),
                                            sum(len(x) * n for x, n in b.items()),
                                            sum((a - b).values())))
-    if not any(len(s) > 3 for s in g):
-        fail("ls: no stack deeper than 3 frames: %s" % g[:3])
-else:
-    print("SKIP ls: no %s or %s" % (LS, LIBC))
+
+
+for label, argv in (
+        # output to a pipe, no colour, no terminal width: the same mallocs in both runs
+        ("ls -lR into malloc",
+         ["/bin/ls", "-l", "-R", "--color=never", "/usr/share/doc/gdb", "/etc/ssl"]),
+        ("python3.11 into malloc", ["/usr/bin/python3.11", "-S", "-c", "pass"])):
+    if os.path.exists(argv[0]) and os.path.exists(LIBC):
+        into_malloc(label, argv)
+    else:
+        print("SKIP %s: no %s or %s" % (label, argv[0], LIBC))
