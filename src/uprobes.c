@@ -1899,6 +1899,21 @@ int uprobe_current_duration(struct uprobe_ctx *ctx, uint64_t *ns)
 	return 0;
 }
 
+int uprobe_current_return(struct uprobe_ctx *ctx, uint64_t slot, uint64_t value, uint64_t *ret)
+{
+	struct uproc *up = ctx->in_handler ? uproc_of_pid(ctx, ctx->cur_pid) : NULL;
+	struct utask *ut = ctx->cur_task ? utask_of(ctx->cur_task) : NULL;
+
+	if (!up || !ut || !mm_of(up)->tramp || value != mm_of(up)->tramp)
+		return -ENOENT;
+	for (unsigned i = ut->nrs; i--;)
+		if (ut->rs[i].sp == slot) {
+			*ret = ut->rs[i].orig;
+			return 0;
+		}
+	return -ENOENT;
+}
+
 int uprobe_ctx_timeout(struct uprobe_ctx *ctx)
 {
 	return up_site_any_agent(&ctx->sites) ? up_site_drain_ms(&ctx->sites) : -1;

@@ -179,3 +179,14 @@ add_test(NAME sym.fde
 # mapping reached through /proc/PID/map_files, a .gnu_debuglink to a FIFO
 uprobe_unit(test_sym_file)
 set_tests_properties(unit.test_sym_file PROPERTIES TIMEOUT 30)
+
+add_executable(unwind_dump ${CMAKE_CURRENT_LIST_DIR}/tools/unwind_dump.c)
+target_include_directories(unwind_dump PRIVATE ${UPROBE_PRIVATE_INCLUDE})
+target_compile_definitions(unwind_dump PRIVATE _GNU_SOURCE)
+target_link_libraries(unwind_dump PRIVATE uprobe)
+# the rows of libc's, ls's, bash's and python3's unwind tables equal readelf's CFA and
+# rbp columns at every row it prints; libc's table builds within 100 ms
+add_test(NAME sym.unwind_table
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/unwind_oracle.py $<TARGET_FILE:unwind_dump>
+    /lib/x86_64-linux-gnu/libc.so.6 /bin/ls /bin/bash /usr/bin/python3.11)
+set_tests_properties(sym.unwind_table PROPERTIES TIMEOUT 300)

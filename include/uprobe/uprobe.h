@@ -378,6 +378,14 @@ UPROBE_API int uprobe_agg_read(struct uprobe_ctx *ctx, const struct uprobe *u,
  * (its entry stop), in *ns.  -ENOENT outside a return.
  */
 UPROBE_API int uprobe_current_duration(struct uprobe_ctx *ctx, uint64_t *ns);
+/*
+ * Inside a handler: value, read from the current thread's stack at slot, is the
+ * trampoline a return probe put in place of a return address (the trap path's):
+ * 0 and the return address it hides in *ret, else -ENOENT.  A stack walk shows the
+ * caller the program sees, as it would be without uprobe.
+ */
+UPROBE_API int uprobe_current_return(struct uprobe_ctx *ctx, uint64_t slot, uint64_t value,
+				     uint64_t *ret);
 
 /* How the probed instruction of a registered u is executed. */
 UPROBE_API int uprobe_plan(struct uprobe_ctx *ctx, const struct uprobe *u,

@@ -15,6 +15,12 @@
 
 #include "trace/session_int.h"
 
+/* Stacks are walked by the files' unwind tables (trace/stack.h up_stack_unwind), which
+   the agent cannot read yet: its frame-pointer walk gives other (wrong) stacks on code
+   built without frame pointers, so a probe that walks a stack takes the trap path,
+   where the same key and the same $ustack are right (issue 31). */
+#define UNWIND_ON_TRAP_PATH_ONLY 1
+
 static const unsigned abi_regs[6] = {
 	offsetof(struct user_regs_struct, rdi), offsetof(struct user_regs_struct, rsi),
 	offsetof(struct user_regs_struct, rdx), offsetof(struct user_regs_struct, rcx),
@@ -94,6 +100,8 @@ static int capture_arg(const struct up_spec *sp, const struct up_fetch_arg *a, u
 		f->base = UPROBE_FETCH_IMM; /* the tracer's own: nothing to read */
 		return 0;
 	case UP_FOP_USTACK: /* the walk from bp (and [sp] at an entry), up_stack_walk's reads */
+		if (UNWIND_ON_TRAP_PATH_ONLY)
+			return -ENOTSUP;
 		base_reg(f, regs, offsetof(struct user_regs_struct, rbp), 8, 0);
 		*regs |= BIT(rsp) | BIT(rip);
 		f->final = UPROBE_FETCH_STACK;
@@ -161,6 +169,8 @@ static int build_agg(struct tprobe *p)
 			k->src = UPROBE_AGG_DURATION;
 			break;
 		case UP_HIST_SRC_STACK:
+			if (UNWIND_ON_TRAP_PATH_ONLY)
+				return -ENOTSUP;
 			k->src = UPROBE_AGG_STACK;
 			k->words = UP_HIST_STACK_DEPTH;
 			break;

@@ -252,8 +252,8 @@ int up_fetch_eval(const struct up_fetch_arg *arg, const struct up_fetch_env *env
 		if (max > room / 8)
 			max = (unsigned)(room / 8);
 		out->frames = (const uint64_t *)at;
-		out->nframes = up_stack_walk(r, r->rip, env->at_entry, env->read, env->ctx,
-					     (uint64_t *)at, max);
+		out->nframes = up_stack_unwind(env->syms, r, r->rip, env->at_entry, env->read,
+					       env->ctx, (uint64_t *)at, max);
 		return 0;
 	}
 	case UP_FOP_DEREF:

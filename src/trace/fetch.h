@@ -40,6 +40,9 @@ struct up_fetch_env {
 	const char *comm; /* $comm; NULL reads as "" */
 	uint64_t file_bias; /* @+OFFSET reads at file_bias + OFFSET: probe vaddr - file offset */
 	bool at_entry; /* $ustack: the hit is a function's first instruction, [sp] its caller */
+	/* $ustack: the process's files, to walk by their unwind tables (up_stack_unwind);
+	   NULL: frame pointers (a record's memory holds only what the agent's walk read) */
+	struct up_stack_syms *syms;
 };
 
 struct up_fetch_value {

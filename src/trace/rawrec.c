@@ -155,6 +155,9 @@ void tr_raw_trap(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const st
 
 		keep.read = raw_read;
 		keep.ctx = &rc;
+		/* uprobe report replays a $ustack walk over the record's memory with no
+		   files at hand: the frame-pointer walk, until raw files carry the maps */
+		keep.syms = NULL;
 		keep.comm = tr_comm_cached(tr, h->pid, h->tid);
 		up_fetch_eval_all(&ts->spec, &keep, vals, arena, sizeof(arena));
 	}

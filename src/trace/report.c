@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sym/unwind_walk.h"
 #include "trace/format.h"
 #include "trace/session_int.h"
 
@@ -165,10 +166,22 @@ bool tr_filter_holds(const struct tspec *ts, const struct up_fetch_value *vals, 
 	return up_filter_holds(ts->conds, ts->nconds, vals, dur);
 }
 
+/* A stack's return address that the library hijacked for a return probe: the real one. */
+static uint64_t real_return(void *ctx, uint64_t slot, uint64_t value)
+{
+	struct tproc *tp = ctx;
+	uint64_t ret;
+
+	return uprobe_current_return(tp->tr->ctx, slot, value, &ret) ? value : ret;
+}
+
 struct up_stack_syms *tr_syms_of(struct tproc *tp)
 {
-	if (!tp->syms)
+	if (!tp->syms) {
 		tp->syms = up_stack_syms_new(tp->pid);
+		if (tp->syms)
+			up_stack_syms_returns(tp->syms, real_return, tp);
+	}
 	return tp->syms;
 }
 
@@ -179,7 +192,7 @@ static int frame_name(void *ctx, unsigned i, uint64_t addr, char *buf, size_t si
 {
 	struct tproc *tp = ctx;
 
-	if (!addr || (i && !up_stack_mapped(tr_syms_of(tp), addr)))
+	if (!addr || (i && addr != UP_UNWIND_UNKNOWN && !up_stack_mapped(tr_syms_of(tp), addr)))
 		return -1;
 	return up_stack_name(tr_syms_of(tp), addr, buf, size);
 }
@@ -280,6 +293,7 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		.has_retval = is_return,
 		.file_bias = p->file_bias,
 		.at_entry = up_spec_at_function_entry(&ts->spec),
+		.syms = h->rec || !tp ? NULL : tr_syms_of(tp), /* the trap path: unwind tables */
 	};
 
 	if (tr->off || !ts->enabled || ts->removed)

@@ -11,6 +11,8 @@
 
 #include "sym/file.h"
 #include "sym/sym.h"
+#include "sym/unwind.h"
+#include "sym/unwind_walk.h"
 #include "trace/stack.h"
 
 unsigned up_stack_walk(const struct user_regs_struct *regs, uint64_t ip, bool at_entry,
@@ -41,11 +43,15 @@ struct smap {
 	char *path;
 	struct up_sym_elf *elf; /* opened at the first lookup; NULL: not ELF, or not yet */
 	bool tried;
+	const struct up_unwind_table *uw; /* the file's unwind table, at the first walk */
+	bool uw_tried;
 };
 
 struct up_stack_syms {
 	pid_t pid;
 	bool loaded, stale;
+	uint64_t (*ret)(void *ctx, uint64_t slot, uint64_t value); /* up_stack_syms_returns */
+	void *ret_ctx;
 	struct smap *maps;
 	unsigned n;
 };
@@ -114,7 +120,9 @@ static void load_maps(struct up_stack_syms *s)
 		if (!v)
 			break;
 		fresh.maps = v;
-		v[fresh.n] = (struct smap){ start, end, off, ino, strdup(p), NULL, false };
+		v[fresh.n] = (struct smap){
+			.start = start, .end = end, .offset = off, .ino = ino, .path = strdup(p)
+		};
 		if (v[fresh.n].path)
 			fresh.n++;
 	}
@@ -163,6 +171,74 @@ static int sec_find_fn(const struct up_sym_section *sec, void *ctx)
 	return 1;
 }
 
+/* The walk's lookup (unwind_walk.h): the row of the file mapped at pc. */
+static int uw_lookup(void *ctx, uint64_t pc, struct up_unwind_row *row)
+{
+	struct up_stack_syms *s = ctx;
+	struct smap *m = map_of(s, pc);
+	const struct up_unwind_row *r;
+	uint64_t vaddr;
+
+	if (!m)
+		return -1;
+	if (!m->uw_tried) {
+		m->uw_tried = true;
+		m->uw = up_unwind_get(
+			m->path, &(struct up_file_map){ (int)s->pid, m->start, m->end, m->ino });
+	}
+	row->cfa = UP_UW_NONE;
+	if (!m->uw || up_unwind_vaddr(m->uw, pc - m->start + m->offset, &vaddr) ||
+	    !(r = up_unwind_find(m->uw, vaddr)))
+		return 0;
+	*row = *r;
+	return 1;
+}
+
+void up_stack_syms_returns(struct up_stack_syms *s,
+			   uint64_t (*ret)(void *ctx, uint64_t slot, uint64_t value), void *ctx)
+{
+	s->ret = ret;
+	s->ret_ctx = ctx;
+}
+
+/* The walk's reads through the caller's, its return addresses through s->ret. */
+struct uw_read {
+	int (*read)(void *ctx, uint64_t addr, void *buf, size_t len);
+	void *ctx;
+	struct up_stack_syms *s;
+};
+
+static int uw_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	struct uw_read *r = ctx;
+
+	return r->read(r->ctx, addr, buf, len);
+}
+
+static uint64_t uw_ret(void *ctx, uint64_t slot, uint64_t value)
+{
+	struct uw_read *r = ctx;
+
+	return r->s->ret(r->s->ret_ctx, slot, value);
+}
+
+unsigned up_stack_unwind(struct up_stack_syms *s, const struct user_regs_struct *regs, uint64_t ip,
+			 bool at_entry,
+			 int (*read)(void *ctx, uint64_t addr, void *buf, size_t len), void *ctx,
+			 uint64_t *out, unsigned max)
+{
+	struct uw_read r = { read, ctx, s };
+	unsigned n;
+
+	if (!s)
+		return up_stack_walk(regs, ip, at_entry, read, ctx, out, max);
+	n = up_unwind_walk(ip, regs->rsp, regs->rbp, at_entry, uw_lookup, s, uw_read,
+			   s->ret ? uw_ret : NULL, &r, out, max);
+	for (unsigned i = n; i < max; i++)
+		out[i] = 0;
+	return n;
+}
+
 bool up_stack_mapped(struct up_stack_syms *s, uint64_t addr)
 {
 	return map_of(s, addr) != NULL;
@@ -175,6 +251,8 @@ int up_stack_name(struct up_stack_syms *s, uint64_t addr, char *buf, size_t size
 	const char *base;
 	struct up_sym sym;
 
+	if (addr == UP_UNWIND_UNKNOWN)
+		return snprintf(buf, size, "[unknown]");
 	if (!m)
 		return snprintf(buf, size, "0x%" PRIx64, addr);
 	base = strrchr(m->path, '/');

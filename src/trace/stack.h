@@ -8,6 +8,7 @@
  *   "malloc+0x0 [libc.so.6]"      a function symbol holds the address
  *   "[ls]+0x4a3c"                 no symbol: the file and the offset in it
  *   "0x7f3a12345678"              no file (anonymous memory, JIT code)
+ *   "[unknown]"                   the unwind walk could not go on (UP_UNWIND_UNKNOWN)
  *
  * Names are made while the process can still be read (a table is read at its exit
  * stop at the latest); each process keeps a cache of its maps and of the files opened.
@@ -35,7 +36,21 @@ unsigned up_stack_walk(const struct user_regs_struct *regs, uint64_t ip, bool at
 
 struct up_stack_syms;
 
+/*
+ * The walk by the unwind tables of the files mapped in s's process (sym/unwind_walk.h:
+ * frame pointers only where no table covers a pc, "[unknown]" where a stack cannot be
+ * followed); s NULL: up_stack_walk.  As up_stack_walk otherwise.
+ */
+unsigned up_stack_unwind(struct up_stack_syms *s, const struct user_regs_struct *regs, uint64_t ip,
+			 bool at_entry,
+			 int (*read)(void *ctx, uint64_t addr, void *buf, size_t len), void *ctx,
+			 uint64_t *out, unsigned max);
+
 struct up_stack_syms *up_stack_syms_new(pid_t pid);
+/* The walks' return addresses through ret (the one a return probe's trampoline hides,
+   at slot): ctx is ret's. */
+void up_stack_syms_returns(struct up_stack_syms *s,
+			   uint64_t (*ret)(void *ctx, uint64_t slot, uint64_t value), void *ctx);
 void up_stack_syms_free(struct up_stack_syms *s);
 /* The maps are read again at the next miss (an exec, a dlopen). */
 void up_stack_syms_stale(struct up_stack_syms *s);

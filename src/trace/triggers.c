@@ -87,9 +87,9 @@ void tr_hist_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const st
 			k.num[i] = up_hist_key_value(f, dur);
 			break;
 		case UP_HIST_SRC_STACK:
-			n = up_stack_walk(regs, is_return ? regs->rip : p->u.vaddr,
-					  up_spec_at_function_entry(&ts->spec),
-					  env->read, env->ctx, addr, UP_HIST_STACK_DEPTH);
+			n = up_stack_unwind(env->syms, regs, is_return ? regs->rip : p->u.vaddr,
+					    up_spec_at_function_entry(&ts->spec), env->read,
+					    env->ctx, addr, UP_HIST_STACK_DEPTH);
 			k.str[i] = tr_stack_text(p->tp, addr, n, text[i], sizeof(text[i]));
 			break;
 		default:

@@ -7,10 +7,11 @@ tests/targets/hist_prog.c's "stacks N" mode: leaf() is called from via_a() N tim
 from via_b() 3 N times, in a known order (a, b, b, b, a, ...).
 
   oracle   the kernel's uprobe events with options/userstacktrace (a frame-pointer walk
-           of its own) give, event for event, the same frames as ours: at leaf+4 (its
-           ret, inside the function) the same list; at leaf's entry ours has one more,
-           the caller's return address at [sp] (via_a or via_b), which the kernel's walk
-           leaves out.  Frames in the program compare as addresses (it is not PIE).
+           of its own) give, event for event, the frames ours begin with (ours go on
+           past libc, which has no frame pointers, to _start, as gdb's bt does), but
+           for the caller: leaf() has no frame of its own, so at its entry and at its
+           ret (leaf+4) the kernel's walk skips via_a/via_b, which ours (by the unwind
+           tables) has.  Frames in the program compare as addresses (it is not PIE).
   paths    the fast path and the trap path (--no-fast) print the same stacks; JSON
            gives the frames as an array; a return probe's stack starts where it
            returned to; --format raw + report gives the addresses
@@ -151,7 +152,9 @@ def ours_vs_kernel(ours, kern, at_entry):
             if len(o) < 2 or not o[1].startswith(caller + "+"):
                 fail("stack %d: frame 1 is not the caller %s: %s" % (i, caller, o))
             o = o[:1] + o[2:]
-        if len(o) != len(k):
+        # the kernel's frame-pointer walk ends in libc (built without them); ours, by
+        # the unwind tables, goes on to _start, as gdb's bt does
+        if len(o) < len(k) or (len(o) > len(k) and not o[-1].startswith("_start+")):
             fail("stack %d: %s here, %s from the kernel" % (i, o, [hex(a) for a in k]))
         for got, addr in zip(o, k):
             want = name(addr)
@@ -191,7 +194,8 @@ k_entry = kernel_stacks(0)
 if k_entry is not None:
     k_inside = kernel_stacks(4)
     ours_vs_kernel(ents["fast"][0], k_entry, True)
-    ours_vs_kernel(ents["fast"][1], k_inside, False)
+    # leaf has no frame of its own: at its ret too the kernel's walk skips the caller
+    ours_vs_kernel(ents["fast"][1], k_inside, True)
     print("oracle: %d + %d stacks equal the kernel's userstacktrace (entry: + the caller)"
           % (len(k_entry), len(k_inside)))
 
@@ -211,9 +215,11 @@ try:
     hs = text_stacks(rep.stdout, "leaf")
     if len(hs) != 4 * N:
         fail("report: %d stacks\n%s" % (len(hs), rep.stdout[:1000]))
+    # a raw file's $ustack is the frame-pointer walk (report has no unwind tables):
+    # on this program, built with frame pointers, the first frames of the live stack
     for i, (h, named) in enumerate(zip(hs, ents["fast"][0])):
-        if len(h) != len(named) or any(name(int(a, 16)) not in (None, n)
-                                       for a, n in zip(h, named)):
+        if len(h) < 3 or len(h) > len(named) or any(name(int(a, 16)) not in (None, n)
+                                                    for a, n in zip(h, named)):
             fail("report stack %d: %s, live %s" % (i, h, named))
 finally:
     if os.path.exists(raw):

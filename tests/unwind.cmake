@@ -1,0 +1,17 @@
+# Stacks by the unwind tables (src/sym/unwind.c, issue 31): a program built -O2
+# -fomit-frame-pointer and a shared library it calls through the PLT; every stack a
+# stacktrace hist key counts at leaf() equals gdb's bt at the same hits.
+add_library(unwind_lib SHARED ${CMAKE_CURRENT_LIST_DIR}/targets/unwind_lib.c)
+set_target_properties(unwind_lib PROPERTIES
+  COMPILE_OPTIONS "-O2;-g;-fPIC;-fomit-frame-pointer;-Wall")
+add_executable(unwind_prog ${CMAKE_CURRENT_LIST_DIR}/targets/unwind_prog.c)
+set_target_properties(unwind_prog PROPERTIES
+  COMPILE_OPTIONS "-O2;-g;-fomit-frame-pointer;-Wall")
+target_link_libraries(unwind_prog PRIVATE unwind_lib)
+find_program(UPROBE_GDB gdb)
+if(UPROBE_GDB)
+  add_test(NAME trace.unwind_gdb
+    COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/unwind_gdb.py
+      $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:unwind_prog> 3)
+  set_tests_properties(trace.unwind_gdb PROPERTIES TIMEOUT 600)
+endif()
