@@ -30,7 +30,7 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fram
 CFLAGS="-g -O1 -std=gnu11 -D_GNU_SOURCE -Isrc -Iinclude -Wall -Wextra -Wno-unused-parameter"
 LIBS="-lZydis -lelf -ldw"
 LIB_SRCS="$(ls src/arch/x86/*.c) src/trace/spec.c src/trace/fetch.c src/trace/format.c src/sym/elf.c
-	src/sym/file.c src/sym/fde.c src/trace/raw.c src/trace/stack.c src/agent/rec.c"
+	src/sym/file.c src/sym/fde.c src/sym/unwind.c src/trace/raw.c src/trace/stack.c src/agent/rec.c"
 targets=${FUZZ_TARGETS:-$(ls fuzz/fuzz_*.c | sed 's|fuzz/fuzz_||; s|\.c$||')}
 
 # the library sources, instrumented, once for every target (rebuilt each run: a few
