@@ -362,7 +362,7 @@ void up_agent_free(struct up_agent *a)
    claims the ring's slot meanwhile loses nothing. */
 static int ring_ready(struct up_agent *a, struct up_task *t, unsigned k, size_t max)
 {
-	uint64_t lo = a->ctl->ring[k].base;
+	uint64_t lo = a->data_addr + a->ring_off + (uint64_t)k * a->ring_size; /* ours */
 	uint8_t *m = a->map + a->ring_off + (size_t)k * a->ring_size;
 	size_t len = a->ring_size < max ? a->ring_size : max;
 	int rc;
@@ -381,7 +381,9 @@ static int ring_ready(struct up_agent *a, struct up_task *t, unsigned k, size_t 
 
 int up_agent_rings_ready(struct up_agent *a, struct up_task *t, bool recording)
 {
-	const uint64_t *owner = (const uint64_t *)(a->map + (a->ctl->rt_owner - a->data_addr));
+	/* where the tracer put the owners' words (its layout, never read back from the
+	   region: the process may have rewritten ctl->rt_owner) */
+	const uint64_t *owner = (const uint64_t *)(a->map + a->rtab_off + RTAB_SIZE);
 	unsigned claimed = 0, want;
 	int rc = 0;
 
