@@ -83,6 +83,17 @@ static void net_off(struct up_sites *s, const char *why, int rc)
 		 (int)s->pid, why, strerror(-rc));
 }
 
+/* The tracer's copies of the net's tables. */
+static void net_tables_free(struct up_net *n)
+{
+	free(n->sites);
+	free(n->rets);
+	free(n->ret_live);
+	n->sites = NULL;
+	n->rets = NULL;
+	n->ret_live = NULL;
+}
+
 int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 {
 	struct up_net *n = &s->net;
@@ -115,12 +126,7 @@ int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 	if (rc == -ESRCH || rc == -EAGAIN) {
 		/* t cannot run code now (a stop of its own waits): another thread will */
 		n->data = 0;
-		free(n->sites);
-		free(n->rets);
-		free(n->ret_live);
-		n->sites = NULL;
-		n->rets = NULL;
-		n->ret_live = NULL;
+		net_tables_free(n);
 		return rc;
 	}
 	if (!rc)
@@ -190,12 +196,7 @@ unmap:
 		up_task_rsys(t, SYS_munmap, n->code, UPN_CODE_SIZE, 0, 0, 0, 0, &r);
 	n->data = n->code = 0;
 fail:
-	free(n->sites);
-	free(n->rets);
-	free(n->ret_live);
-	n->sites = NULL;
-	n->rets = NULL;
-	n->ret_live = NULL;
+	net_tables_free(n);
 	n->failed = true;
 	return rc;
 }
