@@ -2,11 +2,15 @@
 # -fomit-frame-pointer and a shared library it calls through the PLT; every stack a
 # stacktrace hist key counts at leaf() equals gdb's bt at the same hits.
 add_library(unwind_lib SHARED ${CMAKE_CURRENT_LIST_DIR}/targets/unwind_lib.c)
+# their own flags replace the tree's (no sanitizers: a traced program's LeakSanitizer
+# cannot run under ptrace), the link's too
 set_target_properties(unwind_lib PROPERTIES
-  COMPILE_OPTIONS "-O2;-g;-fPIC;-fomit-frame-pointer;-Wall")
+  COMPILE_OPTIONS "-O2;-g;-fPIC;-fomit-frame-pointer;-Wall"
+  LINK_OPTIONS "")
 add_executable(unwind_prog ${CMAKE_CURRENT_LIST_DIR}/targets/unwind_prog.c)
 set_target_properties(unwind_prog PROPERTIES
-  COMPILE_OPTIONS "-O2;-g;-fomit-frame-pointer;-Wall")
+  COMPILE_OPTIONS "-O2;-g;-fomit-frame-pointer;-Wall"
+  LINK_OPTIONS "")
 target_link_libraries(unwind_prog PRIVATE unwind_lib)
 find_program(UPROBE_GDB gdb)
 if(UPROBE_GDB)
