@@ -1551,6 +1551,9 @@ static void cb_proc_exit(void *arg, struct up_proc *p, int status)
 	if (!up)
 		return;
 	pid = up->pid;
+	/* threads reaped with the process (no gone event of their own: one stopped while
+	   its release waited, say) leave their state here (LeakSanitizer: trace.arming) */
+	free_utasks(p);
 	if (ctx->releasing == up)
 		ctx->releasing = NULL; /* its release ends here; its detach is the exit */
 	uproc_unlink(ctx, up);

@@ -49,7 +49,7 @@ grep -q "no probe could be armed; nothing traced" "$W/err" || fail "none: no rea
 echo "ok: none armable: $(tail -1 "$W/err")"
 
 # attached: a running process
-sh -c 'while :; do ls / > /dev/null; done' &
+bash -c 'while :; do x=$((x + 1)); y="a$x"; done' &
 T=$!
 sleep 0.2
 "$U" trace -c -e "$OK" -e "$BAD" -p $T > "$W/out" 2> "$W/err" &
