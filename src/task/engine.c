@@ -684,10 +684,12 @@ static void report_stop(struct up_task *t, const struct up_stop *stop)
 	}
 }
 
-static pid_t tgid_of(pid_t tid)
+/* A pid field of /proc/TID/status ("Tgid:", "PPid:"); -1 if unknown. */
+static pid_t status_pid(pid_t tid, const char *field)
 {
 	char path[64], line[256];
-	pid_t tgid = -1;
+	size_t n = strlen(field);
+	pid_t v = -1;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", tid);
@@ -695,28 +697,15 @@ static pid_t tgid_of(pid_t tid)
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+		if (!strncmp(line, field, n) && sscanf(line + n, " %d", &v) == 1)
 			break;
 	fclose(f);
-	return tgid;
+	return v;
 }
 
-/* The parent of process pid, from /proc/PID/status's PPid line; -1 if unknown. */
-static pid_t ppid_of(pid_t pid)
+static pid_t tgid_of(pid_t tid)
 {
-	char path[64], line[256];
-	pid_t ppid = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "PPid: %d", &ppid) == 1)
-			break;
-	fclose(f);
-	return ppid;
+	return status_pid(tid, "Tgid:");
 }
 
 /*
@@ -731,7 +720,7 @@ static bool is_self_or_ancestor(pid_t pid)
 	for (int depth = 0; at > 0 && depth < 4096; depth++) {
 		if (at == pid)
 			return true;
-		at = ppid_of(at);
+		at = status_pid(at, "PPid:");
 	}
 	return false;
 }
