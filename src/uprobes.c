@@ -1902,6 +1902,13 @@ int uprobe_current_duration(struct uprobe_ctx *ctx, uint64_t *ns)
 	return 0;
 }
 
+int uprobe_stacks_sync(struct uprobe_ctx *ctx, pid_t pid)
+{
+	struct uproc *up = uproc_of_pid(ctx, pid);
+
+	return up ? up_site_unwind_sync(&mm_of(up)->sites) : -ESRCH;
+}
+
 int uprobe_current_return(struct uprobe_ctx *ctx, uint64_t slot, uint64_t value, uint64_t *ret)
 {
 	struct uproc *up = ctx->in_handler ? uproc_of_pid(ctx, ctx->cur_pid) : NULL;

@@ -379,6 +379,12 @@ UPROBE_API int uprobe_agg_read(struct uprobe_ctx *ctx, const struct uprobe *u,
  */
 UPROBE_API int uprobe_current_duration(struct uprobe_ctx *ctx, uint64_t *ns);
 /*
+ * The process's mappings changed (a library mapped or unmapped: the dynamic linker's
+ * rendezvous): the fast path's stack walks learn of the new files' unwind tables.
+ * 0; nothing to do where no probe of the process walks stacks on the fast path.
+ */
+UPROBE_API int uprobe_stacks_sync(struct uprobe_ctx *ctx, pid_t pid);
+/*
  * Inside a handler: value, read from the current thread's stack at slot, is the
  * trampoline a return probe put in place of a return address (the trap path's):
  * 0 and the return address it hides in *ret, else -ENOENT.  A stack walk shows the

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define UPA_MAGIC 0x746e656761707575ull /* "uupagent" */
-#define UPA_VERSION 6
+#define UPA_VERSION 7
 
 /* ctl.flags */
 #define UPA_F_FS0 1u /* %fs:0 names the thread (every thread has a TLS block); else its rsp */
@@ -45,7 +45,8 @@ struct upa_ring {
 	uint64_t pad3[7];
 };
 
-#define UPA_RINGS (1 + 16) /* the shared one, and one a thread slot (UPA_RT_OWNERS) */
+#define UPA_RT_OWNERS_ 16 /* UPA_RT_OWNERS, defined below */
+#define UPA_RINGS (1 + UPA_RT_OWNERS_) /* the shared one, and one a thread slot (UPA_RT_OWNERS) */
 
 struct upa_ctl {
 	uint64_t magic;
@@ -66,6 +67,13 @@ struct upa_ctl {
 	   rt_owner holds UPA_RT_OWNERS %fs:0 words (0: free), rt_own their tables; a
 	   return into table j goes to ret_tramp + UPA_RT_STUB * (j + 1) (+ UPA_RT_LEAN) */
 	uint64_t rt_owner, rt_own;
+	/* stacks: the directory of the unwind tables (struct upa_uw_dir, in the unwind
+	   area, src/agent/unwind.c), 0 none; swapped whole when the maps change */
+	uint64_t uw_dir;
+	/* stacks: pages of the stack of the thread in slot k found readable, read with
+	   plain loads while the thread's rsp is in them (written by that thread alone, in
+	   one store: UPA_STK) */
+	uint64_t stk[UPA_RT_OWNERS_];
 	_Alignas(64) struct upa_ring ring[UPA_RINGS]; /* a cache line for each head, tail */
 };
 
@@ -185,7 +193,7 @@ struct upa_rt {
 #define UPA_HIJACK_AT	 240
 #define UPA_HIJACK_FRAME (128 + 7 * 8 + UPA_R9 * 8)
 #define UPA_ENTRY_OFF 256
-#define UPA_CODE_SIZE 12288 /* the blob's mapping: it must fit */
+#define UPA_CODE_SIZE 16384 /* the blob's mapping: it must fit */
 
 /*
  * Aggregation (UPA_P_AGG): a hit updates the entry of its key in a table, instead of
@@ -297,7 +305,35 @@ struct upa_mem {
 
 #define UPA_ALIGN8(x) (((x) + 7u) & ~(uint64_t)7u)
 
+/*
+ * The unwind area (src/agent/unwind.c): a memfd of its own, mapped read-only in the
+ * target, holding the unwind tables (sym/unwind.h struct up_unwind_table, each one
+ * block copied as it is) of the files the process maps, and directories of them.  A
+ * directory lists the process's executable file mappings sorted by start: the file
+ * offset at start and its table's address (0: the file has none).  A pc in no entry is
+ * in no file's code.  The tracer writes a new directory after the last and swaps
+ * ctl->uw_dir; it never rewrites one a walk may be reading.
+ */
+/* ctl.stk's word: the range's end (a page) and its pages, so that a signal handler's
+   walk on the same thread never leaves half a range */
+#define UPA_STK(hi, pages) ((hi) >> 12 << 24 | (pages))
+#define UPA_STK_HI(w) ((w) >> 24 << 12)
+#define UPA_STK_LO(w) (UPA_STK_HI(w) - ((w) & 0xffffff) * 4096)
+
+struct upa_uw_map {
+	uint64_t start, end; /* [start, end) of the process */
+	uint64_t offset;     /* the file offset at start */
+	uint64_t table;	     /* the file's table in the area, 0 none */
+};
+
+struct upa_uw_dir {
+	uint64_t n;
+	uint64_t pad;
+	struct upa_uw_map map[];
+};
+
 _Static_assert(UPA_RINGS == 1 + UPA_RT_OWNERS, "a ring a thread slot");
+_Static_assert(UPA_RT_OWNERS_ == UPA_RT_OWNERS, "one count of thread slots");
 _Static_assert(sizeof(struct upa_ctl) <= 4096, "the ctl is one page");
 
 #endif

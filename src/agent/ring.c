@@ -410,6 +410,11 @@ void up_agent_maps(const struct up_agent *a, uint64_t start[2], uint64_t len[2])
 	len[1] = CODE_SIZE;
 }
 
+void up_agent_set_unwind(struct up_agent *a, uint64_t dir)
+{
+	__atomic_store_n(&a->ctl->uw_dir, dir, __ATOMIC_RELEASE);
+}
+
 uint64_t up_agent_entry(const struct up_agent *a)
 {
 	return a->code_addr + UPA_ENTRY_OFF;
@@ -594,9 +599,10 @@ uint32_t up_agent_record_size(uint64_t regs, const struct upa_fetch *f, unsigned
 			n += 2 * sizeof(struct upa_mem) + UPA_ALIGN8(f[i].final_len);
 		else if (f[i].final == UPA_FINAL_BYTES)
 			n += sizeof(struct upa_mem) + UPA_ALIGN8(f[i].final_len);
-		else if (f[i].final == UPA_FINAL_STACK) /* [sp], then 16 bytes a frame */
+		else if (f[i].final == UPA_FINAL_STACK) /* [sp], then a frame's reads: 16
+							   bytes, or three words (CFI) */
 			n += sizeof(struct upa_mem) + 8 +
-			     (uint64_t)f[i].final_len * (sizeof(struct upa_mem) + 16);
+			     (uint64_t)f[i].final_len * 3 * (sizeof(struct upa_mem) + 8);
 	}
 	n = (n + REC_ALIGN - 1) & ~(uint64_t)(REC_ALIGN - 1);
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;

@@ -13,7 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/unwind.h"
 #include "site/internal.h"
+
+/* the unwind area: far from the program's mappings, as the agent's region */
+#define UNWIND_NEAR 0x200000000000ull
 
 int read_counter(struct up_sites *mm, struct up_patched *f, struct up_task *t, uint64_t *v)
 {
@@ -124,6 +128,72 @@ static int agent_ensure(struct up_sites *mm, struct up_task *t, char *why, size_
 		for (struct up_task *x = up_proc_first_task(p); x; x = up_proc_next_task(x))
 			up_site_name_thread(mm, x);
 	return 0;
+}
+
+/*
+ * Stacks: the unwind area beside the agent (agent/unwind.h), its directory of the
+ * process's maps as they are now, the agent told where it is.  Listed with the other
+ * mappings, to go when we go.
+ */
+static int unwind_ensure(struct up_sites *mm, struct up_task *t, char *why, size_t whylen)
+{
+	uint64_t scratch, at, len, dir = 0;
+	int rc;
+
+	if (!mm->uw) {
+		rc = up_xol_alloc(&mm->xol, t, 0x10000, &scratch);
+		if (rc) {
+			snprintf(why, whylen, "no XOL slot (%s)", strerror(-rc));
+			return rc;
+		}
+		rc = up_uwarea_new(t, scratch, UNWIND_NEAR, &mm->uw, why, whylen);
+		up_xol_free(&mm->xol, scratch);
+		if (rc)
+			return rc;
+		up_uwarea_map(mm->uw, &at, &len);
+		if (up_xol_note_map(&mm->xol, at, len, false)) {
+			uint64_t un[6] = { at, len };
+			int64_t ret;
+
+			up_task_syscall(t, 11 /* munmap */, un, &ret);
+			up_uwarea_free(mm->uw);
+			mm->uw = NULL;
+			snprintf(why, whylen, "no memory to list the unwind tables' mapping");
+			return -ENOMEM;
+		}
+	}
+	rc = up_uwarea_sync(mm->uw, mm->pid, &dir);
+	if (rc && !dir) {
+		snprintf(why, whylen, "cannot place the unwind tables (%s)", strerror(-rc));
+		return rc;
+	}
+	up_agent_set_unwind(mm->agent, dir);
+	return 0;
+}
+
+int up_site_unwind_sync(struct up_sites *mm)
+{
+	uint64_t dir = 0;
+	int rc;
+
+	if (!mm || !mm->uw || !mm->agent)
+		return 0;
+	rc = up_uwarea_sync(mm->uw, mm->pid, &dir);
+	if (dir)
+		up_agent_set_unwind(mm->agent, dir);
+	return rc;
+}
+
+/* Does the probe walk stacks (a $ustack, a stacktrace key)? */
+static bool walks_stacks(const struct upa_fetch *fe, unsigned nf, const struct upa_agg *ag)
+{
+	for (unsigned i = 0; i < nf; i++)
+		if (fe[i].final == UPA_FINAL_STACK)
+			return true;
+	for (unsigned i = 0; ag && i < ag->nkeys && i < UPA_AGG_KEYS; i++)
+		if (ag->key[i].src == UPA_AGG_STACK)
+			return true;
+	return false;
 }
 
 /* The frame words the agent can see: the general registers, rip, rsp and flags. */
@@ -345,6 +415,8 @@ static int rec_desc(struct up_sites *mm, struct up_task *t, struct up_patched *f
 		save |= 1ull << UPA_RBP; /* a stack key walks from it */
 	}
 	rc = agent_ensure(mm, t, why, whylen);
+	if (!rc && walks_stacks(fe, nf, u->capture->agg ? &ag : NULL))
+		rc = unwind_ensure(mm, t, why, whylen);
 	if (rc)
 		goto out;
 	rc = up_agent_probe_add(mm->agent, &d, fe, co, u->capture->agg ? &ag : NULL, &f->desc,

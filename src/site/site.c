@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/unwind.h"
 #include "site/internal.h"
 
 void site_log(struct up_site_ctx *c, const char *fmt, ...)
@@ -151,6 +152,8 @@ void up_sites_forget(struct up_sites *s)
 	fast_forget(s);
 	up_agent_free(s->agent);
 	s->agent = NULL;
+	up_uwarea_free(s->uw);
+	s->uw = NULL;
 	s->notls = 0;
 	s->nnotls = 0;
 	free(s->recp);
@@ -237,6 +240,8 @@ uint64_t up_sites_teardown(struct up_sites *s, struct up_task *t, bool last)
 	up_xol_unmap(&s->xol, t);
 	up_agent_free(s->agent);
 	s->agent = NULL;
+	up_uwarea_free(s->uw);
+	s->uw = NULL;
 	free(s->recp);
 	s->recp = NULL;
 	s->nrecp = 0;

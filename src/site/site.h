@@ -40,6 +40,8 @@
 #include "ubp.h"
 #include "xol.h"
 
+struct up_uwarea;
+
 /* What a uprobe's kimg is (u->kind): the arbiter's probepoint, or a patched site of
    this layer (which sets and clears that kind itself). */
 #define UP_KIND_PPT 0
@@ -123,6 +125,7 @@ struct up_sites {
 	unsigned ncounters;
 	bool fast_used;	    /* trampolines were live: the XOL area outlives a detach */
 	struct up_agent *agent; /* the recording probes' shared ring, NULL: none yet */
+	struct up_uwarea *uw;	/* stacks: the unwind tables the agent walks by, NULL none */
 	struct up_patched **recp; /* by record id: the site, NULL once gone */
 	uint32_t nrecp;
 	bool draining;
@@ -289,5 +292,9 @@ void up_site_unhijack(struct up_sites *s, struct up_proc *p);
    registers, its memory read from p (t stopped meanwhile). */
 void up_site_record_trap_hit(struct up_proc *p, struct up_task *t, struct uprobe *u,
 			     struct user_regs_struct *regs, bool is_return);
+
+/* Stacks: the unwind directory of the process's agent made anew from its maps now (a
+   library mapped or unmapped); nothing where no probe walks stacks in the process. */
+int up_site_unwind_sync(struct up_sites *mm);
 
 #endif

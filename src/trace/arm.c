@@ -14,9 +14,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace/raw.h"
 #include "trace/session_int.h"
 
 /* Does an r: event read $argN (the entry's arguments)? */
+/* Does a spec walk stacks ($ustack, a stacktrace key)? */
+static bool walks_stacks(const struct up_trace *tr)
+{
+	for (unsigned i = 0; i < tr->nspecs; i++) {
+		const struct tspec *ts = tr->specs[i];
+
+		for (unsigned k = 0; ts->hist && k < ts->hist->nkeys; k++)
+			if (ts->hist->key[k].src == UP_HIST_SRC_STACK)
+				return true;
+		for (int a = 0; a < ts->spec.nargs; a++)
+			if (ts->spec.args[a].nops &&
+			    ts->spec.args[a].ops[ts->spec.args[a].nops - 1].op == UP_FOP_USTACK)
+				return true;
+	}
+	return false;
+}
+
+/* The process's executable mappings into the raw file, where its stacks are walked:
+   report walks and names them by these (a library mapped later: again). */
+static void raw_map_fn(void *arg, uint64_t start, uint64_t end, uint64_t offset, uint64_t ino,
+		       const char *path)
+{
+	struct tproc *tp = arg;
+	struct up_raw_map m = { .pid = tp->pid, .start = start, .end = end, .offset = offset,
+				.ino = ino };
+
+	tr_raw_check(tp->tr, up_raw_write_map(tp->tr->opts.out, &m, path));
+}
+
+void tr_raw_maps(struct up_trace *tr, struct tproc *tp)
+{
+	struct up_stack_syms *s;
+
+	if (!tr->opts.raw || tr->out_failed || !walks_stacks(tr) || !(s = tr_syms_of(tp)))
+		return;
+	up_stack_syms_load(s);
+	up_stack_syms_each(s, raw_map_fn, tp);
+}
+
 static bool uses_entry_args(const struct tspec *ts)
 {
 	if (ts->spec.kind != UP_SPEC_EVENT || !ts->spec.is_return)
@@ -158,8 +198,10 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 	tp->armed[i] = true;
 	if (ts->is_file && ts->spec.ref_ctr_offset)
 		ref_get(tr, tp, p);
-	if (tr->opts.raw)
+	if (tr->opts.raw) {
 		tr_raw_site(tr, p); /* before any of its records: they are drained later */
+		tr_raw_maps(tr, tp);
+	}
 	if (p->recording && !tr_probe_on(tr, p))
 		uprobe_set_enabled(tr->ctx, &p->u, false);
 	if (tr->opts.verbose > 0)
@@ -281,6 +323,7 @@ static int arm_order(const void *a, const void *b, void *arg)
 	return x->index < y->index ? -1 : 1;
 }
 
+
 int tr_arm_proc(struct up_trace *tr, struct tproc *tp)
 {
 	unsigned *order = malloc((tr->nspecs ? tr->nspecs : 1) * sizeof(*order));
@@ -305,7 +348,9 @@ int tr_arm_proc(struct up_trace *tr, struct tproc *tp)
 			pending = true;
 	}
 	free(order);
-	if (pending)
+	/* files mapped later: their probes armed, and their unwind tables where stacks are
+	   walked in the process */
+	if (pending || walks_stacks(tr))
 		tr_hook_ldso(tr, tp);
 	tp->rescan = false;
 	return first;

@@ -15,11 +15,11 @@
 
 #include "trace/session_int.h"
 
-/* Stacks are walked by the files' unwind tables (trace/stack.h up_stack_unwind), which
-   the agent cannot read yet: its frame-pointer walk gives other (wrong) stacks on code
-   built without frame pointers, so a probe that walks a stack takes the trap path,
-   where the same key and the same $ustack are right (issue 31). */
-#define UNWIND_ON_TRAP_PATH_ONLY 1
+/* Stacks are walked by the files' unwind tables on both paths: the agent by the copies
+   placed in the process (agent/unwind.h), the trap path (trace/stack.h up_stack_unwind)
+   by the same tables, so both give the same stacks (issue 31).  1 puts probes that
+   walk a stack on the trap path again. */
+#define UNWIND_ON_TRAP_PATH_ONLY 0
 
 static const unsigned abi_regs[6] = {
 	offsetof(struct user_regs_struct, rdi), offsetof(struct user_regs_struct, rsi),
@@ -99,7 +99,7 @@ static int capture_arg(const struct up_spec *sp, const struct up_fetch_arg *a, u
 	case UP_FOP_DATA:
 		f->base = UPROBE_FETCH_IMM; /* the tracer's own: nothing to read */
 		return 0;
-	case UP_FOP_USTACK: /* the walk from bp (and [sp] at an entry), up_stack_walk's reads */
+	case UP_FOP_USTACK: /* the walk by the tables: its every read (trace/stack.c re-walks) */
 		if (UNWIND_ON_TRAP_PATH_ONLY)
 			return -ENOTSUP;
 		base_reg(f, regs, offsetof(struct user_regs_struct, rbp), 8, 0);

@@ -28,8 +28,14 @@ static void on_ldso(struct uprobe *u, uprobe_regs_t *regs)
 	 * The link map changed: arm what is mapped now, before the thread goes on (the
 	 * registrations are queued and done before it resumes).
 	 */
-	if (cur)
+	if (cur) {
 		tr_arm_proc(tp->tr, cur);
+		/* the fast path's stacks walk the new files' tables too, and their frames
+		   are named by the maps of now (a process gone keeps the last it had) */
+		uprobe_stacks_sync(tp->tr->ctx, cur->pid);
+		up_stack_syms_load(tr_syms_of(cur));
+		tr_raw_maps(tp->tr, cur);
+	}
 }
 
 struct maps_line {

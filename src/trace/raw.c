@@ -18,6 +18,8 @@
 #include "trace/fetch.h"
 #include "trace/format.h"
 #include "trace/spec.h"
+#include "trace/stack.h"
+#include "sym/unwind_walk.h"
 
 #define RAW_BLOCK_MAX (1u << 30) /* no block is larger: a bigger len is a broken file */
 #define RAW_NREGS (sizeof(struct user_regs_struct) / 8)
@@ -64,6 +66,11 @@ int up_raw_write_event(FILE *out, uint32_t index, const char *text)
 int up_raw_write_site(FILE *out, const struct up_raw_site *s)
 {
 	return put_block(out, UP_RAW_SITE, s, sizeof(*s), NULL, 0);
+}
+
+int up_raw_write_map(FILE *out, const struct up_raw_map *m, const char *path)
+{
+	return put_block(out, UP_RAW_MAP, m, sizeof(*m), path, strlen(path) + 1);
 }
 
 int up_raw_write_thread(FILE *out, pid_t pid, pid_t tid, const char *comm)
@@ -116,7 +123,13 @@ struct reader {
 	char *line;
 	size_t linecap;
 	bool header_done;
+	struct rsyms { /* the processes' maps (MAP blocks): their stacks walked and named */
+		int32_t pid;
+		struct up_stack_syms *syms;
+	} *syms;
+	unsigned nsyms;
 	char arena[64 * 1024];
+	char names[16 * 1024];
 };
 
 __attribute__((format(printf, 2, 3))) static int bad(struct reader *r, const char *fmt, ...)
@@ -257,6 +270,56 @@ static int on_site(struct reader *r, const uint8_t *p, uint32_t len)
 	return 0;
 }
 
+static struct up_stack_syms *syms_of(struct reader *r, int32_t pid)
+{
+	for (unsigned i = 0; i < r->nsyms; i++)
+		if (r->syms[i].pid == pid)
+			return r->syms[i].syms;
+	return NULL;
+}
+
+static int on_map(struct reader *r, const uint8_t *p, uint32_t len)
+{
+	struct up_raw_map m;
+	struct up_stack_syms *s;
+	const char *path;
+
+	if (len < sizeof(m) + 2 || p[len - 1])
+		return bad(r, "a MAP block of %u bytes is not a mapping and a path", len);
+	memcpy(&m, p, sizeof(m));
+	path = (const char *)p + sizeof(m);
+	if (m.end <= m.start || path[0] != '/')
+		return bad(r, "a MAP block of %#" PRIx64 "-%#" PRIx64 " '%.64s'", m.start, m.end,
+			   path);
+	s = syms_of(r, m.pid);
+	if (!s) {
+		struct rsyms *v;
+
+		if (r->nsyms >= 4096)
+			return bad(r, "maps of more than 4096 processes");
+		v = realloc(r->syms, (r->nsyms + 1) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		r->syms = v;
+		s = up_stack_syms_new(0);
+		if (!s)
+			return -ENOMEM;
+		v[r->nsyms++] = (struct rsyms){ m.pid, s };
+	}
+	return up_stack_syms_add(s, m.start, m.end, m.offset, m.ino, path) == -ENOMEM ? -ENOMEM
+										    : 0;
+}
+
+/* Frame i of a walk, named as trace/report.c names them. */
+static int frame_name(void *ctx, unsigned i, uint64_t addr, char *buf, size_t size)
+{
+	struct up_stack_syms *s = ctx;
+
+	if (!addr || (i && addr != UP_UNWIND_UNKNOWN && !up_stack_mapped(s, addr)))
+		return -1;
+	return up_stack_name(s, addr, buf, size);
+}
+
 static int on_thread(struct reader *r, const uint8_t *p, uint32_t len)
 {
 	struct up_raw_thread t;
@@ -370,6 +433,7 @@ static int one_record(struct reader *r, const uint8_t *p, uint32_t size, uint64_
 			.comm = t ? t->comm : NULL,
 			.file_bias = s->bias,
 			.at_entry = up_spec_at_function_entry(&ev->spec),
+			.syms = syms_of(r, h.pid), /* NULL: a file without maps, frame pointers */
 		};
 		struct up_fmt_ctx fc = {
 			.comm = t && t->comm[0] ? t->comm : NULL,
@@ -387,6 +451,17 @@ static int one_record(struct reader *r, const uint8_t *p, uint32_t size, uint64_
 		int rc;
 
 		up_fetch_eval_all(&ev->spec, &env, vals, r->arena, sizeof(r->arena));
+		if (env.syms) { /* the stacks named, as trace names them */
+			size_t used = 0;
+
+			for (int i = 0; i < ev->spec.nargs && used < sizeof(r->names); i++) {
+				if (vals[i].type.kind != UP_TYPE_STACK)
+					continue;
+				up_fetch_name_stack(&vals[i], r->names + used, sizeof(r->names) - used,
+						    frame_name, env.syms);
+				used += vals[i].str_len + 1;
+			}
+		}
 		rc = emit(r, &ev->spec, &fc, &fe);
 		if (rc)
 			return rc;
@@ -536,6 +611,9 @@ int up_raw_report(FILE *in, FILE *out, const struct up_raw_report_opts *o,
 		case UP_RAW_RECORDS:
 			rc = on_records(r, buf, b.len);
 			break;
+		case UP_RAW_MAP:
+			rc = on_map(r, buf, b.len);
+			break;
 		case UP_RAW_END:
 			if (b.len != sizeof(struct up_raw_end)) {
 				rc = bad(r, "an END block of %u bytes", b.len);
@@ -569,6 +647,9 @@ out:
 	free(r->site);
 	free(r->has_site);
 	free(r->thr);
+	for (unsigned i = 0; i < r->nsyms; i++)
+		up_stack_syms_free(r->syms[i].syms);
+	free(r->syms);
 	free(r->line);
 	free(buf);
 	free(r);

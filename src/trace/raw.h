@@ -34,6 +34,7 @@ enum up_raw_type {
 	UP_RAW_THREAD = 3,
 	UP_RAW_RECORDS = 4,
 	UP_RAW_END = 5,
+	UP_RAW_MAP = 6, /* an executable file mapping of a process whose stacks are recorded */
 };
 
 struct up_raw_block {
@@ -62,6 +63,16 @@ struct up_raw_thread {
 	char comm[16];
 };
 
+/* A process's executable file mapping, so that report walks and names its stacks as
+   trace does (the unwind tables of the file at path); a later one replaces what it
+   overlaps. */
+struct up_raw_map {
+	int32_t pid;
+	uint32_t pad;
+	uint64_t start, end, offset, ino;
+	/* char path[]: NUL-terminated */
+};
+
 struct up_raw_end {
 	uint64_t records, lost;
 };
@@ -70,6 +81,7 @@ struct up_raw_end {
 int up_raw_write_magic(FILE *out);
 int up_raw_write_event(FILE *out, uint32_t index, const char *text);
 int up_raw_write_site(FILE *out, const struct up_raw_site *s);
+int up_raw_write_map(FILE *out, const struct up_raw_map *m, const char *path);
 int up_raw_write_thread(FILE *out, pid_t pid, pid_t tid, const char *comm);
 int up_raw_write_records(FILE *out, const void *recs, size_t len);
 int up_raw_write_end(FILE *out, uint64_t records, uint64_t lost);

@@ -155,9 +155,8 @@ void tr_raw_trap(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const st
 
 		keep.read = raw_read;
 		keep.ctx = &rc;
-		/* uprobe report replays a $ustack walk over the record's memory with no
-		   files at hand: the frame-pointer walk, until raw files carry the maps */
-		keep.syms = NULL;
+		/* a $ustack walk by the unwind tables: uprobe report walks it again over
+		   the record's memory with the maps the file holds (tr_raw_maps) */
 		keep.comm = tr_comm_cached(tr, h->pid, h->tid);
 		up_fetch_eval_all(&ts->spec, &keep, vals, arena, sizeof(arena));
 	}

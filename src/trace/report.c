@@ -293,7 +293,7 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		.has_retval = is_return,
 		.file_bias = p->file_bias,
 		.at_entry = up_spec_at_function_entry(&ts->spec),
-		.syms = h->rec || !tp ? NULL : tr_syms_of(tp), /* the trap path: unwind tables */
+		.syms = tp ? tr_syms_of(tp) : NULL, /* unwind tables (a record: the agent walked them) */
 	};
 
 	if (tr->off || !ts->enabled || ts->removed)

@@ -249,6 +249,8 @@ const char *tr_stack_text(struct tproc *tp, const uint64_t *addr, unsigned n, ch
 void tr_cb_raw(void *arg, const void *recs, size_t len);
 void tr_raw_check(struct up_trace *tr, int rc);
 void tr_raw_site(struct up_trace *tr, const struct tprobe *p);
+/* A process's executable maps into the raw file, where its stacks are walked (arm.c). */
+void tr_raw_maps(struct up_trace *tr, struct tproc *tp);
 void tr_raw_trap(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const struct hit *h,
 		 const struct up_fetch_env *env);
 

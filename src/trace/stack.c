@@ -136,6 +136,51 @@ static void load_maps(struct up_stack_syms *s)
 	s->n = fresh.n;
 }
 
+int up_stack_syms_add(struct up_stack_syms *s, uint64_t start, uint64_t end, uint64_t offset,
+		      uint64_t ino, const char *path)
+{
+	struct smap *v;
+	unsigned j = 0;
+
+	if (!s || end <= start || path[0] != '/')
+		return -EINVAL;
+	s->loaded = true; /* a process of a file: its maps are these, never /proc's */
+	s->pid = 0;
+	for (unsigned i = 0; i < s->n; i++) { /* what the new one covers is gone */
+		if (s->maps[i].start < end && s->maps[i].end > start) {
+			up_sym_elf_close(s->maps[i].elf);
+			free(s->maps[i].path);
+			continue;
+		}
+		s->maps[j++] = s->maps[i];
+	}
+	s->n = j;
+	v = realloc(s->maps, (s->n + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	s->maps = v;
+	for (j = s->n; j > 0 && v[j - 1].start > start; j--)
+		v[j] = v[j - 1];
+	v[j] = (struct smap){ .start = start, .end = end, .offset = offset, .ino = ino,
+			      .path = strdup(path) };
+	if (!v[j].path) {
+		memmove(&v[j], &v[j + 1], (s->n - j) * sizeof(*v));
+		return -ENOMEM;
+	}
+	s->n++;
+	return 0;
+}
+
+void up_stack_syms_each(struct up_stack_syms *s,
+			void (*fn)(void *arg, uint64_t start, uint64_t end, uint64_t offset,
+				   uint64_t ino, const char *path),
+			void *arg)
+{
+	for (unsigned i = 0; s && i < s->n; i++)
+		fn(arg, s->maps[i].start, s->maps[i].end, s->maps[i].offset, s->maps[i].ino,
+		   s->maps[i].path);
+}
+
 void up_stack_syms_load(struct up_stack_syms *s)
 {
 	if (s && (!s->loaded || s->stale))

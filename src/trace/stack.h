@@ -57,6 +57,16 @@ void up_stack_syms_stale(struct up_stack_syms *s);
 /* The maps read now, if they were never read or are stale (while they can be). */
 void up_stack_syms_load(struct up_stack_syms *s);
 
+/* A process no longer there (a raw file's): its maps are the ones added, the last
+   replacing what it overlaps, the files read by their paths.  0 or -errno. */
+int up_stack_syms_add(struct up_stack_syms *s, uint64_t start, uint64_t end, uint64_t offset,
+		      uint64_t ino, const char *path);
+/* fn for each executable file mapping known (as loaded last). */
+void up_stack_syms_each(struct up_stack_syms *s,
+			void (*fn)(void *arg, uint64_t start, uint64_t end, uint64_t offset,
+				   uint64_t ino, const char *path),
+			void *arg);
+
 /* Is addr in an executable file mapping?  A frame-pointer walk through code built
    without frame pointers reads garbage: its frames are in none. */
 bool up_stack_mapped(struct up_stack_syms *s, uint64_t addr);

@@ -5,8 +5,9 @@
 Stacks by the unwind tables equal gdb's bt, frame by frame up to main, on
 tests/targets/unwind_prog.c (built -O2 -fomit-frame-pointer: large frames, a call
 through a pointer, recursion, a tail call, a PLT call into a shared library that calls
-back, a realigned stack, a signal handler): `uprobe trace --no-fast` counts stacks at
-leaf() with a stacktrace hist key, gdb prints its bt at every hit of a breakpoint at
+back, a realigned stack, a signal handler): `uprobe trace` counts stacks at leaf() with
+a stacktrace hist key, on the fast path (the agent walks the tables in the process) and
+with --no-fast (the tracer walks them), which must count the same stacks; gdb prints its bt at every hit of a breakpoint at
 leaf in a run with the same argument; the two multisets of stacks must be equal; and
 again with return probes on c2, c3 and lib_call (the return addresses they hijack are
 shown as the callers they hide).
@@ -160,7 +161,23 @@ def uprobe_frame(text, paths):
     return text
 
 
-def uprobe_stacks(argv, event, opts=("--no-fast",), more=()):
+def uprobe_stacks(argv, event, more=()):
+    """The stacks a stacktrace key counts on the fast path (the agent walks them in
+    the process) and with --no-fast (the tracer walks them): the same, or a failure."""
+    fast = uprobe_stacks_in(argv, event, (), more)
+    slow = uprobe_stacks_in(argv, event, ("--no-fast",), more)
+    a = collections.Counter({tuple(f): n for f, n in fast})
+    b = collections.Counter({tuple(f): n for f, n in slow})
+    if a != b:
+        fail("%s: the fast path's stacks are not --no-fast's\n fast only: %s\n"
+             " --no-fast only: %s" % (event, list((a - b).items())[:3],
+                                      list((b - a).items())[:3]))
+    print("%s: the fast path and --no-fast count the same %d stacks (%d distinct)" %
+          (event, sum(a.values()), len(a)))
+    return slow
+
+
+def uprobe_stacks_in(argv, event, opts, more=()):
     cmd = [UPROBE, "trace"] + list(opts) + [x for e in more for x in ("-e", e)]
     cmd += ["-e", event, "-t",
                                             "%s:hist:keys=stacktrace:size=16384" %

@@ -16,6 +16,7 @@
 
 #include "agent/abi.h"
 #include "agent/agg.h"
+#include "sym/unwind_walk.h"
 
 #define NR_PROCESS_VM_READV 310
 #define PAGE 4096u
@@ -215,6 +216,11 @@ static unsigned walk_stack(const struct upa_ctl *ctl, const uint64_t *frame, int
 	return n;
 }
 
+#define SLOT_UNKNOWN (-2) /* not looked up yet */
+
+static unsigned unwind(struct upa_ctl *ctl, const uint64_t *frame, uint64_t pc, int at_entry,
+		       uint64_t *w, unsigned max, struct out *o, int slot);
+
 /* Evaluates f: its value into *val; the reads into o.  -1 when a read faulted. */
 static int fetch(const struct upa_ctl *ctl, const uint64_t *frame, const struct upa_fetch *f,
 		 struct out *o, uint64_t *val)
@@ -237,8 +243,7 @@ static int fetch(const struct upa_ctl *ctl, const uint64_t *frame, const struct 
 		v = w;
 	}
 	if (f->final == UPA_FINAL_STACK) {
-		if (o) /* frame 0, the hit's address, is in the record already */
-			walk_stack(ctl, frame, f->at_entry, 0, 1, f->final_len, o);
+		/* record(): the walk, by the unwind tables, once the pc is known */
 	} else if (f->final == UPA_FINAL_STRING) {
 		if (o)
 			read_string(ctl, o, v + (uint64_t)f->final_off, f->final_len);
@@ -416,7 +421,11 @@ static void agg_stack(const struct upa_ctl *ctl, const struct upa_probe *d,
 	unsigned n;
 
 	w[0] = ret ? frame[UPA_RIP] : d->vaddr; /* words >= 1: the tracer checked */
-	n = walk_stack(ctl, frame, a->at_entry && !ret, w, 1, words, 0);
+	if (ctl->uw_dir)
+		n = unwind((struct upa_ctl *)ctl, frame, w[0], a->at_entry && !ret, w, words, 0,
+			   SLOT_UNKNOWN);
+	else
+		n = walk_stack(ctl, frame, a->at_entry && !ret, w, 1, words, 0);
 	while (n < words)
 		w[n++] = 0;
 }
@@ -467,7 +476,6 @@ static inline __attribute__((always_inline)) int thread_slot(const struct upa_ct
 	return -1;
 }
 
-#define SLOT_UNKNOWN (-2) /* not looked up yet */
 
 /* The aggregation table of a thread in slot: its own while there is one for it, else
    the shared one, the last. */
@@ -670,8 +678,18 @@ static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 		*(uint64_t *)o.p = i == UPA_RIP && !ret ? d->vaddr : frame[i];
 		o.p += 8;
 	}
-	for (unsigned i = 0; i < d->nfetch; i++)
+	for (unsigned i = 0; i < d->nfetch; i++) {
 		fetch(ctl, frame, &f[i], &o, &v);
+		if (f[i].final != UPA_FINAL_STACK)
+			continue;
+		/* frame 0, the hit's address, is in the record already; the walk's every read
+		   goes in, for the tracer's walk on the record (trace/stack.c) */
+		if (ctl->uw_dir)
+			unwind(ctl, frame, ret ? frame[UPA_RIP] : d->vaddr, f[i].at_entry, 0,
+			       f[i].final_len, &o, slot);
+		else
+			walk_stack(ctl, frame, f[i].at_entry, 0, 1, f[i].final_len, &o);
+	}
 	r->len = (uint32_t)(o.p - (uint8_t *)r);
 	/* what the record did not use goes back, while nobody reserved after it (strings
 	   reserve their maximum, ~4 KiB each, and mostly take a few bytes): head first,
@@ -876,6 +894,159 @@ static inline __attribute__((always_inline)) struct upa_rt *rt_find(struct upa_r
 			break;
 	}
 	return 0;
+}
+
+
+/* ---- stacks by the unwind tables ---------------------------------------------------- */
+
+/*
+ * A walk's reads (sym/unwind_walk.h).  The stack of the thread is read with plain loads
+ * from pages found readable (one process_vm_readv of a byte a page, UW_GROW pages at a
+ * time, from the hit's rsp up), which stay readable while the thread lives on that
+ * stack: its own stack is never unmapped under it.  The pages found are kept for the
+ * thread's next walk (ctl->stk, by its slot) while its rsp is in them.  Anything else
+ * (a signal frame's other stack, a bad rbp) is read by process_vm_readv: a bad address
+ * is an error, never a fault in the program.
+ */
+#define UW_GROW 16
+
+struct uw {
+	struct upa_ctl *ctl;
+	const struct upa_uw_dir *dir;
+	uint64_t lo, hi; /* pages read with plain loads */
+	struct out *o;	 /* every read logged (a record), or NULL */
+	struct upa_mem *last; /* the entry last logged */
+	int cfi; /* the frame being stepped has a row: its reads are the stack's */
+};
+
+static void uw_grow(struct uw *u, uint64_t to)
+{
+	struct iov local, remote[UW_GROW];
+	uint8_t b[UW_GROW];
+	unsigned n = 0;
+	long got;
+
+	for (; n < UW_GROW && u->hi + (uint64_t)n * PAGE < to; n++)
+		remote[n] = (struct iov){ (void *)(u->hi + (uint64_t)n * PAGE), 1 };
+	local = (struct iov){ b, n };
+	got = sys6(NR_PROCESS_VM_READV, u->ctl->pid, (long)&local, 1, (long)remote, n, 0);
+	if (got > 0)
+		u->hi += (uint64_t)got * PAGE;
+}
+
+static int uw_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	struct uw *u = ctx;
+	int bad;
+
+	/* only where the tables led: a frame-pointer step's rbp may be anything */
+	if (u->cfi && addr >= u->lo && addr + len > u->hi && addr + len > addr &&
+	    addr + len <= u->hi + (uint64_t)UW_GROW * PAGE)
+		uw_grow(u, addr + len);
+	if (u->cfi && addr >= u->lo && addr + len <= u->hi && addr + len > addr) {
+		copy(buf, (const void *)addr, len);
+		bad = 0;
+	} else {
+		bad = read_mem(u->ctl, buf, addr, len);
+	}
+	if (u->o) {
+		u->last = (struct upa_mem *)u->o->p;
+		log_mem(u->o, addr, (uint32_t)len, bad ? UPA_MEM_FAULT : 0, buf);
+	}
+	return bad;
+}
+
+/* The row of the file mapped at pc (unwind_walk.h's lookup): the directory's mapping,
+   then the row of its table, as trace/stack.c finds them. */
+static int uw_lookup(void *ctx, uint64_t pc, struct up_unwind_row *row)
+{
+	struct uw *u = ctx;
+	const struct upa_uw_dir *d = u->dir;
+	const struct upa_uw_map *m;
+	const struct up_unwind_table *t;
+	const struct up_unwind_row *r;
+	uint64_t lo = 0, hi = d->n, vaddr;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (d->map[mid].end <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	u->cfi = 0;
+	if (lo >= d->n || pc < d->map[lo].start)
+		return -1;
+	m = &d->map[lo];
+	row->cfa = UP_UW_NONE;
+	t = (const struct up_unwind_table *)m->table;
+	if (!t || up_unwind_vaddr(t, pc - m->start + m->offset, &vaddr) ||
+	    !(r = up_unwind_find(t, vaddr)))
+		return 0;
+	*row = *r;
+	u->cfi = r->cfa != UP_UW_UNKNOWN && r->cfa != UP_UW_NONE;
+	return 1;
+}
+
+/* A return address read at slot: where the function really returns to, when one of our
+   return trampoline's stubs stands there (its stub names the table of its entry); in a
+   record, the logged word is made that address too, so the tracer's walk on the record
+   sees what this one saw. */
+static uint64_t uw_ret(void *ctx, uint64_t slot, uint64_t value)
+{
+	struct uw *u = ctx;
+	const struct upa_ctl *ctl = u->ctl;
+	uint64_t v = value - ctl->ret_tramp, orig;
+	struct upa_rt *e;
+	unsigned k;
+
+	if (v >= 2 * UPA_RT_LEAN)
+		return value;
+	k = (unsigned)(v % UPA_RT_LEAN / UPA_RT_STUB);
+	if (k && k <= UPA_RT_OWNERS)
+		e = rt_find(rt_of_slot(ctl, k - 1), UPA_RT_OWN_ORDER, slot);
+	else
+		e = rt_find((struct upa_rt *)ctl->rtab, ctl->rtab_order, slot);
+	if (!e)
+		return value;
+	orig = e->orig;
+	if (u->last && !(u->last->flags & UPA_MEM_FAULT) && slot >= u->last->addr &&
+	    slot + 8 <= u->last->addr + u->last->len)
+		copy((uint8_t *)(u->last + 1) + (slot - u->last->addr), &orig, 8);
+	return orig;
+}
+
+/* The stack at the hit (pc; the frame's rsp and rbp) by the unwind tables: into w
+   (frames, pc first) when not NULL, every read into o when not NULL.  The frames. */
+static unsigned unwind(struct upa_ctl *ctl, const uint64_t *frame, uint64_t pc, int at_entry,
+		       uint64_t *w, unsigned max, struct out *o, int slot)
+{
+	uint64_t sp = frame[UPA_RSP], buf[UPA_AGG_KEY_WORDS], c = 0;
+	struct uw u = { ctl, (const struct upa_uw_dir *)__atomic_load_n(&ctl->uw_dir,
+									  __ATOMIC_ACQUIRE),
+			0, 0, o, 0, 0 };
+	unsigned n;
+
+	if (max > UPA_AGG_KEY_WORDS)
+		max = UPA_AGG_KEY_WORDS;
+	if (slot == SLOT_UNKNOWN)
+		slot = thread_slot(ctl);
+	if (slot >= 0 && slot < UPA_RT_OWNERS)
+		c = __atomic_load_n(&ctl->stk[slot], __ATOMIC_RELAXED);
+	if (c && sp >= UPA_STK_LO(c) && sp < UPA_STK_HI(c)) {
+		u.lo = UPA_STK_LO(c);
+		u.hi = UPA_STK_HI(c);
+	} else {
+		u.lo = u.hi = sp & ~(uint64_t)(PAGE - 1);
+	}
+	n = up_unwind_walk(pc, sp, frame[UPA_RBP], at_entry, uw_lookup, &u, uw_read, uw_ret, &u,
+			   w ? w : buf, max);
+	if (slot >= 0 && slot < UPA_RT_OWNERS && u.hi > u.lo && sp >= u.lo && sp < u.hi &&
+	    (u.hi - u.lo) / PAGE < 0xffffff)
+		__atomic_store_n(&ctl->stk[slot], UPA_STK(u.hi, (u.hi - u.lo) / PAGE),
+				 __ATOMIC_RELAXED);
+	return n;
 }
 
 /*
