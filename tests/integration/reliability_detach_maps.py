@@ -9,7 +9,8 @@ same computation inline.
   cycles  CYCLES attach/probe/detach cycles (uprobe trace -p, SIGINT), going round the
           modes: a counting probe, a recording one, a return probe with a $duration
           hist (threads caught mid-hijack and mid-return), a hist trigger on a
-          recording probe, and all of them with --no-fast.  After every detach:
+          recording probe, a $ustack and a stacktrace key (the unwind tables mapped
+          in the process), and all of them with --no-fast.  After every detach:
           /proc/PID/maps line for line as before the first attach (no agent, no
           trampoline, XOL, counter or ring pages, nothing moved), VmSize and RssShmem
           as before, the program's text byte for byte the file's; at the end the
@@ -35,8 +36,11 @@ MODES = {
     "record": ["-e", "p:d/work %s x=%%di:s32" % work],
     "ret": ["-e", "r:d/short " + short, "-t", "d/short:hist:keys=$duration.log2"],
     "hist": ["-e", "p:d/work %s x=%%di:s32" % work, "-t", "d/work:hist:keys=x.log2"],
+    # stacks walked in the process: the unwind tables' mapping goes with the rest
+    "stack": ["-e", "p:d/work %s st=$ustack" % work, "-e", "p:d/short " + short,
+              "-t", "d/short:hist:keys=stacktrace"],
 }
-ORDER = ["count", "record", "ret", "hist"]
+ORDER = ["count", "record", "ret", "hist", "stack"]
 
 
 def fail(msg):
