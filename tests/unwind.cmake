@@ -19,3 +19,10 @@ if(UPROBE_GDB)
       $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:unwind_prog> 3)
   set_tests_properties(trace.unwind_gdb PROPERTIES TIMEOUT 600)
 endif()
+
+# --format folded and --flamegraph: the folded lines are the stacktrace key's stacks, and
+# the SVG opened in headless Chromium (skipped without it) shows and zooms its frames
+add_test(NAME trace.flamegraph
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/flamegraph.py
+    $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:unwind_prog>)
+set_tests_properties(trace.flamegraph PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)

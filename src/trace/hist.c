@@ -1621,6 +1621,24 @@ static int print_bars(const struct up_hist *h, const struct up_hist_table *t, FI
 	return 0;
 }
 
+int up_hist_each_stack(const struct up_hist *h, const struct up_hist_table *t,
+		       int (*fn)(void *arg, const char *frames, uint64_t hits), void *arg)
+{
+	unsigned k = 0;
+	int rc = 0;
+
+	if (!h || !(t = t ? t : h->base) || t->nkeys != h->nkeys)
+		return -EINVAL;
+	while (k < h->nkeys && t->kind[k] != KEY_STACK)
+		k++;
+	if (k == h->nkeys)
+		return -ENOENT;
+	for (unsigned i = 0; i < t->nents && !rc; i++)
+		if (t->ents[i].hits)
+			rc = fn(arg, entry_str(&t->ents[i], k), t->ents[i].hits);
+	return rc;
+}
+
 int up_hist_print(const struct up_hist *h, const struct up_hist_table *t,
 		  enum up_hist_style style, FILE *out)
 {

@@ -154,4 +154,9 @@ enum up_hist_style { UP_HIST_TEXT, UP_HIST_JSON, UP_HIST_BARS };
 int up_hist_print(const struct up_hist *h, const struct up_hist_table *t,
 		  enum up_hist_style style, FILE *out);
 
+/* fn for each entry of t with its stack key's frames (one a line, innermost first) and
+   its hits, until it returns nonzero (returned).  -ENOENT: h has no stack key. */
+int up_hist_each_stack(const struct up_hist *h, const struct up_hist_table *t,
+		       int (*fn)(void *arg, const char *frames, uint64_t hits), void *arg);
+
 #endif /* UPROBE_TRACE_HIST_H */

@@ -76,6 +76,13 @@ int up_trace_trigger_text(struct up_trace *tr, unsigned i, char *buf, size_t siz
    style (enum up_hist_style: text as the kernel's hist file, JSON, bpftrace's bars). */
 void up_trace_print_hists(struct up_trace *tr, enum up_hist_style style, FILE *out);
 int up_trace_print_hist(struct up_trace *tr, unsigned i, enum up_hist_style style, FILE *out);
+/* Spec i's table's stacks (its stacktrace key's frames, one a line, innermost first)
+   and hits, as they are now, to fn.  -ENOENT: no table, or none with a stack key. */
+int up_trace_hist_stacks(struct up_trace *tr, unsigned i,
+			 int (*fn)(void *arg, const char *frames, uint64_t hits), void *arg);
+/* A table keyed by the stack for every event that has none (--format folded,
+   --flamegraph): 0, or up_trace_add_trigger's error. */
+int up_trace_add_stack_hists(struct up_trace *tr, char *err, size_t errlen);
 
 /* Fast-path records dropped because a ring was full, so far. */
 uint64_t up_trace_lost(struct up_trace *tr);

@@ -283,19 +283,14 @@ int up_trace_add_trigger(struct up_trace *tr, const char *text, char *err, size_
 	return rc;
 }
 
-int up_trace_print_hist(struct up_trace *tr, unsigned i, enum up_hist_style style, FILE *out)
+/* ts's table as it is now: what came from the trap path and from the tables of probes
+   gone, with what the agents hold now on top.  NULL: no memory. */
+static struct up_hist_table *table_now(struct up_trace *tr, struct tspec *ts)
 {
-	struct tspec *ts = i < tr->nspecs ? tr->specs[i] : NULL;
-	struct up_hist_table *t;
-	int rc;
+	struct up_hist_table *t = up_hist_table_clone(ts->hist->base);
 
-	if (!ts || !ts->hist)
-		return -ENOENT;
-	t = up_hist_table_clone(ts->hist->base);
 	if (!t)
-		return -ENOMEM;
-	/* what the agents hold now, on top of what came from the trap path and from the
-	   tables of probes gone */
+		return NULL;
 	for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
 		for (struct tprobe *p = tp->probes; p; p = p->next) {
 			struct live_read lr = { p, t };
@@ -304,9 +299,58 @@ int up_trace_print_hist(struct up_trace *tr, unsigned i, enum up_hist_style styl
 				uprobe_agg_read(tr->ctx, &p->u, live_one, &lr);
 		}
 	}
+	return t;
+}
+
+int up_trace_print_hist(struct up_trace *tr, unsigned i, enum up_hist_style style, FILE *out)
+{
+	struct tspec *ts = i < tr->nspecs ? tr->specs[i] : NULL;
+	struct up_hist_table *t;
+	int rc;
+
+	if (!ts || !ts->hist)
+		return -ENOENT;
+	t = table_now(tr, ts);
+	if (!t)
+		return -ENOMEM;
 	rc = up_hist_print(ts->hist, t, style, out);
 	up_hist_table_free(t);
 	return rc;
+}
+
+int up_trace_hist_stacks(struct up_trace *tr, unsigned i,
+			 int (*fn)(void *arg, const char *frames, uint64_t hits), void *arg)
+{
+	struct tspec *ts = i < tr->nspecs ? tr->specs[i] : NULL;
+	struct up_hist_table *t;
+	int rc;
+
+	if (!ts || !ts->hist || ts->removed)
+		return -ENOENT;
+	t = table_now(tr, ts);
+	if (!t)
+		return -ENOMEM;
+	rc = up_hist_each_stack(ts->hist, t, fn, arg);
+	up_hist_table_free(t);
+	return rc;
+}
+
+int up_trace_add_stack_hists(struct up_trace *tr, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < tr->nspecs; i++) {
+		const struct tspec *ts = tr->specs[i];
+		char text[2 * UP_SPEC_NAME_MAX + 64];
+		int rc;
+
+		if (ts->hist || ts->spec.kind != UP_SPEC_EVENT)
+			continue;
+		snprintf(text, sizeof(text), "%s%s%s:hist:keys=stacktrace:size=16384",
+			 ts->spec.group, ts->spec.group[0] ? "/" : "", ts->spec.event);
+		rc = up_trace_add_trigger(tr, text, err, errlen);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 void up_trace_print_hists(struct up_trace *tr, enum up_hist_style style, FILE *out)

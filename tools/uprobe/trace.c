@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "trace/flame.h"
 #include "trace/kernel.h"
 #include "trace/expand.h"
 #include "trace/session.h"
@@ -61,7 +62,8 @@ static unsigned long parse_period(const char *s)
 static void trace_usage(FILE *out)
 {
 	fputs("usage: uprobe trace [-e SPEC]... [-t TRIGGER]... [-f FILE] [-o FILE] [-i PERIOD]\n"
-	      "                    [--format text|json|bars|raw] [-c] [-v] [--no-follow] [--strict]\n"
+	      "                    [--format text|json|bars|folded|raw] [--flamegraph FILE.svg]\n"
+	      "                    [-c] [-v] [--no-follow] [--strict]\n"
 	      "                    (-p PID... | -- COMMAND [ARGS...])\n"
 	      "\n"
 	      "Probes the instructions SPEC names in a running process (-p, every thread) or in\n"
@@ -117,7 +119,12 @@ static void trace_usage(FILE *out)
 	      "                      or raw (every record as the process wrote it, binary,\n"
 	      "                      to the -o FILE, nothing lost to formatting: 'uprobe\n"
 	      "                      report FILE' prints it later; the ring defaults to\n"
-	      "                      128 MiB)\n"
+	      "                      128 MiB), or folded (every event's stacks counted, one\n"
+	      "                      line a stack at the end: 'main;c1;leaf 1000', what\n"
+	      "                      flamegraph.pl, inferno and speedscope read; an event\n"
+	      "                      without -t counts by 'stacktrace')\n"
+	      "      --flamegraph FILE.svg  the same stacks drawn as an interactive flame\n"
+	      "                      graph (click a frame to zoom; no other tool needed)\n"
 	      "  -c, --count         print only the hits per probe at the end (to the -o FILE;\n"
 	      "                      without one to stderr when a COMMAND is run, whose\n"
 	      "                      stdout it is: never among its output; -o /dev/stdout\n"
@@ -163,6 +170,8 @@ static void trace_usage(FILE *out)
 	      "  uprobe trace --format raw -o malloc.raw \\\n"
 	      "               -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' -- ls\n"
 	      "  uprobe report malloc.raw\n"
+	      "  uprobe trace --flamegraph malloc.svg \\\n"
+	      "               -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc' -- ls -R /usr\n"
 	      "  uprobe trace -e 'r:libc/getaddrinfo /lib/x86_64-linux-gnu/libc.so.6:getaddrinfo' \\\n"
 	      "               -t 'getaddrinfo:hist:keys=$duration.log2' --format bars -p 1234\n",
 	      out);
@@ -281,6 +290,52 @@ static void print_tables(struct up_trace *tr, enum up_hist_style style, FILE *ou
 	if (period && style != UP_HIST_JSON)
 		fputc('\n', out);
 	fflush(out);
+}
+
+static int flame_add(void *arg, const char *frames, uint64_t hits)
+{
+	return up_flame_add(arg, frames, hits);
+}
+
+/* The tables' stacks merged: folded lines to out (when not NULL), an SVG flame graph to
+   svgpath (when not NULL).  0, or 1 with the reason said. */
+static int print_flames(struct up_trace *tr, FILE *out, const char *svgpath)
+{
+	struct up_flame *fl = up_flame_new();
+	char title[512] = "uprobe:";
+	size_t tl = strlen(title);
+	int rc = fl ? 0 : -ENOMEM;
+
+	for (unsigned i = 0; i < up_trace_nspecs(tr) && !rc; i++) {
+		int r = up_trace_hist_stacks(tr, i, flame_add, fl);
+
+		if (r == -ENOENT)
+			continue;
+		rc = r;
+		if (!rc && tl < sizeof(title) - 2)
+			tl += (size_t)snprintf(title + tl, sizeof(title) - tl, " %s",
+					       up_trace_spec_label(tr, i));
+	}
+	if (!rc && out) {
+		rc = up_flame_folded(fl, out);
+		fflush(out);
+	}
+	if (!rc && svgpath) {
+		FILE *svg = fopen(svgpath, "we");
+
+		if (!svg) {
+			cli_err("trace", "--flamegraph %s: %s", svgpath, strerror(errno));
+			up_flame_free(fl);
+			return 1;
+		}
+		rc = up_flame_svg(fl, title, svg);
+		if (fclose(svg) && !rc)
+			rc = -EIO;
+	}
+	up_flame_free(fl);
+	if (rc)
+		cli_err("trace", "stacks: %s", strerror(-rc));
+	return rc ? 1 : 0;
 }
 
 static void log_msg(void *arg, const char *msg)
@@ -460,6 +515,7 @@ static int run_trace(int argc, char **argv)
 		{ "no-fast", no_argument, NULL, 'X' },	    { "filter", required_argument, NULL, 'L' },
 		{ "ring-size", required_argument, NULL, 'R' }, { "trigger", required_argument, NULL, 't' },
 		{ "interval", required_argument, NULL, 'i' }, { "strict", no_argument, NULL, 'S' },
+		{ "flamegraph", required_argument, NULL, 'G' },
 		{ NULL, 0, NULL, 0 },
 	};
 	FILE *outf = NULL, *out = stdout; /* -o FILE, or stdout: the trace, or -c's table */
@@ -469,7 +525,8 @@ static int run_trace(int argc, char **argv)
 	static struct spec_list specs, triggers;
 	enum up_hist_style style = UP_HIST_TEXT;
 	unsigned long period = 0;
-	bool bars = false, started = false;
+	bool bars = false, started = false, folded = false;
+	const char *flamepath = NULL; /* --flamegraph FILE.svg */
 	pid_t pids[64];
 	unsigned npids = 0;
 	const char *outpath = NULL;
@@ -527,10 +584,15 @@ static int run_trace(int argc, char **argv)
 				bars = true, style = UP_HIST_BARS;
 			else if (!strcmp(optarg, "raw"))
 				opts.raw = true;
+			else if (!strcmp(optarg, "folded"))
+				folded = true;
 			else if (strcmp(optarg, "text"))
 				return cli_usage_error(&cli_cmd_trace,
-						       "--format '%s': expected text, json, bars or raw",
-						       optarg);
+						       "--format '%s': expected text, json, bars, folded "
+						       "or raw", optarg);
+			break;
+		case 'G':
+			flamepath = optarg;
 			break;
 		case 'c':
 			count = true;
@@ -589,6 +651,11 @@ static int run_trace(int argc, char **argv)
 	if (kernel && triggers.n)
 		return cli_usage_error(&cli_cmd_trace, "--trigger: the kernel backend has no hist "
 				       "triggers on this machine's kernel; use the ptrace backend");
+	if ((folded || flamepath) && (opts.raw || count || kernel || bars || period || opts.json))
+		return cli_usage_error(&cli_cmd_trace, "%s counts stacks in tables printed at the "
+				       "end: not with %s", folded ? "--format folded" : "--flamegraph",
+				       opts.raw ? "--format raw" : count ? "-c" : kernel ? "--backend kernel"
+				       : period ? "--interval" : "another --format");
 	if ((bars || period) && !triggers.n)
 		return cli_usage_error(&cli_cmd_trace, "%s is for --trigger tables",
 				       bars ? "--format bars" : "--interval");
@@ -686,6 +753,17 @@ static int run_trace(int argc, char **argv)
 			status = CLI_USAGE;
 		}
 	}
+	if (!status && (folded || flamepath)) {
+		/* every event without a table of its own counts its stacks */
+		char err[1024];
+
+		rc = up_trace_add_stack_hists(tr, err, sizeof(err));
+		if (rc) {
+			fprintf(stderr, "uprobe trace: %s%s", err[0] ? err : strerror(-rc),
+				err[0] && err[strlen(err) - 1] == '\n' ? "" : "\n");
+			status = rc == -ENOMEM ? CLI_FAIL : CLI_USAGE;
+		}
+	}
 	if (status)
 		goto out;
 
@@ -763,8 +841,12 @@ static int run_trace(int argc, char **argv)
 out:
 	if (count && tr && !status)
 		up_trace_print_counts(tr, out);
-	if (tr && triggers.n && started)
+	if (tr && (folded || flamepath) && started) {
+		if (print_flames(tr, folded ? out : NULL, flamepath) && !status)
+			status = CLI_FAIL;
+	} else if (tr && triggers.n && started) {
 		print_tables(tr, style, out, false);
+	}
 	if (tr) {
 		uint64_t lost = up_trace_lost(tr);
 
@@ -820,7 +902,8 @@ const struct cli_cmd cli_cmd_trace = {
 	.name = "trace",
 	.run = run_trace,
 	.synopsis = "trace [-e SPEC]... [-t TRIGGER]... [-f FILE] [-o FILE] "
-		    "[--format text|json|bars|raw] [-c] [-v] [--strict] (-p PID | -- COMMAND [ARGS...])",
+		    "[--format text|json|bars|folded|raw] [--flamegraph FILE.svg] [-c] [-v] [--strict] "
+		    "(-p PID | -- COMMAND [ARGS...])",
 	.summary = "probe instructions of a process or command and print each hit",
 	.usage = trace_usage,
 };
