@@ -16,7 +16,7 @@
 #define BENCH_MAX_ROUNDS 64
 #define BENCH_MAX_W 12 /* workloads */
 
-enum bench_kind { BK_ENTRY, BK_RET, BK_ARGS, BK_MALLOC, BK_MT, BK_FLOOR };
+enum bench_kind { BK_ENTRY, BK_RET, BK_ARGS, BK_MALLOC, BK_MT, BK_FLOOR, BK_STACK };
 
 struct bench_workload {
 	const char *key;   /* "a".."g", "floor" */
@@ -52,6 +52,9 @@ enum bench_tool {
 	T_FLOOR_FOLLOW, /* the tracer placed as the engine does: on the tracee's last CPU */
 	T_FLOOR_SAME,
 	T_FLOOR_DIFF,
+	T_AGG_STACK,	/* uprobe trace -t keys=stacktrace: the agent walks the unwind tables */
+	T_AGG_STACK_FP, /* the same by the frame-pointer walk (UPROBE_STACKS=fp) */
+	T_BPF_STACK,	/* bpftrace @h[ustack] = count() */
 	T_NTOOLS
 };
 

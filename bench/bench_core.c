@@ -33,6 +33,9 @@
 #include "bench.h"
 #include "arch/x86/insn.h"
 #include "sym/sym.h"
+#include "sym/unwind.h"
+
+#include <libelf.h>
 
 const char *const bench_tool_names[T_NTOOLS] = {
 	"unprobed loop",    "uprobe (library)", "uprobe, pinned",   "uprobe trace -c",
@@ -42,6 +45,7 @@ const char *const bench_tool_names[T_NTOOLS] = {
 	"bpftrace @[k]=count", "bpftrace latency",
 	"gdb dprintf",
 	"ptrace floor",	    "floor, following", "floor-samecpu",    "floor-diffcpu",
+	"uprobe stack key", "stack key, fp walk", "bpftrace @[ustack]",
 };
 const char *const bench_tool_keys[T_NTOOLS] = {
 	"baseline", "uprobe",	     "uprobe_pinned",   "uprobe_cli",	 "uprobe_fast", "uprobe_fast_rec",
@@ -49,6 +53,7 @@ const char *const bench_tool_keys[T_NTOOLS] = {
 	"kernel",   "bpftrace",	     "uprobe_hist_log2", "uprobe_hist_keyed", "uprobe_hist_latency",
 	"bpftrace_hist_log2", "bpftrace_hist_keyed", "bpftrace_hist_latency", "gdb",		"floor",	 "floor_following",
 	"floor_samecpu", "floor_diffcpu",
+	"uprobe_hist_stack", "uprobe_hist_stack_fp", "bpftrace_hist_stack",
 };
 
 double bench_now(void)
@@ -519,7 +524,12 @@ static double run_agg(struct bench *b, struct bench_workload *w, long n, int too
 
 	snprintf(nbuf, sizeof(nbuf), "%ld", n);
 	agg_target(b, w, where, sizeof(where));
-	if (tool == T_AGG_LAT) {
+	if (tool == T_AGG_STACK || tool == T_AGG_STACK_FP) {
+		snprintf(spec, sizeof(spec), "p:ubench/%s %s", w->key, where);
+		snprintf(trig, sizeof(trig), "ubench/%s:hist:keys=stacktrace", w->key);
+		if (tool == T_AGG_STACK_FP)
+			setenv("UPROBE_STACKS", "fp", 1);
+	} else if (tool == T_AGG_LAT) {
 		snprintf(spec, sizeof(spec), "r:ubench/%s %s", w->key, where);
 		snprintf(trig, sizeof(trig), "ubench/%s:hist:keys=$duration.log2", w->key);
 	} else {
@@ -529,6 +539,7 @@ static double run_agg(struct bench *b, struct bench_workload *w, long n, int too
 			 tool == T_AGG_LOG2 ? ".log2" : "");
 	}
 	out = run_capture(argv, &status);
+	unsetenv("UPROBE_STACKS");
 	check_exit("uprobe trace -t", status);
 	hits_at = strstr(out, "    Hits: ");
 	drop_at = strstr(out, "    Dropped: ");
@@ -559,6 +570,9 @@ static double run_bpf_agg(struct bench *b, struct bench_workload *w, long n, int
 	else if (tool == T_BPF_KEY)
 		snprintf(script, sizeof(script), "uprobe:%s %s{ @h[arg0 & 255] = count(); }", where,
 			 filt);
+	else if (tool == T_BPF_STACK)
+		snprintf(script, sizeof(script), "uprobe:%s %s{ @h[ustack] = count(); }", where,
+			 filt);
 	else
 		snprintf(script, sizeof(script), "uprobe:%s %s{ @h = hist(arg0); }", where, filt);
 	snprintf(cmd, sizeof(cmd), "%s %s %ld", b->target, w->mode, n);
@@ -569,8 +583,12 @@ static double run_bpf_agg(struct bench *b, struct bench_workload *w, long n, int
 	for (p = out; (p = strchr(p, '\n')); p++) {
 		const char *l = p + 1, *bar = strchr(l, '|');
 
-		if (!strncmp(l, "@h[", 3) && strstr(l, "]: "))
-			sum += atol(strstr(l, "]: ") + 3);
+		const char *kv = strstr(l, "]: "), *eol = strchr(l, '\n');
+
+		if (!strncmp(l, "@h[", 3) && kv && (!eol || kv < eol))
+			sum += atol(kv + 3);
+		else if (!strncmp(l, "]: ", 3)) /* a stack key's last line */
+			sum += atol(l + 3);
 		else if (*l == '[' && bar) {
 			const char *q = bar;
 
@@ -830,7 +848,11 @@ static double run_one(struct bench *b, int wi, int tool, long n)
 	case T_BPF_LOG2:
 	case T_BPF_KEY:
 	case T_BPF_LAT:
+	case T_BPF_STACK:
 		return run_bpf_agg(b, w, n, tool);
+	case T_AGG_STACK:
+	case T_AGG_STACK_FP:
+		return run_agg(b, w, n, tool);
 	case T_GDB:
 		return run_gdb(b, w, n);
 	case T_FLOOR:
@@ -985,6 +1007,7 @@ static void setup(struct bench *b, const char *build)
 	add_workload(b, "g", "2 threads, one probe", "mt", "hot_mt", BK_MT);
 	add_workload(b, "h", "3-byte function (pad)", "tiny", "hot_tiny", BK_ENTRY);
 	add_workload(b, "i", "push, branch after (pun)", "pushpun", "hot_pushpun", BK_ENTRY);
+	add_workload(b, "j", "10-frame stack key", "stack", "hot_stack", BK_STACK);
 	add_workload(b, "floor", "int3 + PTRACE_CONT", "nop5", NULL, BK_FLOOR);
 
 	if (up_sym_elf_open(target, &elf))
@@ -1024,6 +1047,12 @@ static void setup(struct bench *b, const char *build)
 		struct bench_cell *c = b->cell[i];
 
 		c[T_BASE].used = true;
+		if (w->kind == BK_STACK) { /* stack keys only: the walk's cost beside the peers' */
+			c[T_FAST].used = true;
+			c[T_AGG_STACK].used = c[T_AGG_STACK_FP].used = c[T_BPF_STACK].used = true;
+			c[T_BPF_STACK].skip = b->bpftrace_skip;
+			continue;
+		}
 		if (w->kind == BK_FLOOR) {
 			c[T_FLOOR].used = c[T_FLOOR_SAME].used = true;
 			c[T_FLOOR_DIFF].used = c[T_FLOOR_FOLLOW].used = true;
@@ -1126,6 +1155,41 @@ static void on_signal(int sig)
 	raise(sig);
 }
 
+/* Building libc's unwind table (sym/unwind.c up_unwind_build, as a file first mapped
+   into a traced process has its built): rows, bytes, ms (median of the rounds). */
+static void bench_unwind_table(struct bench *b)
+{
+	double ms[BENCH_MAX_ROUNDS], med, lo, hi;
+	struct up_unwind_table *t = NULL;
+	int fd = open(b->libc, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		printf("libc's unwind table: cannot open %s\n", b->libc);
+		return;
+	}
+	elf_version(EV_CURRENT);
+	for (int r = 0; r < b->rounds; r++) {
+		Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+		double t0 = bench_now();
+
+		free(t);
+		t = NULL;
+		if (!elf || up_unwind_build(elf, &t)) {
+			printf("libc's unwind table: cannot be built\n");
+			elf_end(elf);
+			close(fd);
+			return;
+		}
+		ms[r] = (bench_now() - t0) * 1e3;
+		elf_end(elf);
+	}
+	close(fd);
+	bench_stats(ms, b->rounds, &med, &lo, &hi);
+	printf("libc's unwind table (%s): %u rows, %" PRIu64 " bytes, built in %.1f ms "
+	       "(%.1f-%.1f, %d rounds)\n", b->libc, t->nrows, t->size, med, lo, hi, b->rounds);
+	free(t);
+}
+
 int main(int argc, char **argv)
 {
 	static struct bench b;
@@ -1144,6 +1208,7 @@ int main(int argc, char **argv)
 	}
 	bench_kernel_cleanup();
 	bench_report(&b);
+	bench_unwind_table(&b);
 	fprintf(stderr, "bench: done in %.0f s\n", bench_now() - t0);
 	return 0;
 }

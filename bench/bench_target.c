@@ -113,6 +113,21 @@ static void report(uint64_t ns)
 	close(fd);
 }
 
+/* stack: hot_stack at the end of a chain, a 10-frame stack (hot_stack, stk5..stk1,
+   main, libc's two, _start); C with CFI, frame pointers kept, so that the unwind
+   tables and the frame-pointer walk both find the chain */
+#define STK __attribute__((noinline, optimize("no-omit-frame-pointer")))
+STK long hot_stack(long x)
+{
+	__asm__ volatile("" : "+r"(x));
+	return x + 1;
+}
+STK static long stk5(long x) { return hot_stack(x) + 1; }
+STK static long stk4(long x) { return stk5(x) + 1; }
+STK static long stk3(long x) { return stk4(x) + 1; }
+STK static long stk2(long x) { return stk3(x) + 1; }
+STK static long stk1(long x) { return stk2(x) + 1; }
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "lea";
@@ -163,6 +178,9 @@ int main(int argc, char **argv)
 				return 2;
 		for (int k = 0; k < 2; k++)
 			pthread_join(th[k], NULL);
+	} else if (!strcmp(mode, "stack")) {
+		for (long i = 0; i < n; i++)
+			acc += stk1(i);
 	} else if (!strcmp(mode, "int3")) {
 		for (long i = 0; i < n; i++)
 			hot_int3();

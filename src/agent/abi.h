@@ -70,6 +70,9 @@ struct upa_ctl {
 	/* stacks: the directory of the unwind tables (struct upa_uw_dir, in the unwind
 	   area, src/agent/unwind.c), 0 none; swapped whole when the maps change */
 	uint64_t uw_dir;
+	/* stacks: the threads' caches of rows by pc (struct upa_uw_cache, one a thread slot,
+	   read-write beside the tables), 0 none */
+	uint64_t uw_cache;
 	/* stacks: pages of the stack of the thread in slot k found readable, read with
 	   plain loads while the thread's rsp is in them (written by that thread alone, in
 	   one store: UPA_STK) */
@@ -193,7 +196,7 @@ struct upa_rt {
 #define UPA_HIJACK_AT	 240
 #define UPA_HIJACK_FRAME (128 + 7 * 8 + UPA_R9 * 8)
 #define UPA_ENTRY_OFF 256
-#define UPA_CODE_SIZE 16384 /* the blob's mapping: it must fit */
+#define UPA_CODE_SIZE 20480 /* the blob's mapping: it must fit */
 
 /*
  * Aggregation (UPA_P_AGG): a hit updates the entry of its key in a table, instead of
@@ -331,6 +334,28 @@ struct upa_uw_dir {
 	uint64_t pad;
 	struct upa_uw_map map[];
 };
+
+/*
+ * A thread's cache of rows by pc (the pc looked up, its row and the lookup's result),
+ * direct-mapped, for the directory dir (another: the entries are stale).  Written by
+ * its thread alone; busy while a walk uses it, so that a signal handler's walk on the
+ * same thread passes it by rather than tear an entry.
+ */
+#define UPA_UW_CACHE_N 256
+struct upa_uw_cent {
+	uint64_t pc;	 /* 0: free */
+	uint32_t row[3]; /* a struct up_unwind_row */
+	int32_t k;	 /* the lookup's: 1 a row, 0 code without one, -1 no code */
+};
+
+struct upa_uw_cache {
+	uint64_t dir;
+	uint32_t busy;
+	uint32_t pad;
+	struct upa_uw_cent e[UPA_UW_CACHE_N];
+};
+
+#define UPA_UW_CACHES_SIZE (((sizeof(struct upa_uw_cache) * UPA_RT_OWNERS_) + 4095) & ~4095ul)
 
 _Static_assert(UPA_RINGS == 1 + UPA_RT_OWNERS, "a ring a thread slot");
 _Static_assert(UPA_RT_OWNERS_ == UPA_RT_OWNERS, "one count of thread slots");

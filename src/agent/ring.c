@@ -410,8 +410,9 @@ void up_agent_maps(const struct up_agent *a, uint64_t start[2], uint64_t len[2])
 	len[1] = CODE_SIZE;
 }
 
-void up_agent_set_unwind(struct up_agent *a, uint64_t dir)
+void up_agent_set_unwind(struct up_agent *a, uint64_t dir, uint64_t caches)
 {
+	__atomic_store_n(&a->ctl->uw_cache, caches, __ATOMIC_RELAXED);
 	__atomic_store_n(&a->ctl->uw_dir, dir, __ATOMIC_RELEASE);
 }
 

@@ -73,8 +73,9 @@ int up_agent_rings_ready(struct up_agent *a, struct up_task *t, bool recording);
 /* The region's two mappings in the process: data (read-write), then code. */
 void up_agent_maps(const struct up_agent *a, uint64_t start[2], uint64_t len[2]);
 
-/* Stacks: the agent walks by the unwind directory at dir (agent/unwind.h), 0 none. */
-void up_agent_set_unwind(struct up_agent *a, uint64_t dir);
+/* Stacks: the agent walks by the unwind directory at dir (agent/unwind.h), 0 none,
+   its threads caching rows at caches. */
+void up_agent_set_unwind(struct up_agent *a, uint64_t dir, uint64_t caches);
 /* Where the agent's entry, and the trampoline hijacked returns go to, are. */
 uint64_t up_agent_entry(const struct up_agent *a);
 uint64_t up_agent_ret_tramp(const struct up_agent *a);

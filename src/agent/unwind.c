@@ -23,6 +23,8 @@
 #include "xol.h"
 
 #define AREA_SIZE (64u << 20) /* a memfd's pages are there only once written */
+/* the threads' caches first (read-write in the process), then the tables (read-only) */
+#define CACHES UPA_UW_CACHES_SIZE
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
@@ -40,7 +42,7 @@ struct placed {
 
 struct up_uwarea {
 	uint8_t *map; /* ours, read-write */
-	uint64_t addr; /* the process's, read-only */
+	uint64_t addr; /* the process's: the caches read-write, the rest read-only */
 	size_t used;
 	struct placed *placed;
 	size_t nplaced;
@@ -78,6 +80,9 @@ int up_uwarea_new(struct up_task *t, uint64_t scratch, uint64_t near, struct up_
 				  (int64_t *)&w->addr);
 	if (!rc && w->addr >= (uint64_t)-4096)
 		rc = (int)(int64_t)w->addr;
+	if (!rc) /* its first pages writable: the caches */
+		rc = up_task_rsys(t, NR_MMAP, w->addr, CACHES, PROT_READ | PROT_WRITE,
+				  MAP_SHARED | MAP_FIXED, (uint64_t)fd, 0, &r);
 	if (!rc)
 		rc = up_task_rsys(t, NR_MADVISE, w->addr, AREA_SIZE, MADV_DONTFORK, 0, 0, 0, &r);
 	if (rc) {
@@ -93,6 +98,7 @@ int up_uwarea_new(struct up_task *t, uint64_t scratch, uint64_t near, struct up_
 		goto unmap;
 	}
 	w->map = mmap(NULL, AREA_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, lfd, 0);
+	w->used = CACHES;
 	close(lfd);
 	if (w->map == MAP_FAILED) {
 		rc = -errno;
@@ -126,6 +132,11 @@ void up_uwarea_map(const struct up_uwarea *w, uint64_t *start, uint64_t *len)
 {
 	*start = w->addr;
 	*len = AREA_SIZE;
+}
+
+uint64_t up_uwarea_caches(const struct up_uwarea *w)
+{
+	return w->addr;
 }
 
 size_t up_uwarea_used(const struct up_uwarea *w)

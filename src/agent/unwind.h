@@ -25,8 +25,11 @@ int up_uwarea_new(struct up_task *t, uint64_t scratch, uint64_t near, struct up_
 		  char *why, size_t whylen);
 /* The tracer's side of it (the process's mapping goes with the others, xol.maps). */
 void up_uwarea_free(struct up_uwarea *w);
-/* Its mapping in the process. */
+/* Its mapping in the process (two: the threads' caches of rows, read-write, at start,
+   then the tables, read-only; the one range unmaps both). */
 void up_uwarea_map(const struct up_uwarea *w, uint64_t *start, uint64_t *len);
+/* The threads' caches (agent/abi.h struct upa_uw_cache), in the process. */
+uint64_t up_uwarea_caches(const struct up_uwarea *w);
 /*
  * The directory of pid's executable file mappings as they are now, their tables copied
  * in where they are not yet: its address in the process in *dir (the last one when

@@ -190,6 +190,7 @@ int up_unwind_build(void *e, struct up_unwind_table **out)
 	size_t nfde = 0;
 	Dwarf_CFI *cfi;
 	uint64_t base;
+	size_t nidx;
 	int err = 0;
 
 	*out = NULL;
@@ -232,16 +233,31 @@ int up_unwind_build(void *e, struct up_unwind_table **out)
 		free(r.v);
 		return err;
 	}
-	t = calloc(1, sizeof(*t) + r.n * sizeof(r.v[0]));
+	nidx = r.n ? ((size_t)r.v[r.n - 1].pc >> UP_UNWIND_IDX_SHIFT) + 1 : 0;
+	t = calloc(1, sizeof(*t) + r.n * sizeof(r.v[0]) + nidx * sizeof(uint32_t));
 	if (!t) {
 		free(r.v);
 		return -ENOMEM;
 	}
-	t->size = sizeof(*t) + r.n * sizeof(r.v[0]);
+	t->size = sizeof(*t) + r.n * sizeof(r.v[0]) + nidx * sizeof(uint32_t);
 	t->base = base;
 	t->nrows = (uint32_t)r.n;
+	t->nidx = (uint32_t)nidx;
 	if (r.n)
 		memcpy(t->rows, r.v, r.n * sizeof(r.v[0]));
+	{
+		/* idx[k]: the last row at or before KiB k's first byte (0 when none is) */
+		uint32_t *idx = (uint32_t *)(t->rows + t->nrows);
+		size_t i = 0;
+
+		for (size_t k = 0; k < nidx; k++) {
+			uint64_t at = (uint64_t)k << UP_UNWIND_IDX_SHIFT;
+
+			while (i + 1 < r.n && r.v[i + 1].pc <= at)
+				i++;
+			idx[k] = (uint32_t)i;
+		}
+	}
 	free(r.v);
 	segments(elf, t);
 	*out = t;

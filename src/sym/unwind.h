@@ -13,7 +13,8 @@
  * under __restore_rt) reads the interrupted registers from the ucontext at rsp.
  *
  * A table is one malloc'd block without pointers (so it can be copied anywhere as it
- * is, the agent's shared region included): the header, then the rows sorted by pc.
+ * is, the agent's shared region included): the header, then the rows sorted by pc, then
+ * an index of them by 256 bytes of code.
  * Its pcs are the file's own vaddrs less base; segs map file offsets to vaddrs.
  * Prefix: up_unwind_.
  */
@@ -51,6 +52,12 @@ struct up_unwind_row {
 
 #define UP_UNWIND_SEGS 8
 
+/* The index after the rows: for each 256 bytes of code from base, the row that covers
+   its first byte, so that a lookup bisects the few rows there (libc: ~5, in a cache
+   line) rather than all of them (28,274 rows, 340 KB: 15 dependent loads, missing the
+   cache, were half of a 10-frame walk's cost in the agent).  libc's: 24 KB. */
+#define UP_UNWIND_IDX_SHIFT 8
+
 struct up_unwind_table {
 	uint64_t size; /* bytes of the whole block */
 	uint64_t base; /* rows' pcs are vaddr - base */
@@ -59,6 +66,8 @@ struct up_unwind_table {
 	struct {
 		uint64_t offset, vaddr, filesz;
 	} seg[UP_UNWIND_SEGS];
+	uint32_t nidx; /* entries of the index after the rows (uint32_t each), 0 none */
+	uint32_t pad;
 	struct up_unwind_row rows[];
 };
 

@@ -33,7 +33,7 @@
 #define UP_UW_UC_RIP (40 + 8 * 16)
 
 /* The row of t that covers the file vaddr, or NULL (before the first row). */
-static inline const struct up_unwind_row *up_unwind_find(const struct up_unwind_table *t,
+static inline __attribute__((always_inline)) const struct up_unwind_row *up_unwind_find(const struct up_unwind_table *t,
 							 uint64_t vaddr)
 {
 	uint64_t rel = vaddr - t->base;
@@ -41,6 +41,19 @@ static inline const struct up_unwind_row *up_unwind_find(const struct up_unwind_
 
 	if (vaddr < t->base || rel > 0xffffffffu || !hi)
 		return NULL;
+	if (t->nidx) { /* the rows of rel's 256 bytes: from the one covering their start to
+			  the next's */
+		const uint32_t *idx = (const uint32_t *)(t->rows + t->nrows);
+		uint64_t k = rel >> UP_UNWIND_IDX_SHIFT;
+
+		if (k >= t->nidx)
+			k = t->nidx - 1;
+		lo = idx[k];
+		if (k + 1 < t->nidx && idx[k + 1] < t->nrows)
+			hi = idx[k + 1] + 1;
+		if (lo >= hi)
+			lo = 0, hi = t->nrows; /* not an index we made: all of them */
+	}
 	while (hi - lo > 1) { /* rows[lo].pc <= rel < rows[hi].pc */
 		uint32_t mid = lo + (hi - lo) / 2;
 
@@ -80,7 +93,7 @@ typedef uint64_t (*up_unwind_ret_fn)(void *ctx, uint64_t slot, uint64_t value);
  * covers it: the return address at [sp]).  ret (may be NULL, with read's ctx) sees
  * every return address read.  Returns how many were stored.
  */
-static inline unsigned up_unwind_walk(uint64_t pc, uint64_t sp, uint64_t bp, int at_entry,
+static inline __attribute__((always_inline)) unsigned up_unwind_walk(uint64_t pc, uint64_t sp, uint64_t bp, int at_entry,
 				      up_unwind_lookup_fn lookup, void *lctx,
 				      up_unwind_read_fn read, up_unwind_ret_fn ret, void *rctx,
 				      uint64_t *out, unsigned max)

@@ -917,6 +917,8 @@ struct uw {
 	struct out *o;	 /* every read logged (a record), or NULL */
 	struct upa_mem *last; /* the entry last logged */
 	int cfi; /* the frame being stepped has a row: its reads are the stack's */
+	const struct upa_uw_map *map; /* the last frame's */
+	struct upa_uw_cache *cache;   /* the thread's, NULL none */
 };
 
 static void uw_grow(struct uw *u, uint64_t to)
@@ -934,7 +936,8 @@ static void uw_grow(struct uw *u, uint64_t to)
 		u->hi += (uint64_t)got * PAGE;
 }
 
-static int uw_read(void *ctx, uint64_t addr, void *buf, size_t len)
+static inline __attribute__((always_inline)) int uw_read(void *ctx, uint64_t addr, void *buf,
+							 size_t len)
 {
 	struct uw *u = ctx;
 	int bad;
@@ -944,7 +947,10 @@ static int uw_read(void *ctx, uint64_t addr, void *buf, size_t len)
 	    addr + len <= u->hi + (uint64_t)UW_GROW * PAGE)
 		uw_grow(u, addr + len);
 	if (u->cfi && addr >= u->lo && addr + len <= u->hi && addr + len > addr) {
-		copy(buf, (const void *)addr, len);
+		if (len == 8) /* the walk's: a word (its alignment the stack's) */
+			*(uint64_t *)buf = *(const uint64_t __attribute__((may_alias, aligned(1))) *)addr;
+		else
+			copy(buf, (const void *)addr, len);
 		bad = 0;
 	} else {
 		bad = read_mem(u->ctl, buf, addr, len);
@@ -956,29 +962,31 @@ static int uw_read(void *ctx, uint64_t addr, void *buf, size_t len)
 	return bad;
 }
 
-/* The row of the file mapped at pc (unwind_walk.h's lookup): the directory's mapping,
-   then the row of its table, as trace/stack.c finds them. */
-static int uw_lookup(void *ctx, uint64_t pc, struct up_unwind_row *row)
+/* The row of the file mapped at pc (unwind_walk.h's lookup): the directory's mapping
+   (the last frame's first), then the row of its table, as trace/stack.c finds them. */
+static __attribute__((noinline)) int uw_lookup_dir(struct uw *u, uint64_t pc,
+						  struct up_unwind_row *row)
 {
-	struct uw *u = ctx;
 	const struct upa_uw_dir *d = u->dir;
-	const struct upa_uw_map *m;
+	const struct upa_uw_map *m = u->map;
 	const struct up_unwind_table *t;
 	const struct up_unwind_row *r;
 	uint64_t lo = 0, hi = d->n, vaddr;
 
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-
-		if (d->map[mid].end <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	u->cfi = 0;
-	if (lo >= d->n || pc < d->map[lo].start)
-		return -1;
-	m = &d->map[lo];
+	if (!m || pc < m->start || pc >= m->end) {
+		while (lo < hi) {
+			uint64_t mid = lo + (hi - lo) / 2;
+
+			if (d->map[mid].end <= pc)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo >= d->n || pc < d->map[lo].start)
+			return -1;
+		m = u->map = &d->map[lo];
+	}
 	row->cfa = UP_UW_NONE;
 	t = (const struct up_unwind_table *)m->table;
 	if (!t || up_unwind_vaddr(t, pc - m->start + m->offset, &vaddr) ||
@@ -989,20 +997,46 @@ static int uw_lookup(void *ctx, uint64_t pc, struct up_unwind_row *row)
 	return 1;
 }
 
+/* The lookup through the thread's cache of rows by pc: a walk of a stack seen before
+   looks nothing up (libc's rows are 340 KB: a bisection missing the cache a frame). */
+static inline __attribute__((always_inline)) int uw_lookup(void *ctx, uint64_t pc,
+							   struct up_unwind_row *row)
+{
+	struct uw *u = ctx;
+	struct upa_uw_cent *e;
+	int k;
+
+	if (!u->cache)
+		return uw_lookup_dir(u, pc, row);
+	e = &u->cache->e[(pc ^ pc >> 8 ^ pc >> 16) & (UPA_UW_CACHE_N - 1)];
+	if (e->pc == pc) {
+		*row = *(const struct up_unwind_row *)e->row;
+		k = e->k;
+		u->cfi = k == 1 && row->cfa != UP_UW_UNKNOWN && row->cfa != UP_UW_NONE;
+		return k;
+	}
+	k = uw_lookup_dir(u, pc, row);
+	e->pc = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	*(struct up_unwind_row *)e->row = *row;
+	e->k = k;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	e->pc = pc;
+	return k;
+}
+
 /* A return address read at slot: where the function really returns to, when one of our
    return trampoline's stubs stands there (its stub names the table of its entry); in a
    record, the logged word is made that address too, so the tracer's walk on the record
    sees what this one saw. */
-static uint64_t uw_ret(void *ctx, uint64_t slot, uint64_t value)
+static __attribute__((noinline)) uint64_t uw_ret_stub(struct uw *u, uint64_t slot,
+							  uint64_t value)
 {
-	struct uw *u = ctx;
 	const struct upa_ctl *ctl = u->ctl;
 	uint64_t v = value - ctl->ret_tramp, orig;
 	struct upa_rt *e;
 	unsigned k;
 
-	if (v >= 2 * UPA_RT_LEAN)
-		return value;
 	k = (unsigned)(v % UPA_RT_LEAN / UPA_RT_STUB);
 	if (k && k <= UPA_RT_OWNERS)
 		e = rt_find(rt_of_slot(ctl, k - 1), UPA_RT_OWN_ORDER, slot);
@@ -1017,15 +1051,26 @@ static uint64_t uw_ret(void *ctx, uint64_t slot, uint64_t value)
 	return orig;
 }
 
+static inline __attribute__((always_inline)) uint64_t uw_ret(void *ctx, uint64_t slot,
+							      uint64_t value)
+{
+	struct uw *u = ctx;
+
+	if (value - u->ctl->ret_tramp >= 2 * UPA_RT_LEAN)
+		return value; /* not a stub: the common case, inline */
+	return uw_ret_stub(u, slot, value);
+}
+
 /* The stack at the hit (pc; the frame's rsp and rbp) by the unwind tables: into w
-   (frames, pc first) when not NULL, every read into o when not NULL.  The frames. */
-static unsigned unwind(struct upa_ctl *ctl, const uint64_t *frame, uint64_t pc, int at_entry,
+   (frames, pc first) when not NULL, every read into o when not NULL.  The frames.
+   One copy (the walk and its callbacks inlined in it) for records and stack keys. */
+static __attribute__((noinline)) unsigned unwind(struct upa_ctl *ctl, const uint64_t *frame, uint64_t pc, int at_entry,
 		       uint64_t *w, unsigned max, struct out *o, int slot)
 {
 	uint64_t sp = frame[UPA_RSP], buf[UPA_AGG_KEY_WORDS], c = 0;
 	struct uw u = { ctl, (const struct upa_uw_dir *)__atomic_load_n(&ctl->uw_dir,
 									  __ATOMIC_ACQUIRE),
-			0, 0, o, 0, 0 };
+			0, 0, o, 0, 0, 0, 0 };
 	unsigned n;
 
 	if (max > UPA_AGG_KEY_WORDS)
@@ -1040,8 +1085,26 @@ static unsigned unwind(struct upa_ctl *ctl, const uint64_t *frame, uint64_t pc, 
 	} else {
 		u.lo = u.hi = sp & ~(uint64_t)(PAGE - 1);
 	}
+	if (slot >= 0 && slot < UPA_RT_OWNERS && ctl->uw_cache) {
+		struct upa_uw_cache *c = (struct upa_uw_cache *)ctl->uw_cache + slot;
+
+		if (!c->busy) { /* else a walk this signal handler interrupted has it */
+			c->busy = 1;
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			if (c->dir != (uint64_t)u.dir) { /* the maps changed: all stale */
+				for (unsigned i = 0; i < UPA_UW_CACHE_N; i++)
+					c->e[i].pc = 0;
+				c->dir = (uint64_t)u.dir;
+			}
+			u.cache = c;
+		}
+	}
 	n = up_unwind_walk(pc, sp, frame[UPA_RBP], at_entry, uw_lookup, &u, uw_read, uw_ret, &u,
 			   w ? w : buf, max);
+	if (u.cache) {
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		u.cache->busy = 0;
+	}
 	if (slot >= 0 && slot < UPA_RT_OWNERS && u.hi > u.lo && sp >= u.lo && sp < u.hi &&
 	    (u.hi - u.lo) / PAGE < 0xffffff)
 		__atomic_store_n(&ctl->stk[slot], UPA_STK(u.hi, (u.hi - u.lo) / PAGE),
