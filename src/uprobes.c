@@ -1914,7 +1914,12 @@ int uprobe_current_return(struct uprobe_ctx *ctx, uint64_t slot, uint64_t value,
 	struct uproc *up = ctx->in_handler ? uproc_of_pid(ctx, ctx->cur_pid) : NULL;
 	struct utask *ut = ctx->cur_task ? utask_of(ctx->cur_task) : NULL;
 
-	if (!up || !ut || !mm_of(up)->tramp || value != mm_of(up)->tramp)
+	if (!up || !ut)
+		return -ENOENT;
+	/* a fast-path return probe's: the agent's tables say */
+	if (!up_site_agent_return(&mm_of(up)->sites, slot, value, ret))
+		return 0;
+	if (!mm_of(up)->tramp || value != mm_of(up)->tramp)
 		return -ENOENT;
 	for (unsigned i = ut->nrs; i--;)
 		if (ut->rs[i].sp == slot) {

@@ -386,7 +386,8 @@ UPROBE_API int uprobe_current_duration(struct uprobe_ctx *ctx, uint64_t *ns);
 UPROBE_API int uprobe_stacks_sync(struct uprobe_ctx *ctx, pid_t pid);
 /*
  * Inside a handler: value, read from the current thread's stack at slot, is the
- * trampoline a return probe put in place of a return address (the trap path's):
+ * trampoline a return probe put in place of a return address (the trap path's, or a
+ * stub of the fast path's):
  * 0 and the return address it hides in *ret, else -ENOENT.  A stack walk shows the
  * caller the program sees, as it would be without uprobe.
  */

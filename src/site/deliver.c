@@ -130,6 +130,34 @@ void up_site_unhijack(struct up_sites *mm, struct up_proc *p)
 	up_agent_for_each_return(mm->agent, put_back_one, &pb);
 }
 
+struct find_return {
+	uint64_t slot, orig;
+	bool found;
+};
+
+static void find_return_one(void *arg, uint64_t slot, uint64_t orig)
+{
+	struct find_return *fr = arg;
+
+	if (slot == fr->slot && !fr->found) {
+		fr->orig = orig;
+		fr->found = true;
+	}
+}
+
+int up_site_agent_return(struct up_sites *mm, uint64_t slot, uint64_t value, uint64_t *orig)
+{
+	struct find_return fr = { slot, 0, false };
+
+	if (!mm || !mm->agent || !UPA_RT_IS_STUB(value, up_agent_ret_tramp(mm->agent)))
+		return -ENOENT;
+	up_agent_for_each_return(mm->agent, find_return_one, &fr);
+	if (!fr.found)
+		return -ENOENT;
+	*orig = fr.orig;
+	return 0;
+}
+
 /* A raw record's probe: the uprobe's raw_id, counted as delivered. */
 static uint32_t raw_probe_of(void *arg, uint32_t id)
 {

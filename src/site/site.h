@@ -293,6 +293,9 @@ void up_site_unhijack(struct up_sites *s, struct up_proc *p);
 void up_site_record_trap_hit(struct up_proc *p, struct up_task *t, struct uprobe *u,
 			     struct user_regs_struct *regs, bool is_return);
 
+/* Stacks: value, read at slot of a thread's stack, is one of the agent's return stubs
+   (a fast-path return probe's hijack): 0 and the return it hides in *orig. */
+int up_site_agent_return(struct up_sites *mm, uint64_t slot, uint64_t value, uint64_t *orig);
 /* Stacks: the unwind directory of the process's agent made anew from its maps now (a
    library mapped or unmapped); nothing where no probe walks stacks in the process. */
 int up_site_unwind_sync(struct up_sites *mm);

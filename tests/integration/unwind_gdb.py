@@ -245,6 +245,26 @@ for frames, n in u:
     s = upto_main(frames, lambda f: f.startswith("main+"))
     ours += [tuple(uprobe_frame(f, paths) for f in s)] * n
 compare("unwind_prog under return probes", ours, g)
+# mixed: the stack key on the trap path (a common_pid key, which the agent cannot
+# compute) while the return probes are on the fast path: the tracer's walk sees the
+# agent's return stubs and shows the callers they hide, as gdb does
+cmd = [UPROBE, "trace"] + [x for e in ["r:u/r%d %s:%s" % (i, PROG if f != "lib_call" else
+                                                         paths["libunwind_lib.so"], f)
+                                       for i, f in enumerate(("c2", "c3", "lib_call"))]
+                           for x in ("-e", e)]
+cmd += ["-e", "p:u/leaf %s:leaf" % PROG, "-t", "leaf:hist:keys=stacktrace,common_pid",
+        "--", PROG, str(ROUNDS)]
+p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)
+mixed = re.findall(r"^\{ common_stacktrace:\n((?:         .*\n)+), common_pid:\s+\d+\} "
+                   r"hitcount:\s+(\d+)", p.stdout, re.M)
+if p.returncode != 0 or not mixed:
+    fail("mixed: %s exited %d\n%s" % (cmd, p.returncode, p.stdout[-1000:] + p.stderr[-1000:]))
+ours = []
+for f, n in mixed:
+    s = upto_main([l.strip() for l in f.splitlines()], lambda f: f.startswith("main+"))
+    ours += [tuple(uprobe_frame(x, paths) for x in s)] * int(n)
+compare("unwind_prog, trap-path stacks under fast-path return probes", ours, g)
+
 want = {"c1", "c1b", "big", "via_ptr", "rec", "via_tail", "via_lib", "realign", "handler",
         "lib_call"}
 seen = {f.split("+")[0] for frames, _ in u for f in frames}
