@@ -177,49 +177,12 @@ static void read_string(const struct upa_ctl *ctl, struct out *o, uint64_t addr,
 	}
 }
 
-/*
- * The frame-pointer walk, after the n frames w already has (the hit's address): at a
- * function's entry the return address at [rsp], then [rbp + 8] of each frame while
- * [rbp] goes up the stack.  Every read is checked; the walk stops at a zero, a read
- * that fails, a frame that does not go up, or max frames.  w (when not NULL) gets the
- * addresses, o (when not NULL) every read, so that the tracer's walk on the record
- * (trace/stack.c up_stack_walk, the trap path's too) reads the same and finds the
- * same frames.  Returns the frames found, n included.
- */
-static unsigned walk_stack(const struct upa_ctl *ctl, const uint64_t *frame, int at_entry,
-			   uint64_t *w, unsigned n, unsigned max, struct out *o)
-{
-	uint64_t fp = frame[UPA_RBP], pair[2];
-	int bad;
-
-	if (at_entry && n < max) {
-		bad = read_mem(ctl, &pair[1], frame[UPA_RSP], 8);
-		log_mem(o, frame[UPA_RSP], 8, bad ? UPA_MEM_FAULT : 0, &pair[1]);
-		if (!bad && pair[1]) {
-			if (w)
-				w[n] = pair[1];
-			n++;
-		}
-	}
-	while (n < max && fp && !(fp & 7)) {
-		bad = read_mem(ctl, pair, fp, 16);
-		log_mem(o, fp, 16, bad ? UPA_MEM_FAULT : 0, pair);
-		if (bad || !pair[1])
-			break;
-		if (w)
-			w[n] = pair[1];
-		n++;
-		if (pair[0] <= fp)
-			break;
-		fp = pair[0];
-	}
-	return n;
-}
-
 #define SLOT_UNKNOWN (-2) /* not looked up yet */
 
 static unsigned unwind(struct upa_ctl *ctl, const uint64_t *frame, uint64_t pc, int at_entry,
 		       uint64_t *w, unsigned max, struct out *o, int slot);
+static unsigned fp_walk(struct upa_ctl *ctl, const uint64_t *frame, uint64_t pc, int at_entry,
+			uint64_t *w, unsigned max, struct out *o, int slot);
 
 /* Evaluates f: its value into *val; the reads into o.  -1 when a read faulted. */
 static int fetch(const struct upa_ctl *ctl, const uint64_t *frame, const struct upa_fetch *f,
@@ -425,7 +388,8 @@ static void agg_stack(const struct upa_ctl *ctl, const struct upa_probe *d,
 		n = unwind((struct upa_ctl *)ctl, frame, w[0], a->at_entry && !ret, w, words, 0,
 			   SLOT_UNKNOWN);
 	else
-		n = walk_stack(ctl, frame, a->at_entry && !ret, w, 1, words, 0);
+		n = fp_walk((struct upa_ctl *)ctl, frame, w[0], a->at_entry && !ret, w, words, 0,
+			    SLOT_UNKNOWN);
 	while (n < words)
 		w[n++] = 0;
 }
@@ -688,7 +652,8 @@ static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 			unwind(ctl, frame, ret ? frame[UPA_RIP] : d->vaddr, f[i].at_entry, 0,
 			       f[i].final_len, &o, slot);
 		else
-			walk_stack(ctl, frame, f[i].at_entry, 0, 1, f[i].final_len, &o);
+			fp_walk(ctl, frame, ret ? frame[UPA_RIP] : d->vaddr, f[i].at_entry, 0,
+				f[i].final_len, &o, slot);
 	}
 	r->len = (uint32_t)(o.p - (uint8_t *)r);
 	/* what the record did not use goes back, while nobody reserved after it (strings
@@ -1061,13 +1026,37 @@ static inline __attribute__((always_inline)) uint64_t uw_ret(void *ctx, uint64_t
 	return uw_ret_stub(u, slot, value);
 }
 
+/* The pages of the thread's stack found readable by its last walk, while its rsp is in
+   them (else none yet: the rsp's page on) */
+static inline void stk_load(struct uw *u, int slot, uint64_t sp)
+{
+	uint64_t c = 0;
+
+	if (slot >= 0 && slot < UPA_RT_OWNERS)
+		c = __atomic_load_n(&u->ctl->stk[slot], __ATOMIC_RELAXED);
+	if (c && sp >= UPA_STK_LO(c) && sp < UPA_STK_HI(c)) {
+		u->lo = UPA_STK_LO(c);
+		u->hi = UPA_STK_HI(c);
+	} else {
+		u->lo = u->hi = sp & ~(uint64_t)(PAGE - 1);
+	}
+}
+
+static inline void stk_store(struct uw *u, int slot, uint64_t sp)
+{
+	if (slot >= 0 && slot < UPA_RT_OWNERS && u->hi > u->lo && sp >= u->lo && sp < u->hi &&
+	    (u->hi - u->lo) / PAGE < 0xffffff)
+		__atomic_store_n(&u->ctl->stk[slot], UPA_STK(u->hi, (u->hi - u->lo) / PAGE),
+				 __ATOMIC_RELAXED);
+}
+
 /* The stack at the hit (pc; the frame's rsp and rbp) by the unwind tables: into w
    (frames, pc first) when not NULL, every read into o when not NULL.  The frames.
    One copy (the walk and its callbacks inlined in it) for records and stack keys. */
 static __attribute__((noinline)) unsigned unwind(struct upa_ctl *ctl, const uint64_t *frame, uint64_t pc, int at_entry,
 		       uint64_t *w, unsigned max, struct out *o, int slot)
 {
-	uint64_t sp = frame[UPA_RSP], buf[UPA_AGG_KEY_WORDS], c = 0;
+	uint64_t sp = frame[UPA_RSP], buf[UPA_AGG_KEY_WORDS];
 	struct uw u = { ctl, (const struct upa_uw_dir *)__atomic_load_n(&ctl->uw_dir,
 									  __ATOMIC_ACQUIRE),
 			0, 0, o, 0, 0, 0, 0 };
@@ -1077,14 +1066,7 @@ static __attribute__((noinline)) unsigned unwind(struct upa_ctl *ctl, const uint
 		max = UPA_AGG_KEY_WORDS;
 	if (slot == SLOT_UNKNOWN)
 		slot = thread_slot(ctl);
-	if (slot >= 0 && slot < UPA_RT_OWNERS)
-		c = __atomic_load_n(&ctl->stk[slot], __ATOMIC_RELAXED);
-	if (c && sp >= UPA_STK_LO(c) && sp < UPA_STK_HI(c)) {
-		u.lo = UPA_STK_LO(c);
-		u.hi = UPA_STK_HI(c);
-	} else {
-		u.lo = u.hi = sp & ~(uint64_t)(PAGE - 1);
-	}
+	stk_load(&u, slot, sp);
 	if (slot >= 0 && slot < UPA_RT_OWNERS && ctl->uw_cache) {
 		struct upa_uw_cache *c = (struct upa_uw_cache *)ctl->uw_cache + slot;
 
@@ -1105,10 +1087,48 @@ static __attribute__((noinline)) unsigned unwind(struct upa_ctl *ctl, const uint
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		u.cache->busy = 0;
 	}
-	if (slot >= 0 && slot < UPA_RT_OWNERS && u.hi > u.lo && sp >= u.lo && sp < u.hi &&
-	    (u.hi - u.lo) / PAGE < 0xffffff)
-		__atomic_store_n(&ctl->stk[slot], UPA_STK(u.hi, (u.hi - u.lo) / PAGE),
-				 __ATOMIC_RELAXED);
+	stk_store(&u, slot, sp);
+	return n;
+}
+
+
+/* The frame-pointer walk, where the process has no unwind tables (UPROBE_STACKS=fp:
+   make bench's floor): [rsp] at an entry, then [rbp + 8] of each frame while [rbp]
+   goes up, read as the unwind walk reads (plain loads on the stack pages found
+   readable, process_vm_readv elsewhere, every read logged), so that it costs what a
+   walk costs and nothing more; trace/stack.c up_stack_walk reads the same. */
+static __attribute__((noinline)) unsigned fp_walk(struct upa_ctl *ctl, const uint64_t *frame,
+						  uint64_t pc, int at_entry, uint64_t *w,
+						  unsigned max, struct out *o, int slot)
+{
+	uint64_t sp = frame[UPA_RSP], fp = frame[UPA_RBP], pair[2];
+	struct uw u = { ctl, 0, 0, 0, o, 0, 1, 0, 0 };
+	unsigned n = 0;
+
+	if (!max)
+		return 0;
+	if (slot == SLOT_UNKNOWN)
+		slot = thread_slot(ctl);
+	stk_load(&u, slot, sp);
+	if (w)
+		w[n] = pc;
+	n++;
+	if (at_entry && n < max && !uw_read(&u, sp, &pair[1], 8) && pair[1]) {
+		if (w)
+			w[n] = pair[1];
+		n++;
+	}
+	while (n < max && fp && !(fp & 7)) {
+		if (uw_read(&u, fp, pair, 16) || !pair[1])
+			break;
+		if (w)
+			w[n] = pair[1];
+		n++;
+		if (pair[0] <= fp)
+			break;
+		fp = pair[0];
+	}
+	stk_store(&u, slot, sp);
 	return n;
 }
 
