@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include <sys/user.h>
+
 #include "trace/hist.h"
 
 struct up_trace;
@@ -163,5 +165,44 @@ int up_trace_set_wait_hook(struct up_trace *tr, void (*hook)(void *arg, int fd),
 int up_trace_dispatch(struct up_trace *tr);
 /* Every process let go, its probes removed (unmount). */
 void up_trace_detach_all(struct up_trace *tr);
+
+/*
+ * Hits handed to a caller instead of printed: a front end (src/bt/, `uprobe run`) that
+ * runs its own code at each hit.  fn is called while the hit's thread is stopped (the
+ * trap path: the session must be made with opts.no_fast and no opts.out), with the
+ * thread's registers and a reader of its memory; what it does there the thread waits
+ * for.  The hit's stack and names come from the up_trace_hit_* calls below, valid only
+ * during fn.
+ */
+struct up_trace_hit {
+	struct up_trace *tr;
+	unsigned spec;		/* the spec's index */
+	pid_t pid, tid;
+	uint64_t time_ns;	/* CLOCK_MONOTONIC at the stop */
+	bool is_return;
+	uint64_t addr;		/* the probed address */
+	const struct user_regs_struct *regs;
+	const char *comm;	/* the thread's name (cached per thread) */
+	/* the process's memory: 0 or a negative errno */
+	int (*read)(void *ctx, uint64_t addr, void *buf, size_t len);
+	void *read_ctx;
+	const void *priv;	/* the session's */
+};
+typedef void (*up_trace_hit_fn)(void *arg, const struct up_trace_hit *h);
+/* Spec i's hits go to fn (NULL: printed again).  -ENOENT: no such spec. */
+int up_trace_set_hit_fn(struct up_trace *tr, unsigned i, up_trace_hit_fn fn, void *arg);
+/* The hit's user stack, innermost first, by the unwind tables (as $ustack): the
+   number of addresses put into out. */
+unsigned up_trace_hit_ustack(const struct up_trace_hit *h, uint64_t *out, unsigned max);
+/* An address of the hit's process, named: the function holding it and the offset
+   into it (*off), 0; or -ENOENT (no symbol: *off the offset into its file, name the
+   file's base name or "" when no file). */
+int up_trace_hit_sym(const struct up_trace_hit *h, uint64_t addr, char *name, size_t size,
+		     uint64_t *off);
+/* The spec's fetch arguments' values at the hit (a USDT probe's operands: arg1..argN),
+   as integers, signed ones sign-extended: how many were put into out. */
+unsigned up_trace_hit_args(const struct up_trace_hit *h, uint64_t *out, unsigned max);
+/* The cpu the hit's thread last ran on (read from /proc), -1 when unknown. */
+int up_trace_hit_cpu(const struct up_trace_hit *h);
 
 #endif

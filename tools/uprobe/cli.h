@@ -30,6 +30,7 @@ extern const struct cli_cmd cli_cmd_decode;
 extern const struct cli_cmd cli_cmd_list;
 extern const struct cli_cmd cli_cmd_mount;
 extern const struct cli_cmd cli_cmd_report;
+extern const struct cli_cmd cli_cmd_run;
 extern const struct cli_cmd cli_cmd_trace;
 
 /* "uprobe CMD: message\n" on stderr. */
