@@ -247,17 +247,7 @@ static void builtin(struct bt_rt *rt, struct bt_node *n, struct bt_val *v)
 		break;
 	}
 	case BT_B_RETVAL: v->i = h ? (int64_t)h->regs->rax : 0; break;
-	case BT_B_FUNC:
-		v->t = BT_T_STR;
-		v->s = c->func ? c->func : "";
-		if (h && h->is_return) {
-			/* bpftrace 0.17 gives a uretprobe's func as the function's address */
-			char buf[32];
-
-			snprintf(buf, sizeof(buf), "0x%" PRIx64, h->addr);
-			v->s = arena_str(rt, buf, strlen(buf));
-		}
-		break;
+	case BT_B_FUNC: v->t = BT_T_STR; v->s = c->func ? c->func : ""; break;
 	case BT_B_PROBE: v->t = BT_T_STR; v->s = c->probe ? c->probe : ""; break;
 	case BT_B_USTACK: v->t = BT_T_STACK; v->s = ustack_text(rt, 0); break;
 	case BT_B_UID: v->i = proc_id(h ? h->pid : getpid(), "Uid:"); break;
@@ -376,8 +366,16 @@ static void format(struct bt_rt *rt, FILE *out, const char *fmt, struct bt_node 
 			spec[sl++] = *p++;
 		while (*p && ((*p >= '0' && *p <= '9') || *p == '.') && sl < 28)
 			spec[sl++] = *p++;
+		/* the length, as C's printf reads it (bpftrace hands the value to printf):
+		   %d is an int's 32 bits, %ld the 64 */
+		int bits = 32;
+
+		if (*p == 'h')
+			bits = p[1] == 'h' ? 8 : 16;
+		else if (*p && strchr("lLqjzt", *p))
+			bits = 64;
 		while (*p && strchr("hlLqjzt", *p))
-			p++; /* length: every integer is 64-bit here */
+			p++;
 		conv = *p;
 		if (!conv)
 			break;
@@ -390,13 +388,13 @@ static void format(struct bt_rt *rt, FILE *out, const char *fmt, struct bt_node 
 			if (v.t != BT_T_INT)
 				set_int(&v, 0, true);
 			memcpy(spec + sl, "lld", 4);
-			fprintf(out, spec, (long long)v.i);
+			fprintf(out, spec, (long long)cast(v.i, (unsigned)bits, true));
 			break;
 		case 'u': case 'x': case 'X': case 'o':
 			if (v.t != BT_T_INT)
 				set_int(&v, 0, false);
 			spec[sl] = 'l', spec[sl + 1] = 'l', spec[sl + 2] = conv, spec[sl + 3] = '\0';
-			fprintf(out, spec, (unsigned long long)v.i);
+			fprintf(out, spec, (unsigned long long)cast(v.i, (unsigned)bits, false));
 			break;
 		case 'p':
 			fprintf(out, "0x%llx", (unsigned long long)v.i);
@@ -448,8 +446,10 @@ static void do_print(struct bt_rt *rt, struct bt_node *n)
 		return;
 	}
 	eval(rt, a, &v);
-	if (v.t == BT_T_INT)
-		fprintf(rt->out, v.sign ? "%" PRId64 "\n" : "%" PRIu64 "\n", v.i);
+	if (v.t == BT_T_INT && v.sign)
+		fprintf(rt->out, "%" PRId64 "\n", v.i);
+	else if (v.t == BT_T_INT)
+		fprintf(rt->out, "%" PRIu64 "\n", (uint64_t)v.i);
 	else if (v.t == BT_T_STACK)
 		format(rt, rt->out, "%s\n", n->v, 1);
 	else

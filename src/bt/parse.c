@@ -550,6 +550,14 @@ static struct bt_node *primary(struct parser *ps)
 		char *name = ps->text;
 
 		ps->text = NULL;
+		if (!strcmp(name, "while") || !strcmp(name, "unroll") || !strcmp(name, "for") ||
+		    !strcmp(name, "return") || !strcmp(name, "struct") || !strcmp(name, "let") ||
+		    !strcmp(name, "macro") || !strcmp(name, "import")) {
+			fail(ps, line, col, len, "uprobe run does not take '%s' (bpftrace's, not "
+			     "implemented here yet)", name);
+			free(name);
+			return NULL;
+		}
 		next(ps);
 		if (ps->t == T_LP) {
 			int f;
