@@ -19,7 +19,7 @@ foreach(mode compare tools nonroot errors misc)
     add_test(NAME run.${mode} COMMAND ${UPROBE_RUN_PY}
       ${CMAKE_CURRENT_LIST_DIR}/integration/run_bpftrace.py ${mode}
       $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:run_work> $<TARGET_FILE:run_host>
-      $<TARGET_FILE:run_host>)
+      $<$<TARGET_EXISTS:usdt_prog>:$<TARGET_FILE:usdt_prog>>)
   else()
     add_test(NAME run.${mode}
       COMMAND sh -c "echo 'SKIP: python3 not found (Debian package python3)'; exit 77")

@@ -474,8 +474,12 @@ static void call(struct bt_rt *rt, struct bt_node *n, struct bt_val *v)
 		struct tm tm;
 
 		localtime_r(&now, &tm);
+		/* the program's format, as bpftrace's time() takes it */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 		if (!strftime(buf, sizeof(buf), n->n ? n->v[0]->s : "%H:%M:%S\n", &tm))
 			buf[0] = '\0';
+#pragma GCC diagnostic pop
 		fputs(buf, rt->out);
 		break;
 	}

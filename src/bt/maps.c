@@ -269,7 +269,9 @@ void bt_entry_value(const struct bt_map *m, const struct bt_entry *e, struct bt_
 {
 	memset(out, 0, sizeof(*out));
 	out->t = BT_T_INT;
-	out->sign = m->kind != BT_M_COUNT && (m->kind != BT_M_INT || m->vsign);
+	out->sign = m->kind == BT_M_AVG || m->kind == BT_M_STATS ||
+		    ((m->kind == BT_M_INT || m->kind == BT_M_SUM || m->kind == BT_M_MIN ||
+		      m->kind == BT_M_MAX) && m->vsign);
 	out->bits = 64;
 	switch (m->kind) {
 	case BT_M_STR: out->t = m->vty; out->s = e ? e->s : ""; break;
@@ -323,7 +325,7 @@ static int entry_cmp(const void *pa, const void *pb)
 			return (uint64_t)a->v < (uint64_t)b->v ? -1 : 1;
 		break;
 	case BT_M_INT: case BT_M_SUM: case BT_M_MIN: case BT_M_MAX:
-		if (m->kind == BT_M_INT && !m->vsign && (uint64_t)a->v != (uint64_t)b->v)
+		if (!m->vsign && (uint64_t)a->v != (uint64_t)b->v)
 			return (uint64_t)a->v < (uint64_t)b->v ? -1 : 1;
 		if (a->v != b->v)
 			return a->v < b->v ? -1 : 1;

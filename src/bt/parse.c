@@ -980,6 +980,7 @@ struct checker {
 	struct bt_probe *probe;
 	enum bt_ty *vty; /* scratch variables' types (per program) */
 	bool *vset;
+	bool *vsign; /* their values signed */
 };
 
 static void check(struct checker *ck, struct bt_node *n);
@@ -1123,6 +1124,22 @@ static void check_call(struct checker *ck, struct bt_node *n, struct bt_node *as
 		if (n->v[i]->ty != BT_T_INT && f != F_PRINT)
 			fail(ck->ps, n->v[i]->line, n->v[i]->col, n->v[i]->len,
 			     "%s() expects an integer argument", n->s);
+	}
+}
+
+/* Whether bpftrace gives the value a signed type: casts say, literals are, the
+   builtins (u64) are not; arithmetic is when both sides are. */
+static bool expr_signed(struct checker *ck, const struct bt_node *n)
+{
+	switch (n->k) {
+	case BT_N_CAST: return n->sign;
+	case BT_N_INT: return true;
+	case BT_N_UN: return n->op == T_MINUS || expr_signed(ck, n->a);
+	case BT_N_BIN: return expr_signed(ck, n->a) && expr_signed(ck, n->b);
+	case BT_N_TERN: return expr_signed(ck, n->b) && expr_signed(ck, n->c);
+	case BT_N_VAR: return ck->vsign[n->id];
+	case BT_N_MAP: return ck->ps->p->maps[n->id].vsign;
+	default: return false;
 	}
 }
 
@@ -1312,6 +1329,10 @@ static void check(struct checker *ck, struct bt_node *n)
 				m->lmin = mn, m->lmax = mx, m->lstep = st;
 			}
 			set_map_kind(ck, l, kinds[r->op], BT_T_INT, n);
+			/* bpftrace: sum, min and max of a signed value print signed; of the
+			   builtins (arg0, retval: u64), unsigned */
+			if (r->n && (r->op == F_SUM || r->op == F_MIN || r->op == F_MAX))
+				m->vsign = m->vsign || expr_signed(ck, r->v[0]);
 			return;
 		}
 		check(ck, r);
@@ -1334,7 +1355,7 @@ static void check(struct checker *ck, struct bt_node *n)
 				if (r->k == BT_N_CAST)
 					m->vbits = (unsigned)r->ival, m->vsign = r->sign;
 				else if (!m->vbits)
-					m->vbits = 64, m->vsign = true;
+					m->vbits = 64, m->vsign = expr_signed(ck, r);
 			}
 		} else {
 			if (n->op != T_ASSIGN && !ck->vset[l->id]) {
@@ -1349,6 +1370,7 @@ static void check(struct checker *ck, struct bt_node *n)
 			}
 			ck->vset[l->id] = true;
 			ck->vty[l->id] = r->ty;
+			ck->vsign[l->id] = r->ty == BT_T_INT && expr_signed(ck, r);
 		}
 		return;
 	}
@@ -1479,7 +1501,9 @@ int bt_parse(const char *src, const char *name, struct bt_prog **out, char *err,
 
 		ck.vty = calloc(p->nvars + 1, sizeof(*ck.vty));
 		ck.vset = calloc(p->nvars + 1, sizeof(*ck.vset));
-		for (unsigned i = 0; i < p->nprobes && !ps.failed && ck.vty && ck.vset; i++) {
+		ck.vsign = calloc(p->nvars + 1, sizeof(*ck.vsign));
+		for (unsigned i = 0; i < p->nprobes && !ps.failed && ck.vty && ck.vset && ck.vsign;
+		     i++) {
 			ck.probe = &p->probes[i];
 			memset(ck.vset, 0, (p->nvars + 1) * sizeof(*ck.vset));
 			check(&ck, ck.probe->pred);
@@ -1487,6 +1511,7 @@ int bt_parse(const char *src, const char *name, struct bt_prog **out, char *err,
 		}
 		free(ck.vty);
 		free(ck.vset);
+		free(ck.vsign);
 		for (unsigned i = 0; i < p->nmaps && !ps.failed; i++) {
 			if (p->maps[i].kind == BT_M_NONE)
 				fail(&ps, 1, 1, 1, "Undefined map: %s", p->maps[i].name);

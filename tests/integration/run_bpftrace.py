@@ -282,7 +282,7 @@ def cmd_errors(uprobe, work):
     finish()
 
 
-def cmd_misc(uprobe, work):
+def cmd_misc(uprobe, work, usdt=None):
     bt, why = have_bpftrace()
     # -l
     b = run([uprobe, "run", "-l", "uprobe:%s:work_*" % work])
@@ -344,6 +344,24 @@ def cmd_misc(uprobe, work):
         if p.poll() is None:
             p.kill()
     shutil.rmtree(tmp, ignore_errors=True)
+    # usdt: the project's USDT target (tests/targets/usdt_prog.c), its operands as
+    # arg0..argN (bpftrace 0.17 cannot read test:plain's memory operand; we can)
+    if usdt and os.path.exists(usdt):
+        prog = ('usdt:%s:test:tick { @[arg0] = count(); @l[str(arg2)] = count(); '
+                '@n = sum(arg3); @m = sum((int16)arg3); } U:%s:plain { @p = lhist(arg0, 100, '
+                '110, 1); }' % (usdt, usdt))
+        b = run([uprobe, "run", "-e", prog, "-c", usdt + " 5"])
+        want = (b"@[1]: 1\n@[2]: 1\n@[3]: 1\n@[4]: 1\n@[5]: 1\n@l[gamma]: 1\n@l[alpha]: 2\n"
+                b"@l[beta]: 2\n@m: -15\n@n: 18446744073709551601\n@p: \n"
+                b"[101, 102)             1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n"
+                b"[102, 103)             1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n"
+                b"[103, 104)             1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n"
+                b"[104, 105)             1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n"
+                b"[105, 106)             1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\n")
+        ok = b.stdout.startswith(b"Attaching 2 probes...\n") and b.stdout.endswith(b"\n\n\n" + want)
+        check(ok, "usdt:BIN:PROVIDER:NAME and U:BIN:NAME, their operands")
+        if not ok:
+            print(b.stdout.decode(errors="replace"), b.stderr.decode(errors="replace"))
     finish()
 
 
@@ -358,7 +376,7 @@ def main():
     elif mode == "errors":
         cmd_errors(uprobe, work)
     elif mode == "misc":
-        cmd_misc(uprobe, work)
+        cmd_misc(uprobe, work, sys.argv[5] if len(sys.argv) > 5 else None)
     else:
         sys.exit("unknown mode " + mode)
 
