@@ -14,7 +14,7 @@ target_link_libraries(run_host PRIVATE pthread)
 
 find_program(UPROBE_RUN_PY NAMES python3)
 set(_run_tests)
-foreach(mode compare tools nonroot errors misc)
+foreach(mode compare fast tools nonroot errors misc)
   if(UPROBE_RUN_PY)
     add_test(NAME run.${mode} COMMAND ${UPROBE_RUN_PY}
       ${CMAKE_CURRENT_LIST_DIR}/integration/run_bpftrace.py ${mode}

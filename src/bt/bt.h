@@ -170,6 +170,9 @@ void bt_table_zero(struct bt_map *m);
 /* Entry updates. */
 void bt_entry_set(struct bt_map *m, struct bt_entry *e, const struct bt_val *v);
 void bt_entry_agg(struct bt_map *m, struct bt_entry *e, int64_t v);
+/* What an in-process table aggregated: hits hits; v their sum (sum, avg, stats), their
+   min or max, or (hist, lhist) the one value that came hits times. */
+void bt_entry_merge(struct bt_map *m, struct bt_entry *e, uint64_t hits, int64_t v);
 /* The entry's value as an expression reads it (count, sum, avg, int, string). */
 void bt_entry_value(const struct bt_map *m, const struct bt_entry *e, struct bt_val *out);
 /* print(@m) */

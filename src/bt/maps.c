@@ -265,6 +265,27 @@ void bt_entry_agg(struct bt_map *m, struct bt_entry *e, int64_t v)
 	}
 }
 
+void bt_entry_merge(struct bt_map *m, struct bt_entry *e, uint64_t hits, int64_t v)
+{
+	switch (m->kind) {
+	case BT_M_COUNT: e->v += (int64_t)hits; break;
+	case BT_M_SUM: e->v += v; break;
+	case BT_M_MIN: if (!e->has || v < e->v) e->v = v; e->has = true; break;
+	case BT_M_MAX: if (!e->has || v > e->v) e->v = v; e->has = true; break;
+	case BT_M_AVG: case BT_M_STATS: e->count += (int64_t)hits; e->total += v; break;
+	case BT_M_HIST: case BT_M_LHIST: {
+		/* v is one value that came hits times */
+		unsigned i = m->kind == BT_M_HIST ? log2_bucket(v) :
+			     v < m->lmin ? 0 : v >= m->lmax ? e->nb - 1 :
+			     (unsigned)((v - m->lmin) / m->lstep) + 1;
+
+		e->b[i] += hits;
+		break;
+	}
+	default: break;
+	}
+}
+
 void bt_entry_value(const struct bt_map *m, const struct bt_entry *e, struct bt_val *out)
 {
 	memset(out, 0, sizeof(*out));

@@ -1029,6 +1029,29 @@ struct up_hist_table *up_hist_table_clone(const struct up_hist_table *t)
 	return c;
 }
 
+int up_hist_table_for_each(const struct up_hist_table *t, up_hist_entry_fn fn, void *ctx)
+{
+	for (unsigned i = 0; t && i < t->nents; i++) {
+		const struct hist_entry *e = &t->ents[i];
+		struct up_hist_key k;
+		int rc;
+
+		for (unsigned j = 0; j < UP_HIST_KEYS_MAX; j++) {
+			k.num[j] = e->num[j];
+			k.str[j] = e->str[j];
+		}
+		rc = fn(ctx, &k, e->hits, e->val);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+uint64_t up_hist_table_dropped(const struct up_hist_table *t)
+{
+	return t ? t->dropped : 0;
+}
+
 uint64_t up_hist_table_hits(const struct up_hist_table *t)
 {
 	return t ? t->hits : 0;

@@ -137,6 +137,13 @@ int up_hist_table_merge(struct up_hist_table *dst, const struct up_hist_table *s
 /* A copy of t (to add live entries to before printing); NULL on -ENOMEM. */
 struct up_hist_table *up_hist_table_clone(const struct up_hist_table *t);
 uint64_t up_hist_table_hits(const struct up_hist_table *t);
+/* Every entry of t, in the order they came: its key, hits and vals (as up_hist_table_add
+   combined them).  A non-zero return from fn stops the walk and is returned. */
+typedef int (*up_hist_entry_fn)(void *ctx, const struct up_hist_key *k, uint64_t hits,
+				const uint64_t *vals);
+int up_hist_table_for_each(const struct up_hist_table *t, up_hist_entry_fn fn, void *ctx);
+/* Hits that found no room in t. */
+uint64_t up_hist_table_dropped(const struct up_hist_table *t);
 unsigned up_hist_table_entries(const struct up_hist_table *t);
 
 /* The trigger as the kernel's trigger file lists it:

@@ -78,6 +78,11 @@ int up_trace_trigger_text(struct up_trace *tr, unsigned i, char *buf, size_t siz
    style (enum up_hist_style: text as the kernel's hist file, JSON, bpftrace's bars). */
 void up_trace_print_hists(struct up_trace *tr, enum up_hist_style style, FILE *out);
 int up_trace_print_hist(struct up_trace *tr, unsigned i, enum up_hist_style style, FILE *out);
+/* Spec i's trigger table's entries as they stand (the agents' live tables merged in),
+   each to fn (trace/hist.h); *dropped (may be NULL): hits that found no room.
+   -ENOENT: no trigger there. */
+int up_trace_hist_for_each(struct up_trace *tr, unsigned i, up_hist_entry_fn fn, void *ctx,
+			   uint64_t *dropped);
 
 /* Fast-path records dropped because a ring was full, so far. */
 uint64_t up_trace_lost(struct up_trace *tr);

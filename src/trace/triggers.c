@@ -309,6 +309,32 @@ int up_trace_print_hist(struct up_trace *tr, unsigned i, enum up_hist_style styl
 	return rc;
 }
 
+int up_trace_hist_for_each(struct up_trace *tr, unsigned i, up_hist_entry_fn fn, void *ctx,
+			   uint64_t *dropped)
+{
+	struct tspec *ts = i < tr->nspecs ? tr->specs[i] : NULL;
+	struct up_hist_table *t;
+	int rc;
+
+	if (!ts || !ts->hist)
+		return -ENOENT;
+	t = up_hist_table_clone(ts->hist->base);
+	if (!t)
+		return -ENOMEM;
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next)
+		for (struct tprobe *p = tp->probes; p; p = p->next) {
+			struct live_read lr = { p, t };
+
+			if (p->ts == ts && p->u.agg_handler)
+				uprobe_agg_read(tr->ctx, &p->u, live_one, &lr);
+		}
+	rc = up_hist_table_for_each(t, fn, ctx);
+	if (dropped)
+		*dropped = up_hist_table_dropped(t);
+	up_hist_table_free(t);
+	return rc;
+}
+
 void up_trace_print_hists(struct up_trace *tr, enum up_hist_style style, FILE *out)
 {
 	unsigned n = 0;

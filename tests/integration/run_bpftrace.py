@@ -116,6 +116,42 @@ def one_liners(w):
     ]
 
 
+def fast_liners(w):
+    f = lambda s: s.replace("W", w)
+    return f('uprobe:W:work_size { @h = hist(arg0); } uprobe:W:work_size '
+             '{ @l = lhist(arg0, 0, 70000, 5000); } uprobe:W:work_size '
+             '{ @l2 = lhist(arg0, 3, 70000, 5000); } uprobe:W:work_key { @[arg0] = count(); } '
+             'uprobe:W:work_key { @s[arg0] = sum(arg0); } uretprobe:W:work_ret '
+             '{ @r = hist(retval); } uprobe:W:work_size { @st = stats(arg0); } '
+             'uprobe:W:work_size { @mx = max(arg0); } uprobe:W:work_size { @mn = min(arg0); } '
+             'uprobe:W:work_key { @c = count(); } uprobe:W:work_key { @a[arg0] = avg(arg0); } '
+             'uprobe:W:work_key { @k2[arg0, arg0 % 2] = count(); }')
+
+
+def cmd_fast(uprobe, work):
+    """Bodies of one aggregation run in the process (hist triggers): the same maps as
+    the trap path's (--no-fast) and as bpftrace's."""
+    prog = fast_liners(work)
+    a = run([uprobe, "run", "-v", "-e", prog, "-c", work])
+    b = run([uprobe, "run", "--no-fast", "-e", prog, "-c", work])
+    inproc = a.stderr.count(b": in the process (")
+    check(inproc == 11, "11 of the 12 probes in the process (-v says so): %d" % inproc)
+    if inproc != 11:
+        print(a.stderr.decode(errors="replace"))
+    check(a.returncode == 0 and a.stdout == b.stdout, "in the process: the trap path's maps")
+    if a.stdout != b.stdout:
+        print(diff(b.stdout, a.stdout))
+    bt, why = have_bpftrace()
+    if bt:
+        c = run([bt, "-e", prog, "-c", work])
+        check(c.stdout == a.stdout, "in the process: bpftrace's maps")
+        if c.stdout != a.stdout:
+            print(diff(c.stdout, a.stdout))
+    else:
+        print("note: " + why)
+    finish()
+
+
 def cmd_compare(uprobe, work):
     bt = need_bpftrace()
     for prog in one_liners(work):
@@ -370,7 +406,9 @@ def main():
     if mode == "compare":
         cmd_compare(uprobe, work)
     elif mode == "tools":
-        cmd_tools(uprobe, work, sys.argv[4], sys.argv[5])
+        cmd_tools(uprobe, work, sys.argv[4], sys.argv[4])
+    elif mode == "fast":
+        cmd_fast(uprobe, work)
     elif mode == "nonroot":
         cmd_nonroot(uprobe, work)
     elif mode == "errors":

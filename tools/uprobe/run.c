@@ -69,6 +69,7 @@ static void run_usage(FILE *out)
 	      "  -o FILE      the output into FILE\n"
 	      "  -l [PATTERN] list the probes PATTERN matches: uprobe:PATH:GLOB\n"
 	      "  -v           say where each probe was placed, on standard error\n"
+	      "      --no-fast  every body on the trap path (see below)\n"
 	      "  ARG...       the program's $1, $2, ...\n"
 	      "\n"
 	      "Probes:      uprobe:BIN:FUNC (u), uretprobe:BIN:FUNC (ur), usdt:BIN:[PROV:]NAME (U),\n"
@@ -94,9 +95,154 @@ static void run_usage(FILE *out)
 	      "  uprobe run -e 'u:libc:open* { @[func, comm] = count(); }' -p 1234\n"
 	      "  uprobe run /usr/sbin/gethostlatency.bt -c 'getent hosts localhost'\n"
 	      "\n"
-	      "Each hit stops its thread while the body runs in uprobe (the trap path, ~10 us).\n"
+	      "A probe whose body is one aggregation of argN, retval or tid into a map used\n"
+	      "nowhere else (@[arg0] = count(), @h = hist(arg1), @s[arg0] = sum(arg2)) runs\n"
+	      "in the process, without stopping the thread; any other body stops its thread\n"
+	      "while it runs in uprobe (the trap path, ~10 us a hit).  -v says which.\n"
 	      "Exit status: 0; 1 when the program cannot run; 2 for a bad command line.\n",
 	      out);
+}
+
+
+/*
+ * A probe whose body the process can run: no predicate, one statement
+ * @m[K, ...] = count() | sum(V) | avg(V) | stats(V) | min(V) | max(V) | hist(V) |
+ * lhist(V, ...), keys and V each argN (uprobe), retval (uretprobe) or tid, and @m used
+ * nowhere else.  It becomes a hist trigger on the probe's spec (trace/hist.h): the
+ * agent aggregates in the traced thread, the tracer reads its table at the end into
+ * @m.  A hist or lhist keeps its value as a key (the kernel's .log2 rounds where
+ * bpftrace's buckets do not); a map without keys is keyed by the thread, merged.
+ */
+struct fastplan {
+	char fetch[256]; /* the spec's fetch arguments: " a0=%di rv=$retval" */
+	char trigger[256]; /* "hist:keys=...:vals=...:size=N" (after GRP/EVENT:) */
+	int map;
+	unsigned nmapkeys;
+	bool valkey; /* the value is the last key */
+	bool has_val;
+	unsigned size; /* the table's entries, per process */
+};
+
+static int count_map_refs(const struct bt_node *n, int map)
+{
+	int c = 0;
+
+	if (!n)
+		return 0;
+	if (n->k == BT_N_MAP && n->id == map)
+		c++;
+	c += count_map_refs(n->a, map) + count_map_refs(n->b, map) + count_map_refs(n->c, map);
+	for (unsigned i = 0; i < n->n; i++)
+		c += count_map_refs(n->v[i], map);
+	return c;
+}
+
+/* The trigger's field for a value, its fetch argument added; NULL when the agent
+   cannot give it. */
+static const char *fast_field(struct fastplan *fp, const struct bt_node *n, bool ret)
+{
+	static const char *const regs[6] = { "%di", "%si", "%dx", "%cx", "%r8", "%r9" };
+	static const char *const names[6] = { "a0", "a1", "a2", "a3", "a4", "a5" };
+
+	/* tid (common_pid) is the tracer's to read: the agent gives it no key */
+	if (n->k != BT_N_BUILTIN)
+		return NULL;
+	if (n->ival == BT_B_RETVAL && ret) {
+		if (!strstr(fp->fetch, " rv="))
+			strcat(fp->fetch, " rv=$retval");
+		return "rv";
+	}
+	if (n->ival >= BT_B_ARG0 && n->ival < BT_B_ARG0 + 6 && !ret) {
+		int i = (int)(n->ival - BT_B_ARG0);
+		char f[32];
+
+		snprintf(f, sizeof(f), " %s=%s", names[i], regs[i]);
+		if (!strstr(fp->fetch, f))
+			strcat(fp->fetch, f);
+		return names[i];
+	}
+	return NULL;
+}
+
+static bool fast_plan(const struct bt_prog *p, unsigned pi, struct fastplan *fp)
+{
+	const struct bt_probe *pr = &p->probes[pi];
+	const struct bt_node *st, *l, *r;
+	const struct bt_map *m;
+	char keys[160] = "";
+	const char *vals = "hitcount", *f;
+	char vbuf[48];
+	bool ret = false;
+	int refs = 0;
+
+	memset(fp, 0, sizeof(*fp));
+	if (pr->pred || !pr->body || pr->body->n != 1)
+		return false;
+	for (unsigned j = 0; j < pr->nap; j++) {
+		if (pr->ap[j].kind != BT_P_UPROBE && pr->ap[j].kind != BT_P_URETPROBE)
+			return false;
+		if (j && (pr->ap[j].kind == BT_P_URETPROBE) != ret)
+			return false;
+		ret = pr->ap[j].kind == BT_P_URETPROBE;
+	}
+	st = pr->body->v[0];
+	if (st->k != BT_N_ASSIGN || st->a->k != BT_N_MAP || st->b->k != BT_N_CALL)
+		return false;
+	l = st->a;
+	r = st->b;
+	m = &p->maps[l->id];
+	if (m->kind < BT_M_COUNT)
+		return false;
+	for (unsigned i = 0; i < p->nprobes; i++)
+		refs += count_map_refs(p->probes[i].pred, l->id) +
+			count_map_refs(p->probes[i].body, l->id);
+	if (refs != 1)
+		return false;
+	if (l->n + (m->kind == BT_M_HIST || m->kind == BT_M_LHIST) > 3)
+		return false;
+	for (unsigned i = 0; i < l->n; i++) {
+		f = fast_field(fp, l->v[i], ret);
+		if (!f)
+			return false;
+		snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys), "%s%s", i ? "," : "", f);
+	}
+	fp->nmapkeys = l->n;
+	if (r->n) {
+		f = fast_field(fp, r->v[0], ret);
+		if (!f)
+			return false;
+		fp->has_val = true;
+		if (m->kind == BT_M_LHIST && m->lmin >= 0 && m->lmin % m->lstep == 0 &&
+		    (m->lmax - m->lmin) % m->lstep == 0) {
+			/* buckets of step from 0 are lhist's own: any value of one lands in
+			   the same bucket as its key */
+			snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys),
+				 "%s%s.buckets=%" PRId64, l->n ? "," : "", f, m->lstep);
+			fp->valkey = true;
+		} else if (m->kind == BT_M_HIST || m->kind == BT_M_LHIST) {
+			/* the value itself: the agent's .log2 is the kernel's ceil(log2 v),
+			   bpftrace's buckets are floor(log2 v) */
+			snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys), "%s%s",
+				 l->n ? "," : "", f);
+			fp->valkey = true;
+			fp->size = 65536;
+		} else {
+			snprintf(vbuf, sizeof(vbuf), "%s%s", f, m->kind == BT_M_MIN ? ".min" :
+				 m->kind == BT_M_MAX ? ".max" : "");
+			vals = vbuf;
+		}
+	}
+	if (!keys[0]) {
+		/* a map without keys: one constant key */
+		strcat(fp->fetch, " k=\\0");
+		snprintf(keys, sizeof(keys), "k");
+	}
+	fp->map = l->id;
+	if (!fp->size)
+		fp->size = 8192;
+	snprintf(fp->trigger, sizeof(fp->trigger), "hist:keys=%s:vals=%s:size=%u", keys, vals,
+		 fp->size);
+	return true;
 }
 
 /* A probe the session holds: which program probe and what its builtins say. */
@@ -108,6 +254,8 @@ struct hooked {
 	bool usdt;
 	FILE *out;
 	bool flush;
+	unsigned spec;
+	const struct fastplan *fast; /* in-process: its trigger's table feeds the map */
 };
 
 static void on_hit(void *arg, const struct up_trace_hit *h)
@@ -325,6 +473,7 @@ struct adder {
 	int verbose;
 	FILE *out;
 	bool flush;
+	const struct fastplan *fast; /* the probe's, or NULL: the trap path */
 	char err[1024];
 };
 
@@ -366,7 +515,21 @@ static int add_one(void *ctx, const char *spec)
 		k->name = NULL;
 	if (!k->func || !k->name)
 		return -ENOMEM;
-	up_trace_set_hit_fn(a->tr, i, on_hit, k);
+	k->spec = i;
+	if (a->fast) {
+		char trig[512];
+
+		snprintf(trig, sizeof(trig), "%s/%s:%s", sp->group, sp->event, a->fast->trigger);
+		if (up_trace_add_trigger(a->tr, trig, err, sizeof(err)) == 0) {
+			k->fast = a->fast;
+			if (a->verbose > 0)
+				fprintf(stderr, "uprobe run: %s: in the process (%s)\n", k->name, trig);
+		} else if (a->verbose > 0) {
+			fprintf(stderr, "uprobe run: %s: the trap path: %s\n", k->name, err);
+		}
+	}
+	if (!k->fast)
+		up_trace_set_hit_fn(a->tr, i, on_hit, k);
 	a->added++;
 	if (a->verbose > 0)
 		fprintf(stderr, "uprobe run: %s: %s\n", k->name, spec);
@@ -379,7 +542,7 @@ static bool has_glob(const char *s)
 }
 
 /* The program's user-space attach points, into the session. */
-static int add_probes(struct adder *a, struct bt_prog *p, pid_t pid)
+static int add_probes(struct adder *a, struct bt_prog *p, pid_t pid, struct fastplan *plans)
 {
 	for (unsigned i = 0; i < p->nprobes; i++)
 		for (unsigned j = 0; j < p->probes[i].nap; j++) {
@@ -405,9 +568,11 @@ static int add_probes(struct adder *a, struct bt_prog *p, pid_t pid)
 				snprintf(text, sizeof(text), "u:bt%u_%u/%s %s:%s", i, j, "e", path,
 					 ap->func);
 			else
-				snprintf(text, sizeof(text), "%c:bt%u_%u/%s %s:%s",
+				snprintf(text, sizeof(text), "%c:bt%u_%u/%s %s:%s%s",
 					 ap->kind == BT_P_URETPROBE ? 'r' : 'p', i, j,
-					 has_glob(ap->func) ? "*" : "e", path, ap->func);
+					 has_glob(ap->func) ? "*" : "e", path, ap->func,
+					 plans && plans[i].trigger[0] ? plans[i].fetch : "");
+			a->fast = plans && plans[i].trigger[0] ? &plans[i] : NULL;
 			a->elf = NULL;
 			if (ap->kind != BT_P_USDT && has_glob(ap->func) &&
 			    up_sym_elf_open(path, &a->elf))
@@ -425,6 +590,57 @@ static int add_probes(struct adder *a, struct bt_prog *p, pid_t pid)
 			}
 		}
 	return 0;
+}
+
+
+struct feed {
+	struct bt_map *m;
+	const struct fastplan *fp;
+	unsigned fails;
+};
+
+static int feed_one(void *ctx, const struct up_hist_key *k, uint64_t hits, const uint64_t *vals)
+{
+	struct feed *fd = ctx;
+	struct bt_val key[3];
+	struct bt_entry *e;
+	int64_t v = 0;
+
+	memset(key, 0, sizeof(key));
+	for (unsigned i = 0; i < fd->fp->nmapkeys; i++) {
+		key[i].t = BT_T_INT;
+		key[i].bits = 64;
+		key[i].i = (int64_t)k->num[i];
+	}
+	if (fd->fp->valkey)
+		v = (int64_t)k->num[fd->fp->nmapkeys];
+	else if (fd->fp->has_val)
+		v = (int64_t)vals[0];
+	e = bt_table_get(fd->m, key, fd->fp->nmapkeys, true);
+	if (!e) {
+		fd->fails++;
+		return 0;
+	}
+	bt_entry_merge(fd->m, e, hits, v);
+	return 0;
+}
+
+/* The in-process tables into the program's maps, before the session goes. */
+static void feed_maps(struct up_trace *tr, struct bt_prog *p, struct adder *a)
+{
+	for (unsigned i = 0; i < a->nhooks; i++) {
+		const struct hooked *k = a->hooks[i];
+		struct feed fd = { .m = k->fast ? &p->maps[k->fast->map] : NULL, .fp = k->fast };
+		uint64_t dropped = 0;
+
+		if (!k->fast)
+			continue;
+		up_trace_hist_for_each(tr, k->spec, feed_one, &fd, &dropped);
+		if (dropped || fd.fails)
+			cli_err("run", "%s: %" PRIu64 " hits found no room in the in-process table "
+				"(%u keys): left out of %s (--no-fast counts every one)", k->name,
+				dropped + fd.fails, k->fast->size, p->maps[k->fast->map].name);
+	}
 }
 
 /* -l PATTERN: the functions a uprobe:PATH:GLOB matches, one probe a line. */
@@ -553,11 +769,13 @@ static int run_run(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' },
+		{ "no-fast", no_argument, NULL, 'F' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *prog_text = NULL, *prog_file = NULL, *outpath = NULL, *cmd = NULL;
 	const char *format = NULL;
-	bool list = false;
+	bool list = false, no_fast = false;
+	struct fastplan *plans = NULL;
 	int verbose = 0, c, status = CLI_OK, rc;
 	pid_t pid = 0, child = 0;
 	char *src = NULL, err[4096];
@@ -581,6 +799,7 @@ static int run_run(int argc, char **argv)
 		case 'f': format = optarg; break;
 		case 'l': list = true; break;
 		case 'v': verbose++; break;
+		case 'F': no_fast = true; break;
 		case 'p': {
 			char *end;
 			long v = strtol(optarg, &end, 10);
@@ -678,8 +897,13 @@ static int run_run(int argc, char **argv)
 		}
 	}
 	if (nuser) {
-		struct up_trace_opts opts = { .out = NULL, .follow = true, .no_fast = true,
+		struct up_trace_opts opts = { .out = NULL, .follow = true, .no_fast = no_fast,
 					      .verbose = verbose };
+
+		plans = calloc(prog->nprobes, sizeof(*plans));
+		for (unsigned i = 0; plans && !no_fast && i < prog->nprobes; i++)
+			if (!fast_plan(prog, i, &plans[i]))
+				plans[i].trigger[0] = '\0';
 
 		rc = up_trace_new(&opts, &tr);
 		if (rc) {
@@ -701,7 +925,7 @@ static int run_run(int argc, char **argv)
 		ad.verbose = verbose;
 		ad.out = out;
 		ad.flush = flush;
-		rc = add_probes(&ad, prog, pid);
+		rc = add_probes(&ad, prog, pid, plans);
 		if (rc) {
 			if (rc == -ENOMEM)
 				cli_err("run", "%s", strerror(-rc));
@@ -812,7 +1036,10 @@ static int run_run(int argc, char **argv)
 
 		setitimer(ITIMER_REAL, &off, NULL);
 	}
-	/* the probes out before END: the process runs on, unprobed */
+	/* the probes out before END: the process runs on, unprobed; what the processes
+	   aggregated comes into the maps first */
+	if (tr)
+		feed_maps(tr, prog, &ad);
 	if (tr) {
 		up_trace_free(tr);
 		tr = NULL;
@@ -852,6 +1079,7 @@ out:
 		free(ad.hooks[i]);
 	}
 	free(ad.hooks);
+	free(plans);
 	if (cargv) {
 		free(cargv[0]);
 		free(cargv);
