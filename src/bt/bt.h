@@ -165,6 +165,8 @@ void bt_table_free(struct bt_table *t);
 /* The entry of key (n values), made when absent if make.  NULL when absent. */
 struct bt_entry *bt_table_get(struct bt_map *m, const struct bt_val *key, unsigned n, bool make);
 void bt_table_delete(struct bt_map *m, const struct bt_val *key, unsigned n);
+/* New keys refused because the map held its *max keys (BPFTRACE_MAP_KEYS_MAX, 4096). */
+uint64_t bt_table_dropped(const struct bt_map *m, size_t *max);
 void bt_table_clear(struct bt_map *m);
 void bt_table_zero(struct bt_map *m);
 /* Entry updates. */

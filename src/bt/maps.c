@@ -31,6 +31,8 @@ struct bt_entry {
 struct bt_table {
 	struct bt_entry **b;
 	size_t nb, n;
+	size_t max;	  /* keys it takes (bpftrace's BPFTRACE_MAP_KEYS_MAX, 4096) */
+	uint64_t dropped; /* new keys refused: it was full */
 };
 
 struct bt_table *bt_table_new(void)
@@ -40,6 +42,17 @@ struct bt_table *bt_table_new(void)
 	if (!t)
 		return NULL;
 	t->nb = 64;
+	t->max = 4096;
+	{
+		/* as bpftrace: a map holds BPFTRACE_MAP_KEYS_MAX keys, and a process that
+		   makes more cannot grow the tracer without bound */
+		const char *e = getenv("BPFTRACE_MAP_KEYS_MAX");
+		char *end;
+		unsigned long long v = e ? strtoull(e, &end, 10) : 0;
+
+		if (e && !*end && v > 0 && v <= (1ull << 26))
+			t->max = (size_t)v;
+	}
 	t->b = calloc(t->nb, sizeof(*t->b));
 	if (!t->b) {
 		free(t);
@@ -146,6 +159,10 @@ struct bt_entry *bt_table_get(struct bt_map *m, const struct bt_val *key, unsign
 			return e;
 	if (!make)
 		return NULL;
+	if (t->n >= t->max) {
+		t->dropped++;
+		return NULL;
+	}
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
@@ -175,6 +192,13 @@ struct bt_entry *bt_table_get(struct bt_map *m, const struct bt_val *key, unsign
 	if (++t->n > t->nb)
 		grow(t);
 	return e;
+}
+
+uint64_t bt_table_dropped(const struct bt_map *m, size_t *max)
+{
+	if (max)
+		*max = m->t->max;
+	return m->t->dropped;
 }
 
 void bt_table_delete(struct bt_map *m, const struct bt_val *key, unsigned n)

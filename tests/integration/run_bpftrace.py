@@ -347,6 +347,12 @@ def cmd_misc(uprobe, work, usdt=None):
              "-c", work])
     check(b.stdout == b"" and open(out, "rb").read() == b"Attaching 1 probe...\n\n\n@: 30\n",
           "-o FILE")
+    # a map holds BPFTRACE_MAP_KEYS_MAX keys: a process cannot grow the tracer unbounded
+    b = run([uprobe, "run", "--no-fast", "-e", "uprobe:%s:work_size { @[arg0] = count(); }" % work,
+             "-c", work], env=dict(os.environ, BPFTRACE_MAP_KEYS_MAX="5"))
+    check(b.stdout.count(b"\n@[") + b.stdout.startswith(b"@[") == 5 and
+          b"995 updates of new keys dropped: the map holds 5 keys" in b.stderr,
+          "BPFTRACE_MAP_KEYS_MAX=5: 5 keys kept, the rest said dropped")
     # intervals, exit(), no process
     prog = 'interval:ms:50 { @n++; if (@n == 3) { exit(); } } END { printf("end\\n"); }'
     b = run([uprobe, "run", "-e", prog])

@@ -1061,6 +1061,14 @@ static int run_run(int argc, char **argv)
 		}
 	}
 	bt_rt_print_all(rt);
+	for (unsigned i = 0; i < prog->nmaps; i++) {
+		size_t max;
+		uint64_t n = bt_table_dropped(&prog->maps[i], &max);
+
+		if (n)
+			cli_err("run", "%s: %" PRIu64 " updates of new keys dropped: the map "
+				"holds %zu keys (BPFTRACE_MAP_KEYS_MAX)", prog->maps[i].name, n, max);
+	}
 	if (bt_rt_errors(rt) && verbose > 0)
 		cli_err("run", "%" PRIu64 " reads of the process's memory failed (their values "
 			"are 0 or empty)", bt_rt_errors(rt));
