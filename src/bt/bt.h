@@ -125,6 +125,7 @@ struct bt_rt;
 
 struct bt_rt_opts {
 	FILE *out;
+	bool json; /* bpftrace's -f json: one JSON object a message */
 	const char *const *pos; /* $1..$N */
 	unsigned npos;
 };
@@ -179,5 +180,9 @@ void bt_entry_merge(struct bt_map *m, struct bt_entry *e, uint64_t hits, int64_t
 void bt_entry_value(const struct bt_map *m, const struct bt_entry *e, struct bt_val *out);
 /* print(@m) */
 void bt_map_print(FILE *out, struct bt_map *m);
+/* The same as bpftrace's -f json prints it (nothing for an empty map). */
+void bt_map_print_json(FILE *out, struct bt_map *m);
+/* s as bpftrace's JSON output escapes it, quoted. */
+void bt_json_str(FILE *out, const char *s, size_t n);
 
 #endif

@@ -26,6 +26,7 @@
 struct bt_rt {
 	struct bt_prog *p;
 	FILE *out;
+	bool json;
 	const char *const *pos;
 	unsigned npos;
 	bool exiting;
@@ -53,6 +54,7 @@ int bt_rt_new(struct bt_prog *p, const struct bt_rt_opts *o, struct bt_rt **out)
 		return -ENOMEM;
 	rt->p = p;
 	rt->out = o->out;
+	rt->json = o->json;
 	rt->pos = o->pos;
 	rt->npos = o->npos;
 	rt->start_ns = mono_ns();
@@ -436,16 +438,42 @@ static void format(struct bt_rt *rt, FILE *out, const char *fmt, struct bt_node 
 
 #pragma GCC diagnostic pop
 
+/* A message: as it is, or with -f json {"type": TYPE, "data": "TEXT"}. */
+static void message(struct bt_rt *rt, const char *type, const char *text, size_t len)
+{
+	if (!rt->json) {
+		fwrite(text, 1, len, rt->out);
+		return;
+	}
+	fprintf(rt->out, "{\"type\": \"%s\", \"data\": ", type);
+	bt_json_str(rt->out, text, len);
+	fputs("}\n", rt->out);
+}
+
 static void do_print(struct bt_rt *rt, struct bt_node *n)
 {
 	struct bt_node *a = n->v[0];
 	struct bt_val v;
 
 	if (a->k == BT_N_MAP && !a->n) {
-		bt_map_print(rt->out, &rt->p->maps[a->id]);
+		if (rt->json)
+			bt_map_print_json(rt->out, &rt->p->maps[a->id]);
+		else
+			bt_map_print(rt->out, &rt->p->maps[a->id]);
 		return;
 	}
 	eval(rt, a, &v);
+	if (rt->json) {
+		fputs("{\"type\": \"value\", \"data\": ", rt->out);
+		if (v.t == BT_T_INT && v.sign)
+			fprintf(rt->out, "%" PRId64, v.i);
+		else if (v.t == BT_T_INT)
+			fprintf(rt->out, "%" PRIu64, (uint64_t)v.i);
+		else
+			bt_json_str(rt->out, v.s ? v.s : "", strlen(v.s ? v.s : ""));
+		fputs("}\n", rt->out);
+		return;
+	}
 	if (v.t == BT_T_INT && v.sign)
 		fprintf(rt->out, "%" PRId64 "\n", v.i);
 	else if (v.t == BT_T_INT)
@@ -462,9 +490,25 @@ static void call(struct bt_rt *rt, struct bt_node *n, struct bt_val *v)
 
 	set_int(v, 0, false);
 	switch (n->op) {
-	case F_PRINTF:
-		format(rt, rt->out, n->v[0]->s, n->v + 1, n->n - 1);
+	case F_PRINTF: {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *m = rt->json ? open_memstream(&buf, &len) : NULL;
+
+		if (!rt->json) {
+			format(rt, rt->out, n->v[0]->s, n->v + 1, n->n - 1);
+			break;
+		}
+		if (!m) {
+			rt->errors++;
+			break;
+		}
+		format(rt, m, n->v[0]->s, n->v + 1, n->n - 1);
+		fclose(m);
+		message(rt, "printf", buf, len);
+		free(buf);
 		break;
+	}
 	case F_PRINT:
 		do_print(rt, n);
 		break;
@@ -480,7 +524,7 @@ static void call(struct bt_rt *rt, struct bt_node *n, struct bt_val *v)
 		if (!strftime(buf, sizeof(buf), n->n ? n->v[0]->s : "%H:%M:%S\n", &tm))
 			buf[0] = '\0';
 #pragma GCC diagnostic pop
-		fputs(buf, rt->out);
+		message(rt, "time", buf, strlen(buf));
 		break;
 	}
 	case F_EXIT:
@@ -750,6 +794,9 @@ void bt_rt_print_all(struct bt_rt *rt)
 			order[j - 1] = t;
 		}
 	for (unsigned i = 0; i < p->nmaps; i++)
-		bt_map_print(rt->out, &p->maps[order[i]]);
+		if (rt->json)
+			bt_map_print_json(rt->out, &p->maps[order[i]]);
+		else
+			bt_map_print(rt->out, &p->maps[order[i]]);
 	free(order);
 }

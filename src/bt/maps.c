@@ -601,3 +601,145 @@ void bt_map_print(FILE *out, struct bt_map *m)
 		fputc('\n', out);
 	free(v);
 }
+
+/* --- bpftrace's -f json --- */
+
+void bt_json_str(FILE *out, const char *s, size_t n)
+{
+	fputc('"', out);
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		switch (c) {
+		case '"': fputs("\\\"", out); break;
+		case '\\': fputs("\\\\", out); break;
+		case '\n': fputs("\\n", out); break;
+		case '\r': fputs("\\r", out); break;
+		case '\t': fputs("\\t", out); break;
+		default:
+			/* bpftrace: c <= '\x1f' on a signed char, bytes >= 0x80 too, printed as
+			   the int they sign-extend to */
+			if (c <= '\x1f')
+				fprintf(out, "\\u%04x", (unsigned)(int)c);
+			else
+				fputc(c, out);
+		}
+	}
+	fputc('"', out);
+}
+
+static void json_hist(FILE *out, const struct bt_map *m, const struct bt_entry *e)
+{
+	int lo = -1, hi = -1;
+	bool first = true;
+
+	for (unsigned i = 0; i < e->nb; i++)
+		if (e->b[i]) {
+			if (lo < 0)
+				lo = (int)i;
+			hi = (int)i;
+		}
+	fputc('[', out);
+	for (int i = lo; lo >= 0 && i <= hi; i++) {
+		if (!first)
+			fputs(", ", out);
+		first = false;
+		fputc('{', out);
+		if (m->kind == BT_M_LHIST) {
+			unsigned buckets = e->nb - 2;
+
+			if (i == 0)
+				fprintf(out, "\"max\": %" PRId64 ", ", m->lmin - 1);
+			else if ((unsigned)i == buckets + 1)
+				fprintf(out, "\"min\": %" PRId64 ", ", m->lmax);
+			else
+				fprintf(out, "\"min\": %" PRId64 ", \"max\": %" PRId64 ", ",
+					(i - 1) * m->lstep + m->lmin, i * m->lstep + m->lmin - 1);
+		} else if (i == 0) {
+			fputs("\"max\": -1, ", out);
+		} else if (i == 1) {
+			fputs("\"min\": 0, \"max\": 0, ", out);
+		} else if (i == 2) {
+			fputs("\"min\": 1, \"max\": 1, ", out);
+		} else {
+			fprintf(out, "\"min\": %llu, \"max\": %llu, ", 1ull << (i - 2),
+				(1ull << (i - 1)) - 1);
+		}
+		fprintf(out, "\"count\": %" PRIu64 "}", e->b[i]);
+	}
+	fputc(']', out);
+}
+
+void bt_map_print_json(FILE *out, struct bt_map *m)
+{
+	struct bt_table *t = m->t;
+	struct bt_entry **v;
+	size_t n = 0;
+	const char *type = m->kind == BT_M_HIST || m->kind == BT_M_LHIST ? "hist" :
+			   m->kind == BT_M_STATS || m->kind == BT_M_AVG ? "stats" : "map";
+
+	if (!t->n)
+		return;
+	v = malloc(t->n * sizeof(*v));
+	if (!v)
+		return;
+	for (size_t i = 0; i < t->nb; i++)
+		for (struct bt_entry *e = t->b[i]; e; e = e->next)
+			v[n++] = e;
+	sort_map = m;
+	qsort(v, n, sizeof(*v), entry_cmp);
+	fprintf(out, "{\"type\": \"%s\", \"data\": {", type);
+	bt_json_str(out, m->name, strlen(m->name));
+	fputs(": ", out);
+	if (m->nkeys)
+		fputc('{', out);
+	for (size_t i = 0; i < n; i++) {
+		struct bt_entry *e = v[i];
+		struct bt_val val;
+
+		if (i)
+			fputs(", ", out);
+		if (e->n) {
+			char *kb = NULL;
+			size_t kl = 0;
+			FILE *k = open_memstream(&kb, &kl);
+
+			for (unsigned j = 0; k && j < e->n; j++) {
+				if (j)
+					fputc(',', k);
+				if (e->key[j].t == BT_T_INT)
+					print_int(k, &e->key[j]);
+				else
+					fputs(e->key[j].s, k);
+			}
+			if (k) {
+				fclose(k);
+				bt_json_str(out, kb, kl);
+				free(kb);
+			}
+			fputs(": ", out);
+		}
+		switch (m->kind) {
+		case BT_M_HIST:
+		case BT_M_LHIST:
+			json_hist(out, m, e);
+			break;
+		case BT_M_STATS:
+			fprintf(out, "{\"count\": %" PRId64 ", \"average\": %" PRId64
+				", \"total\": %" PRId64 "}", e->count,
+				e->count ? e->total / e->count : 0, e->total);
+			break;
+		case BT_M_STR:
+			bt_json_str(out, e->s ? e->s : "", strlen(e->s ? e->s : ""));
+			break;
+		default:
+			bt_entry_value(m, e, &val);
+			print_int(out, &val);
+			break;
+		}
+	}
+	if (m->nkeys)
+		fputc('}', out);
+	fputs("}}\n", out);
+	free(v);
+}

@@ -4,7 +4,9 @@
 
   compare   bpftrace one-liners of every feature, run by bpftrace and by `uprobe run`
             on the same deterministic workload (tests/targets/run_work.c): standard
-            outputs byte for byte equal (maps, hist and lhist bars, stats, printf)
+            outputs byte for byte equal (maps, hist and lhist bars, stats, printf),
+            as text and as -f json
+  fast      bodies of one aggregation, run in the process: the trap path's maps
   tools     Debian's bpftrace tools, read from the installed package: bashreadline.bt
             on an interactive bash fed commands, gethostlatency.bt on getaddrinfo
             calls, threadsnoop.bt on thread creation; their lines equal bpftrace's
@@ -154,14 +156,15 @@ def cmd_fast(uprobe, work):
 
 def cmd_compare(uprobe, work):
     bt = need_bpftrace()
-    for prog in one_liners(work):
-        a = run([bt, "-e", prog, "-c", work])
-        b = run([uprobe, "run", "-e", prog, "-c", work])
-        ok = a.returncode == 0 and b.returncode == 0 and a.stdout == b.stdout
-        check(ok, "same output: " + prog[:90])
-        if not ok:
-            print(diff(a.stdout, b.stdout))
-            print(b.stderr.decode(errors="replace"))
+    for fmt in ("text", "json"):
+        for prog in one_liners(work):
+            a = run([bt, "-f", fmt, "-e", prog, "-c", work])
+            b = run([uprobe, "run", "-f", fmt, "-e", prog, "-c", work])
+            ok = a.returncode == 0 and b.returncode == 0 and a.stdout == b.stdout
+            check(ok, "same output (-f %s): %s" % (fmt, prog[:80]))
+            if not ok:
+                print(diff(a.stdout, b.stdout))
+                print(b.stderr.decode(errors="replace"))
     finish()
 
 

@@ -51,7 +51,7 @@ static void on_tick(int sig)
 
 static void run_usage(FILE *out)
 {
-	fputs("usage: uprobe run [-v] [-o FILE] [-p PID | -c 'CMD [ARGS]'] (-e PROGRAM | FILE) [ARG]...\n"
+	fputs("usage: uprobe run [-v] [-f text|json] [-o FILE] [-p PID | -c 'CMD [ARGS]'] (-e PROGRAM | FILE) [ARG]...\n"
 	      "       uprobe run -l [PATTERN]\n"
 	      "\n"
 	      "Runs a bpftrace program on the user-space probes of one process: a running one\n"
@@ -67,6 +67,7 @@ static void run_usage(FILE *out)
 	      "  -p PID       trace this process\n"
 	      "  -c 'CMD'     launch CMD (split at blanks, no shell) and trace it\n"
 	      "  -o FILE      the output into FILE\n"
+	      "  -f text|json the output as text (default) or bpftrace's JSON lines\n"
 	      "  -l [PATTERN] list the probes PATTERN matches: uprobe:PATH:GLOB\n"
 	      "  -v           say where each probe was placed, on standard error\n"
 	      "      --no-fast  every body on the trap path (see below)\n"
@@ -816,9 +817,8 @@ static int run_run(int argc, char **argv)
 			return cli_usage_error(&cli_cmd_run, "unknown option");
 		}
 	}
-	if (format && strcmp(format, "text"))
-		return cli_usage_error(&cli_cmd_run, "-f %s: uprobe run prints bpftrace's text "
-				       "output only for now (-f json is not implemented yet)", format);
+	if (format && strcmp(format, "text") && strcmp(format, "json"))
+		return cli_usage_error(&cli_cmd_run, "-f %s: text or json", format);
 	if (list)
 		return list_probes(optind < argc ? argv[optind] : prog_text, pid);
 	if (pid && cmd)
@@ -887,7 +887,8 @@ static int run_run(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	{
 		struct bt_rt_opts ro = { .out = out, .pos = (const char *const *)argv + optind,
-					 .npos = (unsigned)(argc - optind) };
+					 .npos = (unsigned)(argc - optind),
+					 .json = format && !strcmp(format, "json") };
 
 		rc = bt_rt_new(prog, &ro, &rt);
 		if (rc) {
@@ -966,7 +967,11 @@ static int run_run(int argc, char **argv)
 			}
 		}
 	}
-	fprintf(out, "Attaching %u probe%s...\n", nprobes, nprobes == 1 ? "" : "s");
+	if (format && !strcmp(format, "json"))
+		fprintf(out, "{\"type\": \"attached_probes\", \"data\": {\"probes\": %u}}\n",
+			nprobes);
+	else
+		fprintf(out, "Attaching %u probe%s...\n", nprobes, nprobes == 1 ? "" : "s");
 	fflush(out);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -1050,7 +1055,8 @@ static int run_run(int argc, char **argv)
 
 		if (bt_rt_exiting(rt)) {
 			struct bt_rt_opts ro = { .out = out, .pos = (const char *const *)argv + optind,
-						 .npos = (unsigned)(argc - optind) };
+						 .npos = (unsigned)(argc - optind),
+						 .json = format && !strcmp(format, "json") };
 
 			if (!bt_rt_new(prog, &ro, &end_rt)) {
 				run_kind(end_rt, prog, BT_P_END, out);
