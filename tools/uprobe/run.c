@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "bt/bt.h"
+#include "bt/tokens.h"
 #include "cli.h"
 #include "trace/expand.h"
 #include "trace/session.h"
@@ -145,6 +146,23 @@ static const char *fast_field(struct fastplan *fp, const struct bt_node *n, bool
 	static const char *const regs[6] = { "%di", "%si", "%dx", "%cx", "%r8", "%r9" };
 	static const char *const names[6] = { "a0", "a1", "a2", "a3", "a4", "a5" };
 
+	/* argN & (2^k - 1): the low k bits, a bitfield fetch the agent reads */
+	if (n->k == BT_N_BIN && n->op == T_AMP && n->a->k == BT_N_BUILTIN &&
+	    n->a->ival >= BT_B_ARG0 && n->a->ival < BT_B_ARG0 + 6 && !ret &&
+	    n->b->k == BT_N_INT && n->b->ival > 0 && n->b->ival < INT32_MAX &&
+	    !((uint64_t)n->b->ival & ((uint64_t)n->b->ival + 1))) {
+		static char name[6][8][16];
+		int i = (int)(n->a->ival - BT_B_ARG0);
+		int bits = __builtin_popcountll((uint64_t)n->b->ival);
+		char f[64];
+		char *nm = name[i][bits % 8];
+
+		snprintf(nm, 16, "a%d_b%d", i, bits);
+		snprintf(f, sizeof(f), " %s=%s:b%d@0/64", nm, regs[i], bits);
+		if (!strstr(fp->fetch, f) && strlen(fp->fetch) + strlen(f) < sizeof(fp->fetch))
+			strcat(fp->fetch, f);
+		return nm;
+	}
 	/* tid (common_pid) is the tracer's to read: the agent gives it no key */
 	if (n->k != BT_N_BUILTIN)
 		return NULL;
