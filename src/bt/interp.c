@@ -555,6 +555,15 @@ static void call(struct bt_rt *rt, struct bt_node *n, struct bt_val *v)
 				max = (size_t)l.i + 1;
 		}
 		v->t = BT_T_STR;
+		if (n->v[0]->k == BT_N_BUILTIN && n->v[0]->ival == BT_B_POS) {
+			/* str($1): the parameter's text, as bpftrace gives it */
+			int k = n->v[0]->id;
+			const char *t = k >= 1 && (unsigned)k <= rt->npos ? rt->pos[k - 1] : "";
+			size_t l = strlen(t);
+
+			v->s = arena_str(rt, t, l < max - 1 ? l : max - 1);
+			break;
+		}
 		v->s = a.t == BT_T_INT ? read_str(rt, (uint64_t)a.i, max) : a.s;
 		break;
 	}
