@@ -377,6 +377,8 @@ int up_trace_set_trigger(struct up_trace *tr, unsigned i, const char *text, char
 		}
 		return rc;
 	}
+	if (tr->opts.metrics)
+		up_hist_add_sum(h); /* a histogram's _sum */
 	if (remove) {
 		/* as the kernel: the trigger that was added with the same keys goes */
 		char want[512], have[512];

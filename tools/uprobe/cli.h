@@ -55,17 +55,18 @@ FILE *cli_open_output(const char *cmd, const char *path);
 /*
  * --listen HOST:PORT (listen.c): GET /metrics served from a thread of its own, the
  * session's metrics rendered by the main thread between turns of its loop.  A scrape
- * wakes the main thread with SIGUSR2, whose handler (the caller's, installed before
- * start, without SA_RESTART) must make the loop return.  start: serving, or -errno
- * with err;
+ * makes cli_listen_fd readable and, with signal_main, sends the main thread SIGUSR2,
+ * whose handler (the caller's, installed before start, without SA_RESTART) must make
+ * its loop return.  start: serving, or -errno with err;
  * where: "ADDR:PORT" as bound; due: a scrape waits (after the loop returned -EINTR);
  * serve: render for the waiting scrapes; stop: the server gone.
  */
 struct cli_listen;
 struct up_trace;
-int cli_listen_start(const char *spec, unsigned max_series, struct cli_listen **out, char *err,
-		     size_t errlen);
+int cli_listen_start(const char *spec, unsigned max_series, bool signal_main,
+		     struct cli_listen **out, char *err, size_t errlen);
 const char *cli_listen_where(const struct cli_listen *l);
+int cli_listen_fd(const struct cli_listen *l);
 bool cli_listen_due(struct cli_listen *l);
 void cli_listen_serve(struct cli_listen *l, struct up_trace *tr);
 void cli_listen_stop(struct cli_listen *l);

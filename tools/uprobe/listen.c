@@ -4,8 +4,9 @@
  *
  * libmicrohttpd serves from its own thread, with every signal blocked there; it never
  * touches the session.  A GET /metrics asks the main thread for a fresh rendering: it
- * marks the request, wakes the main thread with SIGUSR2 (its event loop returns -EINTR,
- * as an -i period does), and waits at most WAIT_MS for the main thread to render the
+ * marks the request, wakes the main thread (an eventfd its poll loop watches, and for
+ * `trace`, whose loop waits in the library, SIGUSR2: the loop returns -EINTR as an -i
+ * period does), and waits at most WAIT_MS for the main thread to render the
  * session into a buffer between two turns of the loop (cli_listen_serve).  So tracing
  * never waits on a client: a slow, malformed or hostile one costs the server's thread
  * at most its connection timeout and request memory, both bounded here, and the traced
@@ -23,8 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "trace/session.h"
@@ -40,6 +43,8 @@ static const char CT_OM[] = "application/openmetrics-text; version=1.0.0; charse
 struct cli_listen {
 	struct MHD_Daemon *d;
 	pthread_t main;
+	bool signal_main; /* wake it with SIGUSR2 too, not only efd */
+	int efd;	  /* an eventfd, readable while a scrape waits */
 	pthread_mutex_t lock;
 	pthread_cond_t done;
 	unsigned want;	 /* 1 << om: renderings asked for */
@@ -125,7 +130,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	gen = l->gen[om];
 	l->want |= 1u << om;
 	l->scrapes++;
-	pthread_kill(l->main, SIGUSR2);
+	if (eventfd_write(l->efd, 1)) {
+		/* cannot fail short of an overflow of 2^64 scrapes */
+	}
+	if (l->signal_main)
+		pthread_kill(l->main, SIGUSR2);
 	while (l->gen[om] == gen)
 		if (pthread_cond_timedwait(&l->done, &l->lock, &until) == ETIMEDOUT)
 			break;
@@ -199,8 +208,8 @@ static int parse_where(const char *spec, struct sockaddr_storage *ss, socklen_t 
 	return 0;
 }
 
-int cli_listen_start(const char *spec, unsigned max_series, struct cli_listen **out, char *err,
-		     size_t errlen)
+int cli_listen_start(const char *spec, unsigned max_series, bool signal_main,
+		     struct cli_listen **out, char *err, size_t errlen)
 {
 	struct cli_listen *l = calloc(1, sizeof(*l));
 	struct sockaddr_storage ss;
@@ -221,7 +230,14 @@ int cli_listen_start(const char *spec, unsigned max_series, struct cli_listen **
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	l->main = pthread_self();
+	l->signal_main = signal_main;
 	l->max_series = max_series;
+	l->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (l->efd < 0) {
+		snprintf(err, errlen, "--listen: eventfd: %s", strerror(errno));
+		free(l);
+		return -errno;
+	}
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->done, NULL);
 	sigfillset(&all);
@@ -237,6 +253,7 @@ int cli_listen_start(const char *spec, unsigned max_series, struct cli_listen **
 			 errno ? strerror(errno) : "address in use or not ours");
 		pthread_mutex_destroy(&l->lock);
 		pthread_cond_destroy(&l->done);
+		close(l->efd);
 		free(l);
 		return -EADDRINUSE;
 	}
@@ -256,6 +273,11 @@ const char *cli_listen_where(const struct cli_listen *l)
 	return l->where;
 }
 
+int cli_listen_fd(const struct cli_listen *l)
+{
+	return l->efd;
+}
+
 bool cli_listen_due(struct cli_listen *l)
 {
 	bool due;
@@ -270,9 +292,14 @@ void cli_listen_serve(struct cli_listen *l, struct up_trace *tr)
 {
 	unsigned want;
 
+	eventfd_t ticks;
+
 	pthread_mutex_lock(&l->lock);
 	want = l->want;
 	l->want = 0;
+	if (eventfd_read(l->efd, &ticks)) {
+		/* EAGAIN: nothing was counted */
+	}
 	pthread_mutex_unlock(&l->lock);
 	for (unsigned om = 0; om < 2; om++) {
 		char *buf = NULL;
@@ -307,6 +334,7 @@ void cli_listen_stop(struct cli_listen *l)
 	MHD_stop_daemon(l->d);
 	pthread_mutex_destroy(&l->lock);
 	pthread_cond_destroy(&l->done);
+	close(l->efd);
 	free(l->text[0]);
 	free(l->text[1]);
 	free(l);

@@ -688,7 +688,7 @@ static int run_trace(int argc, char **argv)
 		char err[256];
 
 		sigaction(SIGUSR2, &wa, NULL);
-		rc = cli_listen_start(listen_at, max_series, &srv, err, sizeof(err));
+		rc = cli_listen_start(listen_at, max_series, true, &srv, err, sizeof(err));
 		if (rc) {
 			cli_err("trace", "%s", err);
 			status = rc == -EINVAL ? CLI_USAGE : CLI_FAIL;
