@@ -115,6 +115,7 @@ struct up_agent {
 	size_t rtab_off, heap_off, heap_used, ring_off, ring_size, code_off;
 	size_t heap_touched; /* of heap_used, the bytes made present (up_agent_heap_ready) */
 	bool rt_wanted, rt_touched; /* a return probe placed; its tables made present */
+	bool owner_touched; /* the thread slots' page (rt_owner: rings, tables, returns) */
 	struct agent_probe *probes; /* by record id */
 	uint32_t max_record;	    /* the largest of any probe's */
 	struct agent_ring rings[UPA_RINGS];
@@ -730,7 +731,15 @@ int up_agent_heap_ready(struct up_agent *a, struct up_task *t)
 				  a->data_addr + a->rtab_off, (RTAB_SIZE + RT_OWN_SIZE) / PAGE);
 		if (rc)
 			return rc;
-		a->rt_touched = true;
+		a->rt_touched = a->owner_touched = true;
+	}
+	if (!a->owner_touched) { /* every probe's first hit looks its thread up there */
+		rc = up_task_call(t, a->code_addr + UPA_TOUCH_OFF,
+				  a->code_addr + UPA_TOUCH_OFF + UPA_TOUCH_LEN,
+				  a->data_addr + a->rtab_off + RTAB_SIZE, 1);
+		if (rc)
+			return rc;
+		a->owner_touched = true;
 	}
 	if (hi <= a->heap_touched)
 		return 0;
