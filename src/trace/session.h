@@ -35,6 +35,8 @@ struct up_trace_opts {
 	bool no_fast;	/* every probe stays on the trap path (int3 stops) */
 	bool strict;	/* up_trace_start fails when any probe cannot be armed */
 	size_t ring_bytes; /* the fast path's record ring per process (0: 4 MiB) */
+	bool metrics;	/* served as metrics (up_trace_print_metrics): histograms keep the
+			   sum of their field too, for _sum */
 	void (*log)(void *arg, const char *msg);
 	void *log_arg;
 };
@@ -123,6 +125,15 @@ int up_trace_run(struct up_trace *tr, volatile int *stop);
 
 /* The launched command's wait status, -1 while unknown. */
 int up_trace_status(const struct up_trace *tr);
+
+/*
+ * The session as Prometheus metrics (text exposition format 0.0.4, or OpenMetrics 1.0
+ * when om): uprobe_probe_hits_total and uprobe_records_lost_total per probe
+ * ({group, event, file}), every hist trigger's live table as up_hist_print_prom
+ * writes it (max_series keys a table at most).  Reads the live tables without
+ * stopping anything.  0, -ENOMEM, -EIO.
+ */
+int up_trace_print_metrics(struct up_trace *tr, FILE *out, bool om, unsigned max_series);
 
 /* Hits per spec, like the kernel's uprobe_profile: "  FILE-OR-PID EVENT HITS". */
 void up_trace_print_counts(struct up_trace *tr, FILE *out);

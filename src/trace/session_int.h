@@ -264,5 +264,8 @@ void tr_hook_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const st
 void tr_hist_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const struct hit *h,
 		 struct up_fetch_env *env);
 void tr_on_agg(struct uprobe *u, const struct uprobe_agg_entry *e);
+/* ts's hist table as it is now: the merged entries and what the agents hold (a copy,
+   up_hist_table_free), NULL on -ENOMEM. */
+struct up_hist_table *tr_hist_live(struct up_trace *tr, const struct tspec *ts);
 
 #endif
