@@ -71,7 +71,7 @@ static void run_usage(FILE *out)
 	      "  -f text|json the output as text (default) or bpftrace's JSON lines\n"
 	      "  -l [PATTERN] list the probes PATTERN matches: uprobe:PATH:GLOB\n"
 	      "  -v           say where each probe was placed, on standard error\n"
-	      "      --no-fast  every body on the trap path (see below)\n"
+	      "  --no-fast    every body on the trap path (see below)\n"
 	      "  ARG...       the program's $1, $2, ...\n"
 	      "\n"
 	      "Probes:      uprobe:BIN:FUNC (u), uretprobe:BIN:FUNC (ur), usdt:BIN:[PROV:]NAME (U),\n"
@@ -97,10 +97,11 @@ static void run_usage(FILE *out)
 	      "  uprobe run -e 'u:libc:open* { @[func, comm] = count(); }' -p 1234\n"
 	      "  uprobe run /usr/sbin/gethostlatency.bt -c 'getent hosts localhost'\n"
 	      "\n"
-	      "A probe whose body is one aggregation of argN, retval or tid into a map used\n"
-	      "nowhere else (@[arg0] = count(), @h = hist(arg1), @s[arg0] = sum(arg2)) runs\n"
-	      "in the process, without stopping the thread; any other body stops its thread\n"
-	      "while it runs in uprobe (the trap path, ~10 us a hit).  -v says which.\n"
+	      "A probe whose body is one aggregation of argN (or argN & 255) or retval into\n"
+	      "a map used nowhere else (@[arg0] = count(), @h = hist(arg1), @s[arg0] =\n"
+	      "sum(arg2)) runs in the process, without stopping the thread; any other body\n"
+	      "stops its thread while it runs in uprobe (the trap path, ~10 us a hit).  -v\n"
+	      "says which.\n"
 	      "Exit status: 0; 1 when the program cannot run; 2 for a bad command line.\n",
 	      out);
 }
