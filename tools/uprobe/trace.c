@@ -34,6 +34,14 @@ static void on_stop_signal(int sig)
 	stop_sig = sig;
 }
 
+/* SIGUSR2: a scrape of --listen waits (listen.c); the loop returns to serve it */
+static void on_scrape(int sig)
+{
+	(void)sig;
+	if (!stop_sig)
+		stop_sig = STOP_TICK;
+}
+
 static void on_tick(int sig)
 {
 	(void)sig;
@@ -64,6 +72,7 @@ static void trace_usage(FILE *out)
 	fputs("usage: uprobe trace [-e SPEC]... [-t TRIGGER]... [-f FILE] [-o FILE] [-i PERIOD]\n"
 	      "                    [--format text|json|bars|folded|raw] [--flamegraph FILE.svg]\n"
 	      "                    [-c] [-v] [--no-follow] [--strict]\n"
+	      "                    [--listen HOST:PORT [--max-series N]]\n"
 	      "                    (-p PID... | -- COMMAND [ARGS...])\n"
 	      "\n"
 	      "Probes the instructions SPEC names in a running process (-p, every thread) or in\n"
@@ -155,6 +164,13 @@ static void trace_usage(FILE *out)
 	      "                      ahead, 1 MiB at a new thread, for at most one\n"
 	      "                      thread more than record); when one is full its\n"
 	      "                      records are dropped and counted\n"
+	      "      --listen HOST:PORT  serve the probes' hit counts and the --trigger tables\n"
+	      "                      at http://HOST:PORT/metrics for Prometheus while tracing\n"
+	      "                      (':9464' is 127.0.0.1:9464; 0.0.0.0:9464 every address;\n"
+	      "                      port 0 any free one, said on stderr); log2 and linear\n"
+	      "                      keys are histograms, other keys labels; see uprobe(1)\n"
+	      "      --max-series N  at most N keys of a table as series (default 1000, the\n"
+	      "                      most hit; the others' hits in *_overflow_hits_total)\n"
 	      "  -b, --backend B     ptrace (default: this process traces, no privilege beyond\n"
 	      "                      ptrace rights) or kernel (the kernel's uprobe tracer through\n"
 	      "                      tracefs, root only; p:/r: PATH specs; without -p or a\n"
@@ -173,7 +189,9 @@ static void trace_usage(FILE *out)
 	      "  uprobe trace --flamegraph malloc.svg \\\n"
 	      "               -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc' -- ls -R /usr\n"
 	      "  uprobe trace -e 'r:libc/getaddrinfo /lib/x86_64-linux-gnu/libc.so.6:getaddrinfo' \\\n"
-	      "               -t 'getaddrinfo:hist:keys=$duration.log2' --format bars -p 1234\n",
+	      "               -t 'getaddrinfo:hist:keys=$duration.log2' --format bars -p 1234\n"
+	      "  uprobe trace -e 'r:libc/getaddrinfo /lib/x86_64-linux-gnu/libc.so.6:getaddrinfo' \\\n"
+	      "               -t 'getaddrinfo:hist:keys=$duration.log2' --listen :9464 -p 1234\n",
 	      out);
 }
 
@@ -516,6 +534,7 @@ static int run_trace(int argc, char **argv)
 		{ "ring-size", required_argument, NULL, 'R' }, { "trigger", required_argument, NULL, 't' },
 		{ "interval", required_argument, NULL, 'i' }, { "strict", no_argument, NULL, 'S' },
 		{ "flamegraph", required_argument, NULL, 'G' },
+		{ "listen", required_argument, NULL, 'M' }, { "max-series", required_argument, NULL, 'Q' },
 		{ NULL, 0, NULL, 0 },
 	};
 	FILE *outf = NULL, *out = stdout; /* -o FILE, or stdout: the trace, or -c's table */
@@ -536,6 +555,9 @@ static int run_trace(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_stop_signal };
 	int c, rc, status = CLI_OK;
 	pid_t child = 0;
+	const char *listen_at = NULL;
+	unsigned max_series = 1000;
+	struct cli_listen *srv = NULL;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+e:f:p:o:b:t:i:cvh", longopts, NULL)) != -1) {
@@ -630,6 +652,20 @@ static int run_trace(int argc, char **argv)
 				return cli_usage_error(&cli_cmd_trace,
 						       "--backend '%s': expected ptrace or kernel", optarg);
 			break;
+		case 'M':
+			listen_at = optarg;
+			opts.metrics = true;
+			break;
+		case 'Q': {
+			char *end;
+			unsigned long n = strtoul(optarg, &end, 10);
+
+			if (*end || !n || n > 1000000)
+				return cli_usage_error(&cli_cmd_trace,
+						       "--max-series '%s': expected 1 to 1000000", optarg);
+			max_series = (unsigned)n;
+			break;
+		}
 		case 'h':
 			trace_usage(stdout);
 			return CLI_OK;
@@ -662,6 +698,9 @@ static int run_trace(int argc, char **argv)
 	if (count && triggers.n)
 		return cli_usage_error(&cli_cmd_trace, "-c and --trigger exclude each other "
 				       "(a table counts its hits)");
+	if (listen_at && kernel)
+		return cli_usage_error(&cli_cmd_trace, "--listen serves the ptrace backend's tables: "
+				       "not with --backend kernel");
 	if (opts.raw && (count || triggers.n || kernel))
 		return cli_usage_error(&cli_cmd_trace, "--format raw records every event of the "
 				       "ptrace backend: not with %s",
@@ -711,10 +750,24 @@ static int run_trace(int argc, char **argv)
 			   after each batch of fast-path records */
 			setvbuf(opts.out, NULL, _IOFBF, 1 << 16), opts.flush = true;
 	}
+	if (listen_at) {
+		struct sigaction wa = { .sa_handler = on_scrape }; /* no SA_RESTART */
+		char err[256];
+
+		sigaction(SIGUSR2, &wa, NULL);
+		rc = cli_listen_start(listen_at, max_series, true, &srv, err, sizeof(err));
+		if (rc) {
+			cli_err("trace", "%s", err);
+			status = rc == -EINVAL ? CLI_USAGE : CLI_FAIL;
+			goto out;
+		}
+		cli_err("trace", "metrics at http://%s/metrics", cli_listen_where(srv));
+	}
 	rc = up_trace_new(&opts, &tr);
 	if (rc) {
 		cli_err("trace", "%s", strerror(-rc));
-		return CLI_FAIL;
+		status = CLI_FAIL;
+		goto out;
 	}
 	if (filter) {
 		char err[1024];
@@ -809,19 +862,26 @@ static int run_trace(int argc, char **argv)
 	for (;;) {
 		sigset_t all, old;
 
+		bool tick;
+
 		rc = up_trace_run(tr, &stop_sig);
-		if (rc != -EINTR || !tick_due)
+		if (rc != -EINTR || (!tick_due && !(srv && cli_listen_due(srv))))
 			break;
-		/* a period ended, not a stop: a stop that comes meanwhile is kept */
+		/* a period ended or a scrape waits, not a stop: a stop that comes meanwhile
+		   is kept */
 		sigfillset(&all);
 		sigprocmask(SIG_BLOCK, &all, &old);
 		if (stop_sig == STOP_TICK)
 			stop_sig = 0;
+		tick = tick_due;
 		tick_due = 0;
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		if (stop_sig)
 			break;
-		print_tables(tr, style, out, true);
+		if (srv)
+			cli_listen_serve(srv, tr);
+		if (tick)
+			print_tables(tr, style, out, true);
 	}
 	if (period) {
 		struct itimerval off = { { 0, 0 }, { 0, 0 } };
@@ -865,6 +925,8 @@ out:
 			}
 		}
 	}
+	cli_listen_stop(srv); /* before the detach: no scrape waits on a session going */
+	srv = NULL;
 	if (tr && child) {
 		int st = up_trace_status(tr);
 
@@ -903,6 +965,7 @@ const struct cli_cmd cli_cmd_trace = {
 	.run = run_trace,
 	.synopsis = "trace [-e SPEC]... [-t TRIGGER]... [-f FILE] [-o FILE] "
 		    "[--format text|json|bars|folded|raw] [--flamegraph FILE.svg] [-c] [-v] [--strict] "
+		    "[--listen HOST:PORT] "
 		    "(-p PID | -- COMMAND [ARGS...])",
 	.summary = "probe instructions of a process or command and print each hit",
 	.usage = trace_usage,
