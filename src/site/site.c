@@ -36,10 +36,14 @@ void up_site_ctx_init(struct up_site_ctx *c, const struct uprobe_ctx_opts *opts,
 	memset(c, 0, sizeof(*c));
 	c->opts = opts;
 	c->stats = stats;
+	c->spooling = !opts->raw_handler && !opts->no_spool;
+	up_spool_init(&c->spool, !c->spooling ? 0
+				 : opts->spool_bytes ? opts->spool_bytes : UPROBE_SPOOL_DEFAULT);
 }
 
 void up_site_ctx_fini(struct up_site_ctx *c)
 {
+	up_spool_fini(&c->spool);
 	up_ubp_files_clear(&c->files);
 }
 
@@ -54,6 +58,7 @@ void up_sites_init(struct up_sites *s, struct up_site_ctx *c, struct up_proc *p)
 	s->ctx = c;
 	s->p = p;
 	s->pid = up_proc_pid(p);
+	s->spool_id = ++c->spool_ids;
 	s->next = c->spaces;
 	c->spaces = s;
 }
