@@ -215,3 +215,53 @@ else:
     fail("death: the program did not end when told")
 print("ok: death: the tracer killed while the thread waited: the program went on after "
       "%.1f s and ended when told" % spent)
+
+
+# the kernel's counts ---------------------------------------------------------------------
+# The same hot loop through the kernel's uprobe tracer (--backend kernel, its buffer at its
+# default size): its lines and the events it says it lost make its count of hits; ours, in
+# JSON, is a line for every one, and each line the kernel kept is one of ours.
+def kernel_usable():
+    if os.geteuid() != 0:
+        return "not root"
+    if not os.path.isdir("/sys/kernel/tracing/events"):
+        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"],
+                       capture_output=True)
+    if not os.access("/sys/kernel/tracing/uprobe_events", os.W_OK):
+        return "no writable /sys/kernel/tracing/uprobe_events"
+    return None
+
+
+why = kernel_usable()
+if why:
+    print("skip: the kernel's counts: %s" % why)
+    sys.exit(0)
+NK = 300000
+copy = TMP + ".bt"  # a private copy: the kernel's int3s land in no other test's process
+with open(BENCH, "rb") as f, open(copy, "wb") as g:
+    g.write(f.read())
+os.chmod(copy, 0o755)
+spec = "p:upsp%d/args %s:hot_args a=%%di b=%%si c=%%dx d=%%cx e=%%r8 f=%%r9" % (os.getpid(),
+                                                                               copy)
+got = {}
+for b in ("kernel", "ptrace"):
+    p = subprocess.run([UPROBE, "trace", "-b", b, "--format", "json", "-o", TMP, "-e", spec,
+                        "--", copy, "args", str(NK)], capture_output=True, timeout=600)
+    err = p.stderr.decode(errors="replace")
+    if p.returncode:
+        os.unlink(copy)
+        fail("kernel: -b %s exited %d\n%s" % (b, p.returncode, err[-2000:]))
+    with open(TMP, "rb") as f:
+        vals = [int(m.group(1), 16) for m in re.finditer(rb'"a":"(0x[0-9a-f]+)"', f.read())]
+    os.unlink(TMP)
+    lost = sum(int(n) for n in re.findall(r"LOST (\d+) EVENTS", err))
+    if b == "ptrace" and "lost" in err:
+        lost = -1
+    got[b] = (vals, lost)
+os.unlink(copy)
+(kv, kl), (pv, pl) = got["kernel"], got["ptrace"]
+if len(kv) + kl != NK or pl or pv != list(range(NK)) or not set(kv) <= set(pv):
+    fail("kernel: the kernel kept %d and lost %d of %d; we kept %d (%s)" % (
+        len(kv), kl, NK, len(pv), "lost some" if pl else "none lost"))
+print("ok: the kernel's counts: %d hits -- the kernel kept %d lines and lost %d, JSON here "
+      "has all %d, each line the kernel kept among them" % (NK, len(kv), kl, len(pv)))
