@@ -37,8 +37,8 @@
 const char *const bench_tool_names[T_NTOOLS] = {
 	"unprobed loop",    "uprobe (library)", "uprobe, pinned",   "uprobe trace -c",
 	"uprobe fast path", "fast path, records", "records, burst", "trace --format raw",
-	"trace, text",	    "trace --format json",
-	"raw, drop",	    "text, drop, no spool", "json, drop, no spool",
+	"trace, text",	    "trace, json",
+	"raw, drop",	    "text, no spool",	"json, no spool",
 	"kernel (tracefs)", "bpftrace",
 	"uprobe log2 hist", "uprobe keyed count", "uprobe latency", "bpftrace hist()",
 	"bpftrace @[k]=count", "bpftrace latency",
