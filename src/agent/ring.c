@@ -536,6 +536,9 @@ void up_agent_set_block(struct up_agent *a, bool on)
 	if (on)
 		__atomic_store_n(&a->ctl->gone, 0, __ATOMIC_RELAXED);
 	flags_set(a, on ? a->flags | UPA_F_BLOCK : a->flags & ~UPA_F_BLOCK);
+	if (!on) /* the waiters drop their records */
+		for (unsigned k = 0; k < UPA_RINGS; k++)
+			ring_wake(a, k, true);
 }
 
 void up_agent_heartbeat(struct up_agent *a)

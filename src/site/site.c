@@ -227,6 +227,9 @@ uint64_t up_sites_teardown(struct up_sites *s, struct up_task *t, bool last)
 
 	if (!s->xol.nmaps && !s->nsigs)
 		return 0;
+	/* no thread waits for room any more: the tracer is going (--when-full=block) */
+	if (s->agent)
+		up_agent_set_block(s->agent, false);
 	if (t)
 		sigs_put_back(s, t);
 	up_site_unhijack(s, s->p);
