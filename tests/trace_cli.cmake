@@ -238,7 +238,7 @@ add_test(NAME trace.errors.when_full
   COMMAND ${_ex} 2 "--when-full 'wait': expected block or drop"
           ${UPROBE_TRACE_BIN} trace --when-full wait -e "p ${_trS}:foo" -- ${_ran})
 add_test(NAME trace.errors.spool_size
-  COMMAND ${_ex} 2 "--spool-size '12X': expected a size (MiB, or with K, M, G)"
+  COMMAND ${_ex} 2 "--spool-size '12X': expected a size"
           ${UPROBE_TRACE_BIN} trace --spool-size 12X -e "p ${_trS}:foo" -- ${_ran})
 
 # ---- hostile targets: files the traced process names (src/sym/file.c) -------------------
