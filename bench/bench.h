@@ -52,6 +52,7 @@ enum bench_tool {
 	T_BPF_LOG2,   /* the same three questions asked of bpftrace */
 	T_BPF_KEY,
 	T_BPF_LAT,
+	T_RUN_KEY,    /* uprobe run: bpftrace's keyed count, unchanged, as it runs in-process */
 	T_GDB,
 	T_FLOOR,
 	T_FLOOR_FOLLOW, /* the tracer placed as the engine does: on the tracee's last CPU */

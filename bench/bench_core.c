@@ -41,7 +41,7 @@ const char *const bench_tool_names[T_NTOOLS] = {
 	"raw, drop",	    "text, no spool",	"json, no spool",
 	"kernel (tracefs)", "bpftrace",
 	"uprobe log2 hist", "uprobe keyed count", "uprobe latency", "bpftrace hist()",
-	"bpftrace @[k]=count", "bpftrace latency",
+	"bpftrace @[k]=count", "bpftrace latency", "uprobe run @[k]=count",
 	"gdb dprintf",
 	"ptrace floor",	    "floor, following", "floor-samecpu",    "floor-diffcpu",
 };
@@ -50,7 +50,7 @@ const char *const bench_tool_keys[T_NTOOLS] = {
 	"uprobe_fast_burst", "uprobe_cli_raw", "uprobe_cli_text", "uprobe_cli_json",
 	"uprobe_cli_raw_drop", "uprobe_cli_text_drop", "uprobe_cli_json_drop",
 	"kernel",   "bpftrace",	     "uprobe_hist_log2", "uprobe_hist_keyed", "uprobe_hist_latency",
-	"bpftrace_hist_log2", "bpftrace_hist_keyed", "bpftrace_hist_latency", "gdb",		"floor",	 "floor_following",
+	"bpftrace_hist_log2", "bpftrace_hist_keyed", "bpftrace_hist_latency", "uprobe_run_keyed", "gdb",		"floor",	 "floor_following",
 	"floor_samecpu", "floor_diffcpu",
 };
 
@@ -634,6 +634,34 @@ static double run_bpf_agg(struct bench *b, struct bench_workload *w, long n, int
 	return bench_read_loop_ns(b);
 }
 
+/*
+ * bpftrace's keyed count of (T_BPF_KEY), unchanged, under `uprobe run`: its body runs in
+ * the process (a hist trigger, tools/uprobe/run.c).  No pid filter: uprobe run traces
+ * the command only.  Its map's counts must add up to n.
+ */
+static double run_run_key(struct bench *b, struct bench_workload *w, long n)
+{
+	char script[PATH_MAX * 2 + 512], cmd[PATH_MAX + 64], where[PATH_MAX + 64];
+	char *argv[] = { (char *)b->cli, "run", "-e", script, "-c", cmd, NULL };
+	char *out, *p;
+	long sum = 0;
+	int status;
+
+	agg_target(b, w, where, sizeof(where));
+	snprintf(script, sizeof(script), "uprobe:%s { @h[arg0 & 255] = count(); }", where);
+	snprintf(cmd, sizeof(cmd), "%s %s %ld", b->target, w->mode, n);
+	out = run_capture(argv, &status);
+	check_exit("uprobe run", status);
+	for (p = out; (p = strchr(p, '\n')); p++)
+		if (!strncmp(p + 1, "@h[", 3) && strstr(p + 1, "]: "))
+			sum += atol(strstr(p + 1, "]: ") + 3);
+	free(out);
+	if (sum != n)
+		bench_die("uprobe run on (%s) %s: %ld in its map, expected %ld", w->key, w->label,
+			  sum, n);
+	return bench_read_loop_ns(b);
+}
+
 /* ---- bpftrace ---- */
 
 /*
@@ -884,6 +912,8 @@ static double run_one(struct bench *b, int wi, int tool, long n)
 	case T_BPF_KEY:
 	case T_BPF_LAT:
 		return run_bpf_agg(b, w, n, tool);
+	case T_RUN_KEY:
+		return run_run_key(b, w, n);
 	case T_GDB:
 		return run_gdb(b, w, n);
 	case T_FLOOR:
@@ -1101,6 +1131,7 @@ static void setup(struct bench *b, const char *build)
 				c[t].used = true;
 			for (int t = T_BPF_LOG2; t <= T_BPF_LAT; t++)
 				c[t].skip = b->bpftrace_skip;
+			c[T_RUN_KEY].used = true;
 		}
 		c[T_GDB].used = true;
 		if (w->kind == BK_RET)

@@ -11,7 +11,11 @@ set -e
 # /usr/bin/python3.11 and its SDT probes, a real USDT target (tests/probes.cmake).
 # linux-source-6.12: the kernel's ftracetest harness and uprobe selftests, run against
 # `uprobe mount` (tests/ftrace/); its tarball is read, never built.
-PKGS="cmake make gcc libc6-dev pkg-config libzydis-dev libelf-dev libdw-dev libcmocka-dev gcc-multilib binutils python3 libfuse3-dev fuse3 valgrind systemtap-sdt-dev python3.11 linux-source-6.12 gdb"
+# libmicrohttpd-dev: `uprobe trace --listen` serves its metrics over HTTP with it;
+# prometheus (prometheus, promtool): the metrics' oracle (tests/integration/metrics.py).
+# bpftrace: `uprobe run` is compared with it, and runs its tools (/usr/sbin/*.bt) unchanged
+# (tests/run.cmake).
+PKGS="cmake make gcc libc6-dev pkg-config libzydis-dev libelf-dev libdw-dev libcmocka-dev gcc-multilib binutils python3 libfuse3-dev fuse3 valgrind systemtap-sdt-dev python3.11 linux-source-6.12 gdb libmicrohttpd-dev prometheus bpftrace"
 
 missing=""
 for p in $PKGS; do

@@ -41,3 +41,13 @@ else()
     test.d/kprobe/uprobe_syntax_errors.tc)
 endif()
 set_tests_properties(ftrace.uprobe PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)
+
+# uprobe mount --listen: an event's hist trigger written from a shell, scraped
+if(FUSE3_FOUND)
+  add_test(NAME fs.metrics COMMAND python3 ${_fs_it}/fs_metrics.py $<TARGET_FILE:uprobe-cli>
+    $<TARGET_FILE:metrics_prog>)
+else()
+  add_test(NAME fs.metrics COMMAND sh -c
+    "echo 'SKIP: built without libfuse3 (Debian package libfuse3-dev)'; exit 77")
+endif()
+set_tests_properties(fs.metrics PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)

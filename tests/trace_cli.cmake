@@ -21,6 +21,7 @@ uprobe_trace_target(trace_args)
 uprobe_trace_target(trace_fork)
 uprobe_trace_target(trace_loop)
 uprobe_trace_target(trace_dlopen)
+uprobe_trace_target(metrics_prog)
 target_link_libraries(trace_dlopen PRIVATE ${CMAKE_DL_LIBS})
 add_library(trace_lib SHARED ${CMAKE_CURRENT_LIST_DIR}/targets/trace_lib.c)
 set_target_properties(trace_lib PROPERTIES
@@ -255,3 +256,9 @@ set_tests_properties(trace.hostile.files PROPERTIES TIMEOUT 180)
 uprobe_trace_py(trace.output.files ${UPROBE_TRACE_IT}/output_files.py ${UPROBE_TRACE_BIN}
   ${_trargs})
 set_tests_properties(trace.output.files PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+
+# --listen: the metrics against promtool and a Prometheus server, hostile clients
+# (tests/integration/metrics.py); prometheus/promtool come from the test set-up
+uprobe_trace_py(trace.metrics ${UPROBE_TRACE_IT}/metrics.py ${UPROBE_TRACE_BIN}
+  $<TARGET_FILE:metrics_prog>)
+set_tests_properties(trace.metrics PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77)

@@ -791,12 +791,13 @@ static void serve(struct fsd *d)
 {
 	struct fuse_buf fbuf = { .mem = NULL };
 	int tfd = up_trace_fd(d->tr);
-	struct pollfd pfd[3] = {
+	struct pollfd pfd[4] = {
 		{ .fd = fuse_session_fd(d->se), .events = POLLIN },
 		{ .fd = tfd, .events = POLLIN },
 		{ .fd = d->opts->stop_fd, .events = POLLIN },
+		{ .fd = d->opts->on_wake ? d->opts->wake_fd : -1, .events = POLLIN },
 	};
-	nfds_t nfds = d->opts->stop_fd >= 0 ? 3 : 2;
+	nfds_t nfds = 4; /* a negative fd is not polled */
 
 	if (tfd < 0) {
 		fslog(d, "cannot wait for the traced processes: %s", strerror(-tfd));
@@ -815,8 +816,10 @@ static void serve(struct fsd *d)
 			fslog(d, "poll: %s", strerror(errno));
 			break;
 		}
-		if (nfds == 3 && pfd[2].revents)
+		if (pfd[2].revents)
 			break;
+		if (pfd[3].revents & POLLIN)
+			d->opts->on_wake(d->opts->wake_arg, d->tr);
 		if ((pfd[1].revents & POLLIN) || r == 0) /* r == 0: fast-path records to read */
 			up_trace_dispatch(d->tr);
 		if (pfd[0].revents) {
@@ -854,7 +857,7 @@ int up_fs_run(const struct up_fs_opts *opts)
 {
 	struct fsd d = { .opts = opts, .on = true };
 	struct up_trace_opts to = { .header = false, .follow = true, .verbose = opts->verbose,
-				    .log = session_log, .log_arg = &d };
+				    .metrics = opts->metrics, .log = session_log, .log_arg = &d };
 	static char a0[] = "uprobe", a1[] = "-o", a2[] = "fsname=uprobe,subtype=uprobe", a3[] = "-d";
 	char *argv[] = { a0, a1, a2, a3, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(opts->debug ? 4 : 3, argv);

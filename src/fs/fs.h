@@ -36,6 +36,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+struct up_trace;
+
 struct up_fs_opts {
 	const char *mountpoint;
 	const pid_t *pids; /* processes to trace from the start (npids of them) */
@@ -63,6 +65,12 @@ struct up_fs_opts {
 	 * hold).  Never this process, its ancestors, or a process waiting on the mount.
 	 */
 	bool reach_all;
+	/* wake_fd (-1: none) readable: on_wake is called between two turns of the loop
+	   with the session (uprobe mount --listen renders its metrics there) */
+	int wake_fd;
+	bool metrics; /* the session's opts.metrics: histograms keep their sums */
+	void (*on_wake)(void *arg, struct up_trace *tr);
+	void *wake_arg;
 	const uid_t *reach_uids;
 	unsigned nreach_uids;
 	char *const *reach_comms;

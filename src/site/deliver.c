@@ -151,7 +151,7 @@ static void raw_span(void *arg, const void *recs, size_t len)
 	mm->ctx->opts->raw_handler(mm->ctx->opts->arg, recs, len);
 }
 
-/* ---- the spool (design.md section 12) ---- */
+/* ---- the spool (design.md section 14) ---- */
 
 /* A record for the spool: its probe's agent id, the record left out if the probe is
    gone.  Counted when delivered. */

@@ -357,6 +357,7 @@ static int rec_desc(struct up_sites *mm, struct up_task *t, struct up_patched *f
 			 strerror(-rc));
 		goto out;
 	}
+	up_agent_heap_ready(mm->agent, t); /* best effort: its descriptor and tables */
 	f->rec = true;
 	f->agg = u->capture->agg != NULL;
 	if (!f->agg) /* best effort: else the first lap of records faults the pages in */
@@ -497,6 +498,8 @@ int fast_arm(struct up_sites *mm, struct uprobe *u, struct up_task *t, char *why
 
 		f->shared = !agent_ensure(mm, t, sub, sizeof(sub)) &&
 			    !up_agent_counter(mm->agent, &f->counter);
+		if (f->shared)
+			up_agent_heap_ready(mm->agent, t);
 		if (!f->shared && (!mm->counters || mm->ncounters == 4096 / 8)) {
 			rc = up_xol_map_data(&mm->xol, t, u->vaddr, &mm->counters);
 			if (rc) {

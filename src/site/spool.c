@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The tracer's spool of records: a FIFO in memory chunks, then in a temporary file
- * read back as a ring (site/spool.h, design.md section 12).
+ * read back as a ring (site/spool.h, design.md section 14).
  *
  * Order: records go to memory while the file holds none and nothing read back from it
  * waits, else to the file; they are taken from what was read back first, then from

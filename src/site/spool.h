@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The tracer's spool of records (design.md section 12): the fast path's records,
+ * The tracer's spool of records (design.md section 14): the fast path's records,
  * copied raw out of the traced processes' rings as fast as they are written, wait here
  * to be formatted -- in memory first, then in a temporary file -- so that a formatter
  * slower than the program loses nothing while the spool has room.  A FIFO of whole

@@ -133,7 +133,7 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 		if (p->eargs) /* on the trap path the entry keeps them (the agent does too) */
 			p->u.handler = tr_on_entry;
 	} else if (!tr->opts.out && ts->spec.kind == UP_SPEC_EVENT && !tr->opts.no_fast &&
-		   !ts->hist)
+		   !ts->hist && !ts->hit_fn)
 		/* only counted (-c): the library counts, on the fast path where it can */
 		p->u.flags = UPROBE_F_COUNT;
 	else

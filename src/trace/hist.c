@@ -1029,6 +1029,29 @@ struct up_hist_table *up_hist_table_clone(const struct up_hist_table *t)
 	return c;
 }
 
+int up_hist_table_for_each(const struct up_hist_table *t, up_hist_entry_fn fn, void *ctx)
+{
+	for (unsigned i = 0; t && i < t->nents; i++) {
+		const struct hist_entry *e = &t->ents[i];
+		struct up_hist_key k;
+		int rc;
+
+		for (unsigned j = 0; j < UP_HIST_KEYS_MAX; j++) {
+			k.num[j] = e->num[j];
+			k.str[j] = e->str[j];
+		}
+		rc = fn(ctx, &k, e->hits, e->val);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+uint64_t up_hist_table_dropped(const struct up_hist_table *t)
+{
+	return t ? t->dropped : 0;
+}
+
 uint64_t up_hist_table_hits(const struct up_hist_table *t)
 {
 	return t ? t->hits : 0;
@@ -1073,6 +1096,8 @@ int up_hist_trigger_info(const struct up_hist *h, char *buf, size_t size)
 	}
 	up_spec_buf_printf(&b, ":vals=hitcount");
 	for (unsigned i = 0; i < h->nvals; i++) {
+		if (h->val[i].hidden)
+			continue;
 		up_spec_buf_putc(&b, ',');
 		field_text(&h->val[i], false, &b);
 	}
@@ -1255,6 +1280,8 @@ static void text_entry(FILE *out, const struct up_hist *h, const struct up_hist_
 		const struct up_hist_field *f = &h->val[i];
 		uint64_t v = val_value(f, e, i);
 
+		if (f->hidden)
+			continue;
 		val_label(f, label, sizeof(label));
 		if (f->mod == UP_HIST_MOD_HEX)
 			fprintf(out, "  %s: %10llx", label, (unsigned long long)v);
@@ -1400,11 +1427,13 @@ static int json_entry(FILE *out, const struct up_hist *h, const struct up_hist_t
 	if (ret)
 		return ret;
 	fprintf(out, ",\"hitcount\":%llu,\"vals\":{", (unsigned long long)e->hits);
-	for (unsigned i = 0; i < h->nvals; i++) {
+	for (unsigned i = 0, n = 0; i < h->nvals; i++) {
 		const struct up_hist_field *f = &h->val[i];
 		uint64_t v = val_value(f, e, i);
 
-		if (i)
+		if (f->hidden)
+			continue;
+		if (n++)
 			fputc(',', out);
 		field_text_buf(f, false, name, sizeof(name));
 		ret = put_json_cstr(out, name);
@@ -1648,4 +1677,288 @@ int up_hist_print(const struct up_hist *h, const struct up_hist_table *t,
 	if (!ret && ferror(out))
 		ret = -EIO;
 	return ret;
+}
+
+/* ---- prom: Prometheus's text exposition and OpenMetrics ----------------------------- */
+
+bool up_hist_add_sum(struct up_hist *h)
+{
+	const struct up_hist_field *k = &h->key[0];
+	struct up_hist_field *v;
+
+	if (!h || h->nkeys != 1 || (k->mod != UP_HIST_MOD_LOG2 && k->mod != UP_HIST_MOD_BUCKETS) ||
+	    (k->src != UP_HIST_SRC_ARG && k->src != UP_HIST_SRC_DURATION))
+		return false;
+	for (unsigned i = 0; i < h->nvals; i++)
+		if (h->val[i].op == UP_HIST_OP_SUM && h->val[i].src == k->src &&
+		    !strcmp(h->val[i].name, k->name) && h->val[i].mod == UP_HIST_MOD_NONE)
+			return true;
+	if (h->nvals >= UP_HIST_VALS_MAX)
+		return false;
+	v = &h->val[h->nvals++];
+	*v = *k;
+	v->mod = UP_HIST_MOD_NONE;
+	v->buckets = 0;
+	v->op = UP_HIST_OP_SUM;
+	v->hidden = true;
+	return true;
+}
+
+/* The val that sums the histogram's field, or -1. */
+static int prom_sum_val(const struct up_hist *h)
+{
+	const struct up_hist_field *k = &h->key[0];
+
+	for (unsigned i = 0; i < h->nvals; i++)
+		if (h->val[i].op == UP_HIST_OP_SUM && h->val[i].src == k->src &&
+		    !strcmp(h->val[i].name, k->name) && h->val[i].mod != UP_HIST_MOD_HEX)
+			return (int)i;
+	return -1;
+}
+
+/* A label value or HELP text, escaped: \\ and \n, and \" in label values. */
+static void prom_escape(FILE *out, const char *s, size_t n, bool quote)
+{
+	for (size_t i = 0; i < n && s[i]; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '\\')
+			fputs("\\\\", out);
+		else if (c == '\n')
+			fputs("\\n", out);
+		else if (c == '"' && quote)
+			fputs("\\\"", out);
+		else
+			fputc(c, out);
+	}
+}
+
+/* A field's name as a label name: [a-zA-Z_][a-zA-Z0-9_]*, never __-prefixed. */
+static void prom_label_name(FILE *out, const char *name)
+{
+	const char *s = name;
+
+	while (*s == '$' || *s == '_')
+		s++;
+	if (!*s || isdigit((unsigned char)*s))
+		fputs("key_", out);
+	for (; *s; s++)
+		fputc(isalnum((unsigned char)*s) ? *s : '_', out);
+}
+
+static void prom_head(FILE *out, const char *family, const char *suffix, const char *type,
+		      const char *help, const char *what)
+{
+	fprintf(out, "# HELP %s%s ", family, suffix);
+	prom_escape(out, help, strlen(help), false);
+	fprintf(out, "%s\n# TYPE %s%s %s\n", what, family, suffix, type);
+}
+
+static void prom_le(FILE *out, uint64_t le, bool om)
+{
+	fprintf(out, om ? "%llu.0" : "%llu", (unsigned long long)le);
+}
+
+/*
+ * A log2 key k counts 2^(k-1) < v <= 2^k (0: v <= 1), so its le is 2^k, inclusive as
+ * Prometheus's is.  A .buckets=n key b counts b <= v < b + n: of integers, le b + n - 1.
+ * Every log2 bucket from 2^0 to the highest is written, so a series never comes and
+ * goes; linear ones likewise up to 256 of them, else the ones hit.
+ */
+static void print_prom_histogram(const struct up_hist *h, const struct up_hist_table *t,
+				 const char *family, const char *help, bool om, FILE *out)
+{
+	const struct up_hist_field *f = &h->key[0];
+	const struct hist_entry **v = malloc((t->nents ? t->nents : 1) * sizeof(*v));
+	int sv = prom_sum_val(h);
+	uint64_t cum = 0, sum = 0, hi = 0, n = f->buckets ? f->buckets : 1;
+
+	if (!v)
+		return;
+	for (unsigned i = 0; i < t->nents; i++) {
+		v[i] = &t->ents[i];
+		hi = t->ents[i].num[0] > hi ? t->ents[i].num[0] : hi;
+		if (sv >= 0)
+			sum += t->ents[i].val[sv];
+	}
+	qsort(v, t->nents, sizeof(*v), cmp_by_key0);
+	prom_head(out, family, "", "histogram", help, "");
+	if (f->mod == UP_HIST_MOD_LOG2 || hi / n < 256) {
+		unsigned j = 0;
+
+		for (uint64_t k = 0; t->nents; k += f->mod == UP_HIST_MOD_LOG2 ? 1 : n) {
+			while (j < t->nents && v[j]->num[0] == k)
+				cum += v[j++]->hits;
+			fprintf(out, "%s_bucket{le=\"", family);
+			prom_le(out, f->mod == UP_HIST_MOD_LOG2 ? (k >= 64 ? UINT64_MAX : 1ull << k)
+								 : k + n - 1,
+				om);
+			fprintf(out, "\"} %llu\n", (unsigned long long)cum);
+			if (k >= hi)
+				break;
+		}
+	} else {
+		for (unsigned j = 0; j < t->nents; j++) {
+			cum += v[j]->hits;
+			fprintf(out, "%s_bucket{le=\"", family);
+			prom_le(out, v[j]->num[0] + n - 1, om);
+			fprintf(out, "\"} %llu\n", (unsigned long long)cum);
+		}
+	}
+	fprintf(out, "%s_bucket{le=\"+Inf\"} %llu\n", family, (unsigned long long)t->hits);
+	if (sv >= 0)
+		fprintf(out, "%s_sum %llu\n", family, (unsigned long long)sum);
+	fprintf(out, "%s_count %llu\n", family, (unsigned long long)t->hits);
+	free(v);
+}
+
+/* {key="value",...}: the entry's keys as print_bars shows them; a stack's frames
+   joined by ';', outermost first, as folded stacks are. */
+static void prom_labels(FILE *out, const struct up_hist *h, const struct up_hist_table *t,
+			const struct hist_entry *e)
+{
+	fputc('{', out);
+	for (unsigned j = 0; j < h->nkeys; j++) {
+		const struct up_hist_field *f = &h->key[j];
+		unsigned long long x = e->num[j];
+		char num[48];
+
+		if (j)
+			fputc(',', out);
+		prom_label_name(out, f->name);
+		fputs("=\"", out);
+		if (t->kind[j] == KEY_STACK) {
+			const char *fr[64], *s = entry_str(e, j);
+			size_t len[64];
+			unsigned nf = 0;
+
+			/* frames innermost first, one a line: written outermost first */
+			while (*s && nf < 64) {
+				const char *nl = strchr(s, '\n');
+				size_t l = nl ? (size_t)(nl - s) : strlen(s);
+
+				while (l && *s == ' ')
+					s++, l--;
+				if (l) {
+					fr[nf] = s;
+					len[nf++] = l;
+				}
+				s += l + (nl != NULL);
+			}
+			for (unsigned q = nf; q-- > 0;) {
+				prom_escape(out, fr[q], len[q], true);
+				if (q)
+					fputc(';', out);
+			}
+			fputc('"', out);
+			continue;
+		}
+		if (t->kind[j] == KEY_STRING || (t->kind[j] == KEY_SYM && e->str[j])) {
+			prom_escape(out, entry_str(e, j), UP_HIST_STRING_KEY, true);
+			fputc('"', out);
+			continue;
+		}
+		if (f->mod == UP_HIST_MOD_HEX || t->kind[j] == KEY_SYM)
+			snprintf(num, sizeof(num), "0x%llx", x);
+		else if (f->mod == UP_HIST_MOD_LOG2)
+			snprintf(num, sizeof(num), "2^%llu", x);
+		else if (f->mod == UP_HIST_MOD_BUCKETS)
+			snprintf(num, sizeof(num), "%llu-%llu", x,
+				 x + (unsigned long long)f->buckets - 1);
+		else if (f->is_signed)
+			snprintf(num, sizeof(num), "%lld", (long long)x);
+		else
+			snprintf(num, sizeof(num), "%llu", x);
+		fputs(num, out);
+		fputc('"', out);
+	}
+	fputc('}', out);
+}
+
+static int cmp_hits_desc(const void *pa, const void *pb)
+{
+	const struct hist_entry *a = *(const struct hist_entry *const *)pa;
+	const struct hist_entry *b = *(const struct hist_entry *const *)pb;
+
+	return a->hits != b->hits ? (a->hits < b->hits ? 1 : -1) : cmp_u64(a->hash, b->hash);
+}
+
+static void print_prom_keyed(const struct up_hist *h, const struct up_hist_table *t,
+			     const char *family, const char *help, unsigned max_series, bool om,
+			     FILE *out)
+{
+	const struct hist_entry **v = malloc((t->nents ? t->nents : 1) * sizeof(*v));
+	unsigned n = t->nents < max_series ? t->nents : max_series;
+	uint64_t over = 0;
+
+	if (!v)
+		return;
+	for (unsigned i = 0; i < t->nents; i++)
+		v[i] = &t->ents[i];
+	qsort(v, t->nents, sizeof(*v), cmp_hits_desc);
+	for (unsigned i = n; i < t->nents; i++)
+		over += v[i]->hits;
+	prom_head(out, family, om ? "_hits" : "_hits_total", "counter", help, ": hits by key");
+	for (unsigned i = 0; i < n; i++) {
+		fprintf(out, "%s_hits_total", family);
+		prom_labels(out, h, t, v[i]);
+		fprintf(out, " %llu\n", (unsigned long long)v[i]->hits);
+	}
+	for (unsigned k = 0; k < h->nvals; k++) {
+		const struct up_hist_field *f = &h->val[k];
+		bool counter = f->op == UP_HIST_OP_SUM && !f->is_signed;
+		static const char *const opn[] = { "sum", "min", "max", "avg" };
+		char suffix[sizeof(f->name) + 32], what[sizeof(f->name) + 32];
+		size_t m;
+
+		if (f->hidden)
+			continue;
+		m = (size_t)snprintf(suffix, sizeof(suffix), "_");
+		for (const char *s = f->name; *s && m + 2 < sizeof(suffix); s++)
+			if (*s != '$')
+				suffix[m++] = isalnum((unsigned char)*s) ? *s : '_';
+		snprintf(suffix + m, sizeof(suffix) - m, "_%s%s", opn[f->op],
+			 counter && !om ? "_total" : "");
+		snprintf(what, sizeof(what), ": %s of %s by key", opn[f->op], f->name);
+		prom_head(out, family, suffix, counter ? "counter" : "gauge", help, what);
+		if (counter && om)
+			strcat(suffix, "_total");
+		for (unsigned i = 0; i < n; i++) {
+			uint64_t x = val_value(f, v[i], k);
+
+			fprintf(out, "%s%s", family, suffix);
+			prom_labels(out, h, t, v[i]);
+			if (val_printed_signed(f) || f->is_signed)
+				fprintf(out, " %lld\n", (long long)x);
+			else
+				fprintf(out, " %llu\n", (unsigned long long)x);
+		}
+	}
+	prom_head(out, family, om ? "_overflow_hits" : "_overflow_hits_total", "counter", help,
+		  ": hits of keys beyond the exported series");
+	fprintf(out, "%s_overflow_hits_total %llu\n", family, (unsigned long long)over);
+	free(v);
+}
+
+int up_hist_print_prom(const struct up_hist *h, const struct up_hist_table *t,
+		       const char *family, const char *help, unsigned max_series, bool om,
+		       FILE *out)
+{
+	bool one_num;
+
+	if (!h || !out || !family)
+		return -EINVAL;
+	if (!t)
+		t = h->base;
+	if (!t || t->nkeys != h->nkeys || t->nvals != h->nvals)
+		return -EINVAL;
+	one_num = h->nkeys == 1 && t->kind[0] == KEY_NUM;
+	if (one_num && (h->key[0].mod == UP_HIST_MOD_LOG2 || h->key[0].mod == UP_HIST_MOD_BUCKETS))
+		print_prom_histogram(h, t, family, help, om, out);
+	else
+		print_prom_keyed(h, t, family, help, max_series ? max_series : 1, om, out);
+	prom_head(out, family, om ? "_dropped" : "_dropped_total", "counter", help,
+		  ": hits whose key found no room in the table");
+	fprintf(out, "%s_dropped_total %llu\n", family, (unsigned long long)t->dropped);
+	return ferror(out) ? -EIO : 0;
 }

@@ -67,6 +67,7 @@ struct up_hist_field {
 	bool is_string;		/* resolve: the argument is a string (keys only) */
 	bool is_signed;		/* resolve: an s-type argument (min/max compare signed) */
 	int pos, len;		/* the field's text, in the trigger text, for errors */
+	bool hidden;		/* a val up_hist_add_sum added: kept, never printed */
 };
 
 struct up_hist_sort {
@@ -100,6 +101,14 @@ struct up_hist {
  */
 int up_hist_parse(const char *text, bool with_event, struct up_hist *h,
 		  struct up_spec_err *err);
+
+/*
+ * A histogram's sum for an exposition that wants one (Prometheus's _sum): when h has one
+ * key, a .log2 or .buckets of an argument or of $duration, and no val sums that field,
+ * a hidden val that does is added (the tables aggregate it; no printer shows it).
+ * Before up_hist_resolve.  True when h has such a sum now.
+ */
+bool up_hist_add_sum(struct up_hist *h);
 
 /*
  * Binds h's fields to spec's arguments and makes its table: -EINVAL with err when a
@@ -137,6 +146,13 @@ int up_hist_table_merge(struct up_hist_table *dst, const struct up_hist_table *s
 /* A copy of t (to add live entries to before printing); NULL on -ENOMEM. */
 struct up_hist_table *up_hist_table_clone(const struct up_hist_table *t);
 uint64_t up_hist_table_hits(const struct up_hist_table *t);
+/* Every entry of t, in the order they came: its key, hits and vals (as up_hist_table_add
+   combined them).  A non-zero return from fn stops the walk and is returned. */
+typedef int (*up_hist_entry_fn)(void *ctx, const struct up_hist_key *k, uint64_t hits,
+				const uint64_t *vals);
+int up_hist_table_for_each(const struct up_hist_table *t, up_hist_entry_fn fn, void *ctx);
+/* Hits that found no room in t. */
+uint64_t up_hist_table_dropped(const struct up_hist_table *t);
 unsigned up_hist_table_entries(const struct up_hist_table *t);
 
 /* The trigger as the kernel's trigger file lists it:
@@ -153,5 +169,20 @@ int up_hist_trigger_info(const struct up_hist *h, char *buf, size_t size);
 enum up_hist_style { UP_HIST_TEXT, UP_HIST_JSON, UP_HIST_BARS };
 int up_hist_print(const struct up_hist *h, const struct up_hist_table *t,
 		  enum up_hist_style style, FILE *out);
+
+/*
+ * Prints t as Prometheus metric families named after family ([a-zA-Z_:][a-zA-Z0-9_:]*),
+ * in the text exposition format 0.0.4, or OpenMetrics 1.0 (om: counters' families
+ * without _total, le values as floats; the caller writes "# EOF").  One key, .log2 or
+ * .buckets: a histogram (cumulative _bucket{le} to +Inf, _sum when h sums the field,
+ * _count).  Otherwise keyed counts: FAMILY_hits_total{KEY="..."} and per val a
+ * counter (sums of unsigned fields) or a gauge (min, max, avg, signed sums), the keys
+ * as labels, escaped; at most max_series keys (most hits first), the rest counted in
+ * FAMILY_overflow_hits_total.  help says what the table is (HELP lines).  Entries
+ * dropped for want of room: FAMILY_dropped_total.
+ */
+int up_hist_print_prom(const struct up_hist *h, const struct up_hist_table *t,
+		       const char *family, const char *help, unsigned max_series, bool om,
+		       FILE *out);
 
 #endif /* UPROBE_TRACE_HIST_H */

@@ -306,6 +306,10 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		tr_hist_hit(p, regs, is_return, h, &env);
 		return;
 	}
+	if (ts->hit_fn) {
+		tr_hook_hit(p, regs, is_return, h, &env);
+		return;
+	}
 	if (!tr->opts.out)
 		return;
 	if (h->rec) {

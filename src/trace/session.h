@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <sys/user.h>
 
 #include <uprobe/uprobe.h>
 
@@ -38,6 +39,8 @@ struct up_trace_opts {
 	size_t spool_bytes; /* records waiting to be formatted (0: 256 MiB; see no_spool) */
 	bool no_spool;	    /* records formatted straight from the rings */
 	bool when_full_drop; /* a full ring drops records (else the thread waits for room) */
+	bool metrics;	/* served as metrics (up_trace_print_metrics): histograms keep the
+			   sum of their field too, for _sum */
 	void (*log)(void *arg, const char *msg);
 	void *log_arg;
 };
@@ -83,6 +86,11 @@ int up_trace_trigger_text(struct up_trace *tr, unsigned i, char *buf, size_t siz
    style (enum up_hist_style: text as the kernel's hist file, JSON, bpftrace's bars). */
 void up_trace_print_hists(struct up_trace *tr, enum up_hist_style style, FILE *out);
 int up_trace_print_hist(struct up_trace *tr, unsigned i, enum up_hist_style style, FILE *out);
+/* Spec i's trigger table's entries as they stand (the agents' live tables merged in),
+   each to fn (trace/hist.h); *dropped (may be NULL): hits that found no room.
+   -ENOENT: no trigger there. */
+int up_trace_hist_for_each(struct up_trace *tr, unsigned i, up_hist_entry_fn fn, void *ctx,
+			   uint64_t *dropped);
 
 /* Fast-path records dropped because a ring was full, so far. */
 uint64_t up_trace_lost(struct up_trace *tr);
@@ -123,6 +131,15 @@ int up_trace_run(struct up_trace *tr, volatile int *stop);
 
 /* The launched command's wait status, -1 while unknown. */
 int up_trace_status(const struct up_trace *tr);
+
+/*
+ * The session as Prometheus metrics (text exposition format 0.0.4, or OpenMetrics 1.0
+ * when om): uprobe_probe_hits_total and uprobe_records_lost_total per probe
+ * ({group, event, file}), every hist trigger's live table as up_hist_print_prom
+ * writes it (max_series keys a table at most).  Reads the live tables without
+ * stopping anything.  0, -ENOMEM, -EIO.
+ */
+int up_trace_print_metrics(struct up_trace *tr, FILE *out, bool om, unsigned max_series);
 
 /* Hits per spec, like the kernel's uprobe_profile: "  FILE-OR-PID EVENT HITS". */
 void up_trace_print_counts(struct up_trace *tr, FILE *out);
@@ -170,5 +187,44 @@ int up_trace_set_wait_hook(struct up_trace *tr, void (*hook)(void *arg, int fd),
 int up_trace_dispatch(struct up_trace *tr);
 /* Every process let go, its probes removed (unmount). */
 void up_trace_detach_all(struct up_trace *tr);
+
+/*
+ * Hits handed to a caller instead of printed: a front end (src/bt/, `uprobe run`) that
+ * runs its own code at each hit.  fn is called while the hit's thread is stopped (the
+ * trap path: the session must be made with opts.no_fast and no opts.out), with the
+ * thread's registers and a reader of its memory; what it does there the thread waits
+ * for.  The hit's stack and names come from the up_trace_hit_* calls below, valid only
+ * during fn.
+ */
+struct up_trace_hit {
+	struct up_trace *tr;
+	unsigned spec;		/* the spec's index */
+	pid_t pid, tid;
+	uint64_t time_ns;	/* CLOCK_MONOTONIC at the stop */
+	bool is_return;
+	uint64_t addr;		/* the probed address */
+	const struct user_regs_struct *regs;
+	const char *comm;	/* the thread's name (cached per thread) */
+	/* the process's memory: 0 or a negative errno */
+	int (*read)(void *ctx, uint64_t addr, void *buf, size_t len);
+	void *read_ctx;
+	const void *priv;	/* the session's */
+};
+typedef void (*up_trace_hit_fn)(void *arg, const struct up_trace_hit *h);
+/* Spec i's hits go to fn (NULL: printed again).  -ENOENT: no such spec. */
+int up_trace_set_hit_fn(struct up_trace *tr, unsigned i, up_trace_hit_fn fn, void *arg);
+/* The hit's user stack, innermost first, by the unwind tables (as $ustack): the
+   number of addresses put into out. */
+unsigned up_trace_hit_ustack(const struct up_trace_hit *h, uint64_t *out, unsigned max);
+/* An address of the hit's process, named: the function holding it and the offset
+   into it (*off), 0; or -ENOENT (no symbol: *off the offset into its file, name the
+   file's base name or "" when no file). */
+int up_trace_hit_sym(const struct up_trace_hit *h, uint64_t addr, char *name, size_t size,
+		     uint64_t *off);
+/* The spec's fetch arguments' values at the hit (a USDT probe's operands: arg1..argN),
+   as integers, signed ones sign-extended: how many were put into out. */
+unsigned up_trace_hit_args(const struct up_trace_hit *h, uint64_t *out, unsigned max);
+/* The cpu the hit's thread last ran on (read from /proc), -1 when unknown. */
+int up_trace_hit_cpu(const struct up_trace_hit *h);
 
 #endif

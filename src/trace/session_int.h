@@ -20,6 +20,7 @@
  *               stopped, formatted once it runs) and the fast path's records
  *   rawrec.c    --format raw: hits written unformatted, as the agent's records
  *   triggers.c  hist triggers: tables fed from the trap path and the agents, printed
+ *   hook.c      hits handed to a caller's function (up_trace_set_hit_fn: `uprobe run`)
  *
  * Internal names shared between these files take the prefix tr_; everything else in
  * them is static.  Nothing here is for callers outside src/trace/session*.c and the
@@ -71,6 +72,9 @@ struct tspec {
 	unsigned hist_conds; /* of conds, the trigger's (the last ones) */
 	char *filter_text;   /* events/GRP/EVENT/filter: the conditions before the trigger's */
 	struct up_filter comm; /* its comm term, if any: applied by the tracer */
+	/* up_trace_set_hit_fn: its hits go to a caller (hook.c) */
+	up_trace_hit_fn hit_fn;
+	void *hit_arg;
 };
 
 struct tproc;
@@ -252,9 +256,16 @@ void tr_raw_site(struct up_trace *tr, const struct tprobe *p);
 void tr_raw_trap(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const struct hit *h,
 		 const struct up_fetch_env *env);
 
+/* hook.c */
+void tr_hook_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const struct hit *h,
+		 struct up_fetch_env *env);
+
 /* triggers.c */
 void tr_hist_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const struct hit *h,
 		 struct up_fetch_env *env);
 void tr_on_agg(struct uprobe *u, const struct uprobe_agg_entry *e);
+/* ts's hist table as it is now: the merged entries and what the agents hold (a copy,
+   up_hist_table_free), NULL on -ENOMEM. */
+struct up_hist_table *tr_hist_live(struct up_trace *tr, const struct tspec *ts);
 
 #endif

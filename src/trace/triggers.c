@@ -267,6 +267,8 @@ int up_trace_add_trigger(struct up_trace *tr, const char *text, char *err, size_
 			up_spec_err_format(text, &se, err, errlen);
 		return rc;
 	}
+	if (tr->opts.metrics)
+		up_hist_add_sum(h); /* a histogram's _sum */
 	i = up_trace_find(tr, h->group[0] ? h->group : NULL, h->event);
 	if (i < 0 || tr->specs[i]->spec.kind != UP_SPEC_EVENT) {
 		snprintf(err, errlen, "'%s': no event %s%s%s: a trigger names an event given with "
@@ -283,17 +285,12 @@ int up_trace_add_trigger(struct up_trace *tr, const char *text, char *err, size_
 	return rc;
 }
 
-int up_trace_print_hist(struct up_trace *tr, unsigned i, enum up_hist_style style, FILE *out)
+struct up_hist_table *tr_hist_live(struct up_trace *tr, const struct tspec *ts)
 {
-	struct tspec *ts = i < tr->nspecs ? tr->specs[i] : NULL;
-	struct up_hist_table *t;
-	int rc;
+	struct up_hist_table *t = up_hist_table_clone(ts->hist->base);
 
-	if (!ts || !ts->hist)
-		return -ENOENT;
-	t = up_hist_table_clone(ts->hist->base);
 	if (!t)
-		return -ENOMEM;
+		return NULL;
 	/* what the agents hold now, on top of what came from the trap path and from the
 	   tables of probes gone */
 	for (struct tproc *tp = tr->procs; tp; tp = tp->next) {
@@ -304,7 +301,47 @@ int up_trace_print_hist(struct up_trace *tr, unsigned i, enum up_hist_style styl
 				uprobe_agg_read(tr->ctx, &p->u, live_one, &lr);
 		}
 	}
+	return t;
+}
+
+int up_trace_print_hist(struct up_trace *tr, unsigned i, enum up_hist_style style, FILE *out)
+{
+	struct tspec *ts = i < tr->nspecs ? tr->specs[i] : NULL;
+	struct up_hist_table *t;
+	int rc;
+
+	if (!ts || !ts->hist)
+		return -ENOENT;
+	t = tr_hist_live(tr, ts);
+	if (!t)
+		return -ENOMEM;
 	rc = up_hist_print(ts->hist, t, style, out);
+	up_hist_table_free(t);
+	return rc;
+}
+
+int up_trace_hist_for_each(struct up_trace *tr, unsigned i, up_hist_entry_fn fn, void *ctx,
+			   uint64_t *dropped)
+{
+	struct tspec *ts = i < tr->nspecs ? tr->specs[i] : NULL;
+	struct up_hist_table *t;
+	int rc;
+
+	if (!ts || !ts->hist)
+		return -ENOENT;
+	t = up_hist_table_clone(ts->hist->base);
+	if (!t)
+		return -ENOMEM;
+	for (struct tproc *tp = tr->procs; tp; tp = tp->next)
+		for (struct tprobe *p = tp->probes; p; p = p->next) {
+			struct live_read lr = { p, t };
+
+			if (p->ts == ts && p->u.agg_handler)
+				uprobe_agg_read(tr->ctx, &p->u, live_one, &lr);
+		}
+	rc = up_hist_table_for_each(t, fn, ctx);
+	if (dropped)
+		*dropped = up_hist_table_dropped(t);
 	up_hist_table_free(t);
 	return rc;
 }
@@ -366,6 +403,8 @@ int up_trace_set_trigger(struct up_trace *tr, unsigned i, const char *text, char
 		}
 		return rc;
 	}
+	if (tr->opts.metrics)
+		up_hist_add_sum(h); /* a histogram's _sum */
 	if (remove) {
 		/* as the kernel: the trigger that was added with the same keys goes */
 		char want[512], have[512];

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """usage: trace_spool.py UPROBE FAST_REC BENCH_TARGET
 
-Every event, none lost, in every format (issue 30, items 1 and 2; design.md section 12):
+Every event, none lost, in every format (issue 30, items 1 and 2; design.md section 14):
 
   formats   1,000,000 hits of a hot six-argument function (bench_target args) traced to
             a file at default settings as text, JSON and raw (then uprobe report): one

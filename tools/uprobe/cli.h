@@ -7,6 +7,7 @@
 #ifndef UPROBE_TOOLS_CLI_H
 #define UPROBE_TOOLS_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 struct up_sym_elf;
@@ -30,6 +31,7 @@ extern const struct cli_cmd cli_cmd_decode;
 extern const struct cli_cmd cli_cmd_list;
 extern const struct cli_cmd cli_cmd_mount;
 extern const struct cli_cmd cli_cmd_report;
+extern const struct cli_cmd cli_cmd_run;
 extern const struct cli_cmd cli_cmd_trace;
 
 /* "uprobe CMD: message\n" on stderr. */
@@ -50,6 +52,25 @@ struct up_sym_elf *cli_open_elf(const char *cmd, const char *path);
  * is followed (/dev/stdout, a link of one's own).  A block device is refused.
  */
 FILE *cli_open_output(const char *cmd, const char *path);
+
+/*
+ * --listen HOST:PORT (listen.c): GET /metrics served from a thread of its own, the
+ * session's metrics rendered by the main thread between turns of its loop.  A scrape
+ * makes cli_listen_fd readable and, with signal_main, sends the main thread SIGUSR2,
+ * whose handler (the caller's, installed before start, without SA_RESTART) must make
+ * its loop return.  start: serving, or -errno with err;
+ * where: "ADDR:PORT" as bound; due: a scrape waits (after the loop returned -EINTR);
+ * serve: render for the waiting scrapes; stop: the server gone.
+ */
+struct cli_listen;
+struct up_trace;
+int cli_listen_start(const char *spec, unsigned max_series, bool signal_main,
+		     struct cli_listen **out, char *err, size_t errlen);
+const char *cli_listen_where(const struct cli_listen *l);
+int cli_listen_fd(const struct cli_listen *l);
+bool cli_listen_due(struct cli_listen *l);
+void cli_listen_serve(struct cli_listen *l, struct up_trace *tr);
+void cli_listen_stop(struct cli_listen *l);
 
 /* Prints "Try 'uprobe help CMD'." style hint and returns CLI_USAGE. */
 int cli_usage_error(const struct cli_cmd *cmd, const char *fmt, ...)

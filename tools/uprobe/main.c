@@ -30,6 +30,7 @@ static const struct cli_cmd *const commands[] = {
 	&cli_cmd_list,
 	&cli_cmd_mount,
 	&cli_cmd_report,
+	&cli_cmd_run,
 	&cli_cmd_trace,
 };
 

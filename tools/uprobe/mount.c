@@ -31,9 +31,15 @@ static void on_stop_signal(int sig)
 	errno = saved;
 }
 
+/* --listen: a scrape waits; the filesystem's loop calls this between two turns */
+static void on_scrape(void *arg, struct up_trace *tr)
+{
+	cli_listen_serve(arg, tr);
+}
+
 static void mount_usage(FILE *out)
 {
-	fputs("usage: uprobe mount [-p PID]... [-v] [-d] DIR [-- COMMAND [ARGS]]\n"
+	fputs("usage: uprobe mount [-p PID]... [-v] [-d] [--listen HOST:PORT] DIR [-- COMMAND [ARGS]]\n"
 	      "\n"
 	      "Serves in DIR the files tracefs has for uprobes, so that what is written for\n"
 	      "/sys/kernel/tracing works here, without root, on every process you may ptrace\n"
@@ -74,6 +80,10 @@ static void mount_usage(FILE *out)
 	      "                    both must hold)\n"
 	      "  -v, --verbose     say where each probe was armed\n"
 	      "  -d, --debug       libfuse's request log\n"
+	      "      --listen HOST:PORT  serve the events' hit counts and hist tables at\n"
+	      "                    http://HOST:PORT/metrics for Prometheus, as uprobe trace\n"
+	      "                    --listen does (':9464' is 127.0.0.1:9464; see uprobe(1))\n"
+	      "      --max-series N  at most N keys of a table as series (default 1000)\n"
 	      "\n"
 	      "example (seed 008's walkthrough):\n"
 	      "  uprobe mount /tmp/t &\n"
@@ -117,7 +127,8 @@ static int mount_run(int argc, char **argv)
 		{ "pid", required_argument, NULL, 'p' }, { "all", no_argument, NULL, 'a' },
 		{ "uid", required_argument, NULL, 'u' }, { "comm", required_argument, NULL, 'c' },
 		{ "verbose", no_argument, NULL, 'v' },	 { "debug", no_argument, NULL, 'd' },
-		{ "help", no_argument, NULL, 'h' },	 { NULL, 0, NULL, 0 },
+		{ "help", no_argument, NULL, 'h' },	 { "listen", required_argument, NULL, 'M' },
+		{ "max-series", required_argument, NULL, 'Q' }, { NULL, 0, NULL, 0 },
 	};
 	struct up_fs_opts o = { .stop_fd = -1, .log = log_msg };
 	struct sigaction sa = { .sa_handler = on_stop_signal };
@@ -126,6 +137,9 @@ static int mount_run(int argc, char **argv)
 	char **comms = NULL;
 	unsigned npids = 0, nuids = 0, ncomms = 0;
 	int c, rc, st = -1, ret = CLI_FAIL;
+	const char *listen_at = NULL;
+	unsigned max_series = 1000;
+	struct cli_listen *srv = NULL;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+p:au:c:vdh", longopts, NULL)) != -1) {
@@ -171,6 +185,21 @@ static int mount_run(int argc, char **argv)
 		case 'd':
 			o.debug = true;
 			break;
+		case 'M':
+			listen_at = optarg;
+			break;
+		case 'Q': {
+			char *end;
+			unsigned long n = strtoul(optarg, &end, 10);
+
+			if (*end || !n || n > 1000000) {
+				ret = cli_usage_error(&cli_cmd_mount,
+						      "--max-series '%s': expected 1 to 1000000", optarg);
+				goto out;
+			}
+			max_series = (unsigned)n;
+			break;
+		}
 		case 'h':
 			mount_usage(stdout);
 			ret = CLI_OK;
@@ -215,7 +244,26 @@ static int mount_run(int argc, char **argv)
 		o.argv = argv + optind + 2;
 		o.status = &st;
 	}
+	if (listen_at) {
+		char err[256];
+
+		rc = cli_listen_start(listen_at, max_series, false, &srv, err, sizeof(err));
+		if (rc) {
+			cli_err("mount", "%s", err);
+			ret = rc == -EINVAL ? CLI_USAGE : CLI_FAIL;
+			close(stop_pipe[0]);
+			close(stop_pipe[1]);
+			goto out;
+		}
+		cli_err("mount", "metrics at http://%s/metrics", cli_listen_where(srv));
+		o.metrics = true;
+		o.wake_fd = cli_listen_fd(srv);
+		o.on_wake = on_scrape;
+		o.wake_arg = srv;
+	}
 	rc = up_fs_run(&o);
+	cli_listen_stop(srv);
+	srv = NULL;
 	close(stop_pipe[0]);
 	close(stop_pipe[1]);
 	if (rc) {
@@ -246,7 +294,8 @@ const struct cli_cmd cli_cmd_mount = {
 	.name = "mount",
 	.run = mount_run,
 	.synopsis =
-		"mount [-p PID]... [-a | -u USER... | -c COMM...] [-v] [-d] DIR [-- COMMAND [ARGS]]",
+		"mount [-p PID]... [-a | -u USER... | -c COMM...] [-v] [-d] [--listen HOST:PORT] DIR "
+		"[-- COMMAND [ARGS]]",
 	.summary = "serve tracefs's uprobe files in DIR (FUSE), for shell scripts",
 	.usage = mount_usage,
 };

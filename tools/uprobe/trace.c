@@ -33,6 +33,14 @@ static void on_stop_signal(int sig)
 	stop_sig = sig;
 }
 
+/* SIGUSR2: a scrape of --listen waits (listen.c); the loop returns to serve it */
+static void on_scrape(int sig)
+{
+	(void)sig;
+	if (!stop_sig)
+		stop_sig = STOP_TICK;
+}
+
 static void on_tick(int sig)
 {
 	(void)sig;
@@ -62,6 +70,7 @@ static void trace_usage(FILE *out)
 {
 	fputs("usage: uprobe trace [-e SPEC]... [-t TRIGGER]... [-f FILE] [-o FILE] [-i PERIOD]\n"
 	      "                    [--format text|json|bars|raw] [-c] [-v] [--no-follow] [--strict]\n"
+	      "                    [--listen HOST:PORT [--max-series N]]\n"
 	      "                    (-p PID... | -- COMMAND [ARGS...])\n"
 	      "\n"
 	      "Probes the instructions SPEC names in a running process (-p, every thread) or in\n"
@@ -158,6 +167,13 @@ static void trace_usage(FILE *out)
 	      "                      nothing lost; signals reach it, and it waits no more\n"
 	      "                      once the tracer shows no life for 1 s) or drop (the\n"
 	      "                      record is dropped, counted and reported per probe)\n"
+	      "      --listen HOST:PORT  serve the probes' hit counts and the --trigger tables\n"
+	      "                      at http://HOST:PORT/metrics for Prometheus while tracing\n"
+	      "                      (':9464' is 127.0.0.1:9464; 0.0.0.0:9464 every address;\n"
+	      "                      port 0 any free one, said on stderr); log2 and linear\n"
+	      "                      keys are histograms, other keys labels; see uprobe(1)\n"
+	      "      --max-series N  at most N keys of a table as series (default 1000, the\n"
+	      "                      most hit; the others' hits in *_overflow_hits_total)\n"
 	      "  -b, --backend B     ptrace (default: this process traces, no privilege beyond\n"
 	      "                      ptrace rights) or kernel (the kernel's uprobe tracer through\n"
 	      "                      tracefs, root only; p:/r: PATH specs; without -p or a\n"
@@ -174,7 +190,9 @@ static void trace_usage(FILE *out)
 	      "               -e 'p:libc/malloc /lib/x86_64-linux-gnu/libc.so.6:malloc size=%di:u64' -- ls\n"
 	      "  uprobe report malloc.raw\n"
 	      "  uprobe trace -e 'r:libc/getaddrinfo /lib/x86_64-linux-gnu/libc.so.6:getaddrinfo' \\\n"
-	      "               -t 'getaddrinfo:hist:keys=$duration.log2' --format bars -p 1234\n",
+	      "               -t 'getaddrinfo:hist:keys=$duration.log2' --format bars -p 1234\n"
+	      "  uprobe trace -e 'r:libc/getaddrinfo /lib/x86_64-linux-gnu/libc.so.6:getaddrinfo' \\\n"
+	      "               -t 'getaddrinfo:hist:keys=$duration.log2' --listen :9464 -p 1234\n",
 	      out);
 }
 
@@ -472,6 +490,7 @@ static int run_trace(int argc, char **argv)
 		{ "interval", required_argument, NULL, 'i' }, { "strict", no_argument, NULL, 'S' },
 		{ "spool-size", required_argument, NULL, 'P' },
 		{ "when-full", required_argument, NULL, 'W' },
+		{ "listen", required_argument, NULL, 'M' }, { "max-series", required_argument, NULL, 'Q' },
 		{ NULL, 0, NULL, 0 },
 	};
 	FILE *outf = NULL, *out = stdout; /* -o FILE, or stdout: the trace, or -c's table */
@@ -491,6 +510,9 @@ static int run_trace(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_stop_signal };
 	int c, rc, status = CLI_OK;
 	pid_t child = 0;
+	const char *listen_at = NULL;
+	unsigned max_series = 1000;
+	struct cli_listen *srv = NULL;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+e:f:p:o:b:t:i:cvh", longopts, NULL)) != -1) {
@@ -606,6 +628,20 @@ static int run_trace(int argc, char **argv)
 				return cli_usage_error(&cli_cmd_trace,
 						       "--backend '%s': expected ptrace or kernel", optarg);
 			break;
+		case 'M':
+			listen_at = optarg;
+			opts.metrics = true;
+			break;
+		case 'Q': {
+			char *end;
+			unsigned long n = strtoul(optarg, &end, 10);
+
+			if (*end || !n || n > 1000000)
+				return cli_usage_error(&cli_cmd_trace,
+						       "--max-series '%s': expected 1 to 1000000", optarg);
+			max_series = (unsigned)n;
+			break;
+		}
 		case 'h':
 			trace_usage(stdout);
 			return CLI_OK;
@@ -633,6 +669,9 @@ static int run_trace(int argc, char **argv)
 	if (count && triggers.n)
 		return cli_usage_error(&cli_cmd_trace, "-c and --trigger exclude each other "
 				       "(a table counts its hits)");
+	if (listen_at && kernel)
+		return cli_usage_error(&cli_cmd_trace, "--listen serves the ptrace backend's tables: "
+				       "not with --backend kernel");
 	if (opts.raw && (count || triggers.n || kernel))
 		return cli_usage_error(&cli_cmd_trace, "--format raw records every event of the "
 				       "ptrace backend: not with %s",
@@ -682,10 +721,24 @@ static int run_trace(int argc, char **argv)
 			   after each batch of fast-path records */
 			setvbuf(opts.out, NULL, _IOFBF, 1 << 16), opts.flush = true;
 	}
+	if (listen_at) {
+		struct sigaction wa = { .sa_handler = on_scrape }; /* no SA_RESTART */
+		char err[256];
+
+		sigaction(SIGUSR2, &wa, NULL);
+		rc = cli_listen_start(listen_at, max_series, true, &srv, err, sizeof(err));
+		if (rc) {
+			cli_err("trace", "%s", err);
+			status = rc == -EINVAL ? CLI_USAGE : CLI_FAIL;
+			goto out;
+		}
+		cli_err("trace", "metrics at http://%s/metrics", cli_listen_where(srv));
+	}
 	rc = up_trace_new(&opts, &tr);
 	if (rc) {
 		cli_err("trace", "%s", strerror(-rc));
-		return CLI_FAIL;
+		status = CLI_FAIL;
+		goto out;
 	}
 	if (filter) {
 		char err[1024];
@@ -769,19 +822,26 @@ static int run_trace(int argc, char **argv)
 	for (;;) {
 		sigset_t all, old;
 
+		bool tick;
+
 		rc = up_trace_run(tr, &stop_sig);
-		if (rc != -EINTR || !tick_due)
+		if (rc != -EINTR || (!tick_due && !(srv && cli_listen_due(srv))))
 			break;
-		/* a period ended, not a stop: a stop that comes meanwhile is kept */
+		/* a period ended or a scrape waits, not a stop: a stop that comes meanwhile
+		   is kept */
 		sigfillset(&all);
 		sigprocmask(SIG_BLOCK, &all, &old);
 		if (stop_sig == STOP_TICK)
 			stop_sig = 0;
+		tick = tick_due;
 		tick_due = 0;
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		if (stop_sig)
 			break;
-		print_tables(tr, style, out, true);
+		if (srv)
+			cli_listen_serve(srv, tr);
+		if (tick)
+			print_tables(tr, style, out, true);
 	}
 	if (period) {
 		struct itimerval off = { { 0, 0 }, { 0, 0 } };
@@ -837,6 +897,8 @@ out:
 			}
 		}
 	}
+	cli_listen_stop(srv); /* before the detach: no scrape waits on a session going */
+	srv = NULL;
 	if (tr && child) {
 		int st = up_trace_status(tr);
 
@@ -874,7 +936,8 @@ const struct cli_cmd cli_cmd_trace = {
 	.name = "trace",
 	.run = run_trace,
 	.synopsis = "trace [-e SPEC]... [-t TRIGGER]... [-f FILE] [-o FILE] "
-		    "[--format text|json|bars|raw] [-c] [-v] [--strict] (-p PID | -- COMMAND [ARGS...])",
+		    "[--format text|json|bars|raw] [-c] [-v] [--strict] [--listen HOST:PORT] "
+		    "(-p PID | -- COMMAND [ARGS...])",
 	.summary = "probe instructions of a process or command and print each hit",
 	.usage = trace_usage,
 };

@@ -1,0 +1,433 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""`uprobe run` against bpftrace (tests/run.cmake).
+
+  compare   bpftrace one-liners of every feature, run by bpftrace and by `uprobe run`
+            on the same deterministic workload (tests/targets/run_work.c): standard
+            outputs byte for byte equal (maps, hist and lhist bars, stats, printf),
+            as text and as -f json
+  fast      bodies of one aggregation, run in the process: the trap path's maps
+  tools     Debian's bpftrace tools, read from the installed package: bashreadline.bt
+            on an interactive bash fed commands, gethostlatency.bt on getaddrinfo
+            calls, threadsnoop.bt on thread creation; their lines equal bpftrace's
+            but for the clock and the pid columns
+  nonroot   `uprobe run` as the user nobody on its own command: the same maps as root
+  errors    bpftrace's caret errors, the kernel's probes refused by name
+  misc      -l against bpftrace -l, a '#!/usr/bin/env -S uprobe run' script with $1,
+            interval probes with exit(), -o FILE, -p PID
+
+Exit 77 (skip) with the reason when bpftrace is missing or cannot load programs here.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+
+
+def skip(why):
+    print("SKIP: " + why)
+    sys.exit(SKIP)
+
+
+def run(cmd, timeout=60, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=timeout, **kw)
+
+
+def have_bpftrace():
+    bt = shutil.which("bpftrace")
+    if not bt:
+        return None, "bpftrace not installed (Debian package bpftrace)"
+    if os.geteuid() != 0:
+        return None, "bpftrace needs root"
+    r = run([bt, "-e", "BEGIN { exit(); }"])
+    if r.returncode != 0 or b"Attaching 1 probe" not in r.stdout:
+        return None, "bpftrace cannot load programs here: " + \
+            r.stderr.decode(errors="replace").strip().splitlines()[-1:][0:1].__str__()
+    return bt, None
+
+
+def need_bpftrace():
+    bt, why = have_bpftrace()
+    if not bt:
+        skip(why)
+    return bt
+
+
+FAILS = []
+
+
+def check(cond, what):
+    if cond:
+        print("ok   " + what)
+    else:
+        print("FAIL " + what)
+        FAILS.append(what)
+
+
+def finish():
+    if FAILS:
+        print("%d failed" % len(FAILS))
+        sys.exit(1)
+    print("all passed")
+    sys.exit(0)
+
+
+def diff(a, b):
+    import difflib
+    return "".join(difflib.unified_diff(a.decode(errors="replace").splitlines(True),
+                                        b.decode(errors="replace").splitlines(True),
+                                        "bpftrace", "uprobe run", n=1))
+
+
+def one_liners(w):
+    f = lambda s: s.replace("W", w)
+    return [
+        # counts by one and by several keys, strings as keys
+        f('uprobe:W:work_key { @[arg0] = count(); @n[str(arg1)] = count(); '
+          '@b[arg0, str(arg1)] = sum(arg0); }'),
+        # hist and lhist, keyed hists, stats, avg, min, max, sum
+        f('uprobe:W:work_size { @h = hist(arg0); @l = lhist(arg0, 0, 70000, 5000); '
+          '@s = stats(arg0); @a = avg(arg0); @mx = max(arg0); @mn = min(arg0); '
+          '@su = sum(arg0); }'),
+        f('uprobe:W:work_key { @hk[arg0] = hist(arg0 * 100); @lk[str(arg1)] = '
+          'lhist(arg0, 0, 10, 2); @sk[arg0] = stats(arg0 * 3); }'),
+        # printf events, uretprobe retval, casts, predicates
+        f('uretprobe:W:work_ret /(int32)retval < 0/ { printf("%d %d %ld %u %x|%5s|%-4d|\\n", '
+          '(int8)retval, retval, retval, retval, retval, "ab", 7); @neg = count(); } '
+          'uretprobe:W:work_ret /retval > 20 && retval != 26/ { @pos[retval % 4] = count(); }'),
+        f('uprobe:W:work_key /str(arg1) == "key3" || arg0 == 5/ { @[comm, arg0] = count(); '
+          '$x = arg0 * 2; @v = $x; }'),
+        # if/else, !, scratch variables, arithmetic, delete, ++, +=
+        f('uprobe:W:work_size { $b = arg0 > 1000 ? 1 : 0; if (!$b) { @small++; } '
+          'else if (arg0 % 2 == 0) { @even += 2; } else { @odd = @odd + 1; } '
+          '@last[1] = arg0; delete(@last[1]); }'),
+        # BEGIN and END, several probes sharing a body, wildcards, probe (not func:
+        # bpftrace 0.17 names it once the process is gone, and prints addresses)
+        f('BEGIN { printf("begin\\n"); } uprobe:W:work_key, uprobe:W:work_ret '
+          '{ @[probe] = count(); } uprobe:W:work_s* { @w[probe] = count(); } '
+          'END { printf("end\\n"); }'),
+        # zero, clear, print in END, exit
+        f('uprobe:W:work_key { @c[arg0] = count(); @d = count(); } '
+          'uprobe:W:work_ret /arg0 == 29/ { exit(); } '
+          'END { print(@c); clear(@c); zero(@d); print(@d); print(5); print("x"); }'),
+    ]
+
+
+def fast_liners(w):
+    f = lambda s: s.replace("W", w)
+    return f('uprobe:W:work_size { @h = hist(arg0); } uprobe:W:work_size '
+             '{ @l = lhist(arg0, 0, 70000, 5000); } uprobe:W:work_size '
+             '{ @l2 = lhist(arg0, 3, 70000, 5000); } uprobe:W:work_key { @[arg0] = count(); } '
+             'uprobe:W:work_key { @s[arg0] = sum(arg0); } uretprobe:W:work_ret '
+             '{ @r = hist(retval); } uprobe:W:work_size { @st = stats(arg0); } '
+             'uprobe:W:work_size { @mx = max(arg0); } uprobe:W:work_size { @mn = min(arg0); } '
+             'uprobe:W:work_key { @c = count(); } uprobe:W:work_key { @a[arg0] = avg(arg0); } '
+             'uprobe:W:work_key { @k2[arg0, arg0 % 2] = count(); } '
+             'uprobe:W:work_key { @m7[arg0 & 7] = count(); }')
+
+
+def cmd_fast(uprobe, work):
+    """Bodies of one aggregation run in the process (hist triggers): the same maps as
+    the trap path's (--no-fast) and as bpftrace's."""
+    prog = fast_liners(work)
+    a = run([uprobe, "run", "-v", "-e", prog, "-c", work])
+    b = run([uprobe, "run", "--no-fast", "-e", prog, "-c", work])
+    inproc = a.stderr.count(b": in the process (")
+    check(inproc == 12, "12 of the 13 probes in the process (-v says so): %d" % inproc)
+    if inproc != 12:
+        print(a.stderr.decode(errors="replace"))
+    check(a.returncode == 0 and a.stdout == b.stdout, "in the process: the trap path's maps")
+    if a.stdout != b.stdout:
+        print(diff(b.stdout, a.stdout))
+    bt, why = have_bpftrace()
+    if bt:
+        c = run([bt, "-e", prog, "-c", work])
+        check(c.stdout == a.stdout, "in the process: bpftrace's maps")
+        if c.stdout != a.stdout:
+            print(diff(c.stdout, a.stdout))
+    else:
+        print("note: " + why)
+    finish()
+
+
+def cmd_compare(uprobe, work):
+    bt = need_bpftrace()
+    for fmt in ("text", "json"):
+        for prog in one_liners(work):
+            a = run([bt, "-f", fmt, "-e", prog, "-c", work])
+            b = run([uprobe, "run", "-f", fmt, "-e", prog, "-c", work])
+            ok = a.returncode == 0 and b.returncode == 0 and a.stdout == b.stdout
+            check(ok, "same output (-f %s): %s" % (fmt, prog[:80]))
+            if not ok:
+                print(diff(a.stdout, b.stdout))
+                print(b.stderr.decode(errors="replace"))
+    finish()
+
+
+TIME = re.compile(rb"^\d\d:\d\d:\d\d  ")
+
+
+def mask(out, pid_col=True):
+    lines = []
+    for line in out.splitlines():
+        line = TIME.sub(b"HH:MM:SS  ", line)
+        if pid_col:
+            line = re.sub(rb"^(HH:MM:SS  )\d+ +", rb"\1PID    ", line)
+        lines.append(line)
+    return lines
+
+
+def cmd_tools(uprobe, work, th, gh):
+    bt, why = have_bpftrace()
+    tools = "/usr/sbin"
+    br = os.path.join(tools, "bashreadline.bt")
+    if not os.path.exists(br):
+        skip("Debian's bpftrace tools not installed (" + br + ")")
+    cmds = b"echo one\necho two\nexit\n"
+    bash = "/bin/bash --norc --noprofile -i"
+    b = run([uprobe, "run", br, "-c", bash], input=cmds)
+    ours = mask(b.stdout)
+    want = [b"Attaching 2 probes...", b"Tracing bash commands... Hit Ctrl-C to end.",
+            b"TIME      PID    COMMAND", b"HH:MM:SS  PID    echo one", b"one",
+            b"HH:MM:SS  PID    echo two", b"two", b"HH:MM:SS  PID    exit", b"", b""]
+    check(ours == want, "bashreadline.bt, unchanged: the commands bash read")
+    if ours != want:
+        print(b.stdout.decode(errors="replace"), b.stderr.decode(errors="replace"))
+    if bt:
+        # bash's own output ("one") goes to the same terminal: where it falls among
+        # bpftrace's lines is a race (bpftrace prints after the fact), so only the
+        # tools' lines are compared
+        a = run([bt, br, "-c", bash], input=cmds)
+        tool = lambda ls: [l for l in ls if l not in (b"one", b"two")]
+        check(tool(mask(a.stdout)) == tool(ours), "bashreadline.bt: bpftrace's lines, "
+              "clock and pid aside")
+        if tool(mask(a.stdout)) != tool(ours):
+            print(diff(a.stdout, b.stdout))
+    # gethostlatency.bt: three getaddrinfo("localhost") calls; bpftrace sees every
+    # process's, so its lines are compared for our workload's comm only
+    gl = os.path.join(tools, "gethostlatency.bt")
+    b = run([uprobe, "run", gl, "-c", gh])
+    rows = [l for l in mask(b.stdout, False) if l.startswith(b"HH:MM:SS")]
+    shape = re.compile(rb"^HH:MM:SS  \d+ +run_host +\d+ localhost$")
+    check(len(rows) == 3 and all(shape.match(r) for r in rows),
+          "gethostlatency.bt, unchanged: 3 lookups of localhost, their latency")
+    check(b.stdout.startswith(b"Attaching 7 probes...\nTracing getaddr/gethost calls... "
+                              b"Hit Ctrl-C to end.\n") and
+          b.stdout.endswith(b"\n\n\n\n\n"), "gethostlatency.bt: its header, and its two "
+          "maps printed empty at the end as bpftrace prints them")
+    if bt:
+        a = run([bt, gl, "-c", gh])
+        theirs = [re.sub(rb"^(HH:MM:SS  )\d+", rb"\1PID", l)
+                  for l in mask(a.stdout, False) if b" run_host " in l]
+        check(len(theirs) == 3 and [re.sub(rb" +\d+ localhost$", b"", t) for t in theirs] ==
+              [re.sub(rb"^(HH:MM:SS  )\d+", rb"\1PID", re.sub(rb" +\d+ localhost$", b"", r))
+               for r in rows], "gethostlatency.bt: bpftrace's lines for the workload")
+    # threadsnoop.bt: uprobe:libpthread:pthread_create.  Debian's glibc keeps
+    # pthread_create in libc.so.6 (libpthread.so.0 is a stub), so bpftrace attaches
+    # BEGIN alone and prints the header; so must we
+    ts = os.path.join(tools, "threadsnoop.bt")
+    b = run([uprobe, "run", ts, "-c", th])
+    want = b"Attaching 1 probe...\nTIME(ms)   PID    COMM             FUNC\n\n\n"
+    if bt:
+        a = run([bt, ts, "-c", th])
+        want = a.stdout
+    check(b.stdout == want, "threadsnoop.bt, unchanged: as bpftrace (libpthread has no "
+          "pthread_create here)")
+    if b.stdout != want:
+        print(diff(want, b.stdout), b.stderr.decode(errors="replace"))
+    finish()
+
+
+def cmd_nonroot(uprobe, work):
+    if os.geteuid() != 0:
+        user_run = [uprobe, "run"]
+        tmp = None
+    else:
+        if not shutil.which("setpriv"):
+            skip("setpriv not found (Debian package util-linux)")
+        # the binaries where nobody can read them
+        tmp = tempfile.mkdtemp(prefix="uprobe-run-")
+        os.chmod(tmp, 0o755)
+        for f in (uprobe, work):
+            shutil.copy(f, tmp)
+        uprobe = os.path.join(tmp, os.path.basename(uprobe))
+        work = os.path.join(tmp, os.path.basename(work))
+        user_run = ["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
+                    uprobe, "run"]
+    try:
+        scope = open("/proc/sys/kernel/yama/ptrace_scope").read().strip()
+    except OSError:
+        scope = "0"
+    if scope == "3":
+        skip("kernel.yama.ptrace_scope is 3: no process may be traced")
+    prog = ('uprobe:%s:work_key { @[arg0] = count(); } uretprobe:%s:work_ret '
+            '{ @r = hist(retval); } END { printf("uid %%d\\n", uid); }' % (work, work))
+    b = run(user_run + ["-e", prog, "-c", work], cwd="/")
+    whoami = run(["setpriv", "--reuid", "nobody", "id", "-u"]).stdout.strip() \
+        if os.geteuid() == 0 else str(os.getuid()).encode()
+    ok = b.returncode == 0 and b.stdout.startswith(b"Attaching 3 probes...\nuid ") and \
+        b"@[6]: 21\n" in b.stdout and b"@[0]: 3\n" in b.stdout and b"@r: \n" in b.stdout
+    check(ok, "uprobe run as uid %s on its own command: counts and a hist" %
+          whoami.decode())
+    if not ok:
+        print(b.stdout.decode(errors="replace"), b.stderr.decode(errors="replace"))
+    if os.geteuid() == 0 and shutil.which("bpftrace"):
+        a = run(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
+                 "bpftrace", "-e", prog, "-c", work], cwd="/")
+        print("note: bpftrace as nobody: exit %d (%s)" % (
+            a.returncode, a.stderr.decode(errors="replace").strip().splitlines()[-1:]))
+        check(a.returncode != 0, "bpftrace cannot run as nobody (what uprobe run is for)")
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+    finish()
+
+
+def cmd_errors(uprobe, work):
+    bt, why = have_bpftrace()
+    cases = [
+        'uprobe:%s:work_key { @x = 1 + ; }' % work,
+        'uprobe:%s:work_key { @x = foo(1); }' % work,
+        'uprobe:%s:work_key { @x = count(); if (@x == 1) { } }' % work,
+    ]
+    for prog in cases:
+        b = run([uprobe, "run", "-e", prog, "-c", work])
+        check(b.returncode == 1 and b.stdout == b"" and b.stderr.startswith(b"stdin:1:") and
+              b": ERROR: " in b.stderr and b.stderr.rstrip().endswith(b"~"),
+              "refused in the caret form: " + prog)
+        if bt:
+            a = run([bt, "-e", prog, "-c", work])
+            theirs = [l for l in a.stderr.splitlines() if b"RLIMIT" not in l]
+            ours = b.stderr.splitlines()
+            # the same message and line; bpftrace's columns are its parser's
+            same = len(theirs) == 3 and len(ours) == 3 and theirs[1] == ours[1] and \
+                theirs[0].split(b"ERROR: ")[1] == ours[0].split(b"ERROR: ")[1]
+            check(same, "the same error as bpftrace's: " + prog)
+            if not same:
+                print(a.stderr.decode(errors="replace"), b.stderr.decode(errors="replace"))
+    for prog, word in [("kprobe:do_nanosleep { @ = count(); }", b"kprobe probes are the kernel's"),
+                       ("tracepoint:syscalls:sys_enter_read { }", b"tracepoint probes are the kernel's"),
+                       ("uprobe:%s:work_key { @ = kstack; }" % work, b"kstack"),
+                       ("uprobe:%s:work_key { @ = ntop(arg0); }" % work, b"ntop()"),
+                       ("uprobe:%s:work_key { while (1) { } }" % work, b"'while'")]:
+        b = run([uprobe, "run", "-e", prog, "-c", work])
+        check(b.returncode == 1 and word in b.stderr, "refused by name: " + prog)
+    b = run([uprobe, "run", "-e", "uprobe:%s:work_key { }" % work])
+    check(b.returncode == 2 and b"-p PID or -c" in b.stderr, "uprobes without a process: "
+          "refused with the reason")
+    finish()
+
+
+def cmd_misc(uprobe, work, usdt=None):
+    bt, why = have_bpftrace()
+    # -l
+    b = run([uprobe, "run", "-l", "uprobe:%s:work_*" % work])
+    want = "".join("uprobe:%s:%s\n" % (work, f) for f in ("work_key", "work_ret", "work_size"))
+    check(b.stdout.decode() == want, "-l uprobe:WORK:work_*")
+    if bt:
+        a = run([bt, "-l", "uprobe:%s:*" % work])
+        c = run([uprobe, "run", "-l", "uprobe:%s:*" % work])
+        check(a.stdout == c.stdout, "-l uprobe:WORK:* as bpftrace -l")
+    # a script run as a command, with $1
+    tmp = tempfile.mkdtemp(prefix="uprobe-run-")
+    script = os.path.join(tmp, "count.bt")
+    with open(script, "w") as f:
+        f.write("#!/usr/bin/env -S uprobe run\n// counts one key\n"
+                "uprobe:%s:work_key /arg0 == $1/ { @[arg0] = count(); }\n" % work)
+    os.chmod(script, 0o755)
+    env = dict(os.environ, PATH=os.path.dirname(uprobe) + ":" + os.environ.get("PATH", ""))
+    b = run([script, "4", "-c", work], env=env)
+    check(b.stdout == b"Attaching 1 probe...\n\n\n@[4]: 15\n", "#!/usr/bin/env -S uprobe "
+          "run script with $1")
+    if b.stdout != b"Attaching 1 probe...\n\n\n@[4]: 15\n":
+        print(b.stdout, b.stderr)
+    # -o FILE
+    out = os.path.join(tmp, "out.txt")
+    b = run([uprobe, "run", "-o", out, "-e", "uprobe:%s:work_ret { @ = count(); }" % work,
+             "-c", work])
+    check(b.stdout == b"" and open(out, "rb").read() == b"Attaching 1 probe...\n\n\n@: 30\n",
+          "-o FILE")
+    # a map holds BPFTRACE_MAP_KEYS_MAX keys: a process cannot grow the tracer unbounded
+    b = run([uprobe, "run", "--no-fast", "-e", "uprobe:%s:work_size { @[arg0] = count(); }" % work,
+             "-c", work], env=dict(os.environ, BPFTRACE_MAP_KEYS_MAX="5"))
+    check(b.stdout.count(b"\n@[") + b.stdout.startswith(b"@[") == 5 and
+          b"995 updates of new keys dropped: the map holds 5 keys" in b.stderr,
+          "BPFTRACE_MAP_KEYS_MAX=5: 5 keys kept, the rest said dropped")
+    # intervals, exit(), no process
+    prog = 'interval:ms:50 { @n++; if (@n == 3) { exit(); } } END { printf("end\\n"); }'
+    b = run([uprobe, "run", "-e", prog])
+    want = b"Attaching 2 probes...\nend\n\n\n@n: 3\n"
+    if bt:
+        want = run([bt, "-e", prog]).stdout
+    check(b.stdout == want, "interval:ms:50 with exit() and END, as bpftrace")
+    # -p PID: a process that waits to be traced
+    p = subprocess.Popen(["sh", "-c", "read x; exec %s" % work], stdin=subprocess.PIPE)
+    try:
+        q = subprocess.Popen([uprobe, "run", "-p", str(p.pid), "-e",
+                              "uprobe:%s:work_key { @[arg0] = count(); }" % work],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # the shell execs the workload once uprobe run has attached
+        import time
+        for _ in range(100):
+            if os.path.exists("/proc/%d/status" % p.pid) and \
+               b"TracerPid:\t0" not in open("/proc/%d/status" % p.pid, "rb").read():
+                break
+            time.sleep(0.05)
+        time.sleep(0.2)
+        p.stdin.write(b"\n")
+        p.stdin.close()
+        p.wait(timeout=30)
+        o, e = q.communicate(timeout=30)
+        check(o.endswith(b"@[0]: 3\n@[1]: 6\n@[2]: 9\n@[3]: 12\n@[4]: 15\n@[5]: 18\n@[6]: 21\n"),
+              "-p PID, through its exec")
+        if not o.endswith(b"@[6]: 21\n"):
+            print(o, e)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
+    # usdt: the project's USDT target (tests/targets/usdt_prog.c), its operands as
+    # arg0..argN (bpftrace 0.17 cannot read test:plain's memory operand; we can)
+    if usdt and os.path.exists(usdt):
+        prog = ('usdt:%s:test:tick { @[arg0] = count(); @l[str(arg2)] = count(); '
+                '@n = sum(arg3); @m = sum((int16)arg3); } U:%s:plain { @p = lhist(arg0, 100, '
+                '110, 1); }' % (usdt, usdt))
+        b = run([uprobe, "run", "-e", prog, "-c", usdt + " 5"])
+        want = (b"@[1]: 1\n@[2]: 1\n@[3]: 1\n@[4]: 1\n@[5]: 1\n@l[alpha]: 1\n@l[beta]: 2\n"
+                b"@l[gamma]: 2\n@m: -15\n@n: 18446744073709551601\n@p: \n"
+                b"[101, 102)             1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n"
+                b"[102, 103)             1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n"
+                b"[103, 104)             1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n"
+                b"[104, 105)             1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n"
+                b"[105, 106)             1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\n")
+        ok = b.stdout.startswith(b"Attaching 2 probes...\n") and b.stdout.endswith(b"\n\n\n" + want)
+        check(ok, "usdt:BIN:PROVIDER:NAME and U:BIN:NAME, their operands")
+        if not ok:
+            print(b.stdout.decode(errors="replace"), b.stderr.decode(errors="replace"))
+    finish()
+
+
+def main():
+    mode, uprobe, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    if mode == "compare":
+        cmd_compare(uprobe, work)
+    elif mode == "tools":
+        cmd_tools(uprobe, work, sys.argv[4], sys.argv[4])
+    elif mode == "fast":
+        cmd_fast(uprobe, work)
+    elif mode == "nonroot":
+        cmd_nonroot(uprobe, work)
+    elif mode == "errors":
+        cmd_errors(uprobe, work)
+    elif mode == "misc":
+        cmd_misc(uprobe, work, sys.argv[5] if len(sys.argv) > 5 else None)
+    else:
+        sys.exit("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1136 @@
+// SPDX-License-Identifier: MIT
+/*
+ * uprobe run: bpftrace programs, unchanged, without privilege.  The program is parsed
+ * and checked by src/bt/, its uprobe/uretprobe/usdt attach points become the session's
+ * p:/r: specs (src/trace/session.h, wildcards and USDT through trace/expand.h), and each
+ * hit runs the probe's body in the tracer (up_trace_set_hit_fn).  BEGIN, END and
+ * interval probes run here.  The output is bpftrace's: "Attaching N probes...", what
+ * the bodies print, then at the end the maps.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bt/bt.h"
+#include "bt/tokens.h"
+#include "cli.h"
+#include "trace/expand.h"
+#include "trace/session.h"
+#include "trace/spec.h"
+#include "sym/sym.h"
+
+static volatile int stop_sig;
+static volatile int tick_due;
+#define STOP_TICK (-1) /* an interval's tick, not a stop */
+#define STOP_EXIT (-2) /* the program called exit() */
+
+static void on_stop_signal(int sig)
+{
+	stop_sig = sig;
+}
+
+static void on_tick(int sig)
+{
+	(void)sig;
+	tick_due = 1;
+	if (!stop_sig)
+		stop_sig = STOP_TICK;
+}
+
+static void run_usage(FILE *out)
+{
+	fputs("usage: uprobe run [-v] [-f text|json] [-o FILE] [-p PID | -c 'CMD [ARGS]'] (-e PROGRAM | FILE) [ARG]...\n"
+	      "       uprobe run -l [PATTERN]\n"
+	      "\n"
+	      "Runs a bpftrace program on the user-space probes of one process: a running one\n"
+	      "(-p, every thread) or a command launched for it (-c), and its children.  No\n"
+	      "privilege is needed: the probes are placed through ptrace, so any process you\n"
+	      "may debug you may trace.  The output is bpftrace's: 'Attaching N probes...', what\n"
+	      "the program prints, and at the end (the command exits, exit() is called, or\n"
+	      "Ctrl-C) every map, as bpftrace prints them.  A script starting with\n"
+	      "'#!/usr/bin/env -S uprobe run' runs as a command.\n"
+	      "\n"
+	      "Options:\n"
+	      "  -e PROGRAM   the program's text (else FILE, '-' for standard input)\n"
+	      "  -p PID       trace this process\n"
+	      "  -c 'CMD'     launch CMD (split at blanks, no shell) and trace it\n"
+	      "  -o FILE      the output into FILE\n"
+	      "  -f text|json the output as text (default) or bpftrace's JSON lines\n"
+	      "  -l [PATTERN] list the probes PATTERN matches: uprobe:PATH:GLOB\n"
+	      "  -v           say where each probe was placed, on standard error\n"
+	      "  --no-fast    every body on the trap path (see below)\n"
+	      "  ARG...       the program's $1, $2, ...\n"
+	      "\n"
+	      "Probes:      uprobe:BIN:FUNC (u), uretprobe:BIN:FUNC (ur), usdt:BIN:[PROV:]NAME (U),\n"
+	      "             BEGIN, END, interval:s:N, interval:ms:N.  FUNC may be a glob\n"
+	      "             (uprobe:/bin/bash:read*).  BIN is a path, or a library's name\n"
+	      "             (libc: the one -p's process maps, else the linker's search path),\n"
+	      "             or a command's (in PATH).  Several probes may share one body.\n"
+	      "Actions:     @map[key, ...] = count() sum() avg() min() max() stats() hist()\n"
+	      "             lhist(v, min, max, step), or a value; $var = value; delete(@m[k]),\n"
+	      "             clear(@m), zero(@m), print(@m), print(v), printf(\"fmt\", ...),\n"
+	      "             time(\"fmt\"), exit(); if (...) { } else { }; /predicate/\n"
+	      "Values:      integers and the C operators, (int8) .. (uint64) casts, strings\n"
+	      "             compared with == and !=, ?:, pid tid comm nsecs elapsed cpu uid gid\n"
+	      "             retval arg0..arg5 func probe ustack ustack(N) usym(addr)\n"
+	      "             str(addr[, len]) $1..$9\n"
+	      "Not taken:   the kernel's probes (kprobe, tracepoint, profile, ...: they need\n"
+	      "             bpftrace as root) and bpftrace's other functions: each is refused\n"
+	      "             by name.\n"
+	      "\n"
+	      "Examples:\n"
+	      "  uprobe run -e 'uprobe:libc:malloc { @bytes = hist(arg0); }' -c 'ls -R /usr/share/doc'\n"
+	      "  uprobe run -e 'uretprobe:/bin/bash:readline { printf(\"%s\\n\", str(retval)); }' -p $$\n"
+	      "  uprobe run -e 'u:libc:open* { @[func, comm] = count(); }' -p 1234\n"
+	      "  uprobe run /usr/sbin/gethostlatency.bt -c 'getent hosts localhost'\n"
+	      "\n"
+	      "A probe whose body is one aggregation of argN (or argN & 255) or retval into\n"
+	      "a map used nowhere else (@[arg0] = count(), @h = hist(arg1), @s[arg0] =\n"
+	      "sum(arg2)) runs in the process, without stopping the thread; any other body\n"
+	      "stops its thread while it runs in uprobe (the trap path, ~10 us a hit).  -v\n"
+	      "says which.\n"
+	      "Exit status: 0; 1 when the program cannot run; 2 for a bad command line.\n",
+	      out);
+}
+
+
+/*
+ * A probe whose body the process can run: no predicate, one statement
+ * @m[K, ...] = count() | sum(V) | avg(V) | stats(V) | min(V) | max(V) | hist(V) |
+ * lhist(V, ...), keys and V each argN (uprobe), retval (uretprobe) or tid, and @m used
+ * nowhere else.  It becomes a hist trigger on the probe's spec (trace/hist.h): the
+ * agent aggregates in the traced thread, the tracer reads its table at the end into
+ * @m.  A hist or lhist keeps its value as a key (the kernel's .log2 rounds where
+ * bpftrace's buckets do not); a map without keys is keyed by the thread, merged.
+ */
+struct fastplan {
+	char fetch[256]; /* the spec's fetch arguments: " a0=%di rv=$retval" */
+	char trigger[256]; /* "hist:keys=...:vals=...:size=N" (after GRP/EVENT:) */
+	int map;
+	unsigned nmapkeys;
+	bool valkey; /* the value is the last key */
+	bool has_val;
+	unsigned size; /* the table's entries, per process */
+};
+
+static int count_map_refs(const struct bt_node *n, int map)
+{
+	int c = 0;
+
+	if (!n)
+		return 0;
+	if (n->k == BT_N_MAP && n->id == map)
+		c++;
+	c += count_map_refs(n->a, map) + count_map_refs(n->b, map) + count_map_refs(n->c, map);
+	for (unsigned i = 0; i < n->n; i++)
+		c += count_map_refs(n->v[i], map);
+	return c;
+}
+
+/* The trigger's field for a value, its fetch argument added; NULL when the agent
+   cannot give it. */
+static const char *fast_field(struct fastplan *fp, const struct bt_node *n, bool ret)
+{
+	static const char *const regs[6] = { "%di", "%si", "%dx", "%cx", "%r8", "%r9" };
+	static const char *const names[6] = { "a0", "a1", "a2", "a3", "a4", "a5" };
+
+	/* argN & (2^k - 1): the low k bits, a bitfield fetch the agent reads */
+	if (n->k == BT_N_BIN && n->op == T_AMP && n->a->k == BT_N_BUILTIN &&
+	    n->a->ival >= BT_B_ARG0 && n->a->ival < BT_B_ARG0 + 6 && !ret &&
+	    n->b->k == BT_N_INT && n->b->ival > 0 && n->b->ival < INT32_MAX &&
+	    !((uint64_t)n->b->ival & ((uint64_t)n->b->ival + 1))) {
+		static char name[6][8][16];
+		int i = (int)(n->a->ival - BT_B_ARG0);
+		int bits = __builtin_popcountll((uint64_t)n->b->ival);
+		char f[64];
+		char *nm = name[i][bits % 8];
+
+		snprintf(nm, 16, "a%d_b%d", i, bits);
+		snprintf(f, sizeof(f), " %s=%s:b%d@0/64", nm, regs[i], bits);
+		if (!strstr(fp->fetch, f) && strlen(fp->fetch) + strlen(f) < sizeof(fp->fetch))
+			strcat(fp->fetch, f);
+		return nm;
+	}
+	/* tid (common_pid) is the tracer's to read: the agent gives it no key */
+	if (n->k != BT_N_BUILTIN)
+		return NULL;
+	if (n->ival == BT_B_RETVAL && ret) {
+		if (!strstr(fp->fetch, " rv="))
+			strcat(fp->fetch, " rv=$retval");
+		return "rv";
+	}
+	if (n->ival >= BT_B_ARG0 && n->ival < BT_B_ARG0 + 6 && !ret) {
+		int i = (int)(n->ival - BT_B_ARG0);
+		char f[32];
+
+		snprintf(f, sizeof(f), " %s=%s", names[i], regs[i]);
+		if (!strstr(fp->fetch, f))
+			strcat(fp->fetch, f);
+		return names[i];
+	}
+	return NULL;
+}
+
+static bool fast_plan(const struct bt_prog *p, unsigned pi, struct fastplan *fp)
+{
+	const struct bt_probe *pr = &p->probes[pi];
+	const struct bt_node *st, *l, *r;
+	const struct bt_map *m;
+	char keys[160] = "";
+	const char *vals = "hitcount", *f;
+	char vbuf[48];
+	bool ret = false;
+	int refs = 0;
+
+	memset(fp, 0, sizeof(*fp));
+	if (pr->pred || !pr->body || pr->body->n != 1)
+		return false;
+	for (unsigned j = 0; j < pr->nap; j++) {
+		if (pr->ap[j].kind != BT_P_UPROBE && pr->ap[j].kind != BT_P_URETPROBE)
+			return false;
+		if (j && (pr->ap[j].kind == BT_P_URETPROBE) != ret)
+			return false;
+		ret = pr->ap[j].kind == BT_P_URETPROBE;
+	}
+	st = pr->body->v[0];
+	if (st->k != BT_N_ASSIGN || st->a->k != BT_N_MAP || st->b->k != BT_N_CALL)
+		return false;
+	l = st->a;
+	r = st->b;
+	m = &p->maps[l->id];
+	if (m->kind < BT_M_COUNT)
+		return false;
+	for (unsigned i = 0; i < p->nprobes; i++)
+		refs += count_map_refs(p->probes[i].pred, l->id) +
+			count_map_refs(p->probes[i].body, l->id);
+	if (refs != 1)
+		return false;
+	if (l->n + (m->kind == BT_M_HIST || m->kind == BT_M_LHIST) > 3)
+		return false;
+	for (unsigned i = 0; i < l->n; i++) {
+		f = fast_field(fp, l->v[i], ret);
+		if (!f)
+			return false;
+		snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys), "%s%s", i ? "," : "", f);
+	}
+	fp->nmapkeys = l->n;
+	if (r->n) {
+		f = fast_field(fp, r->v[0], ret);
+		if (!f)
+			return false;
+		fp->has_val = true;
+		if (m->kind == BT_M_LHIST && m->lmin >= 0 && m->lmin % m->lstep == 0 &&
+		    (m->lmax - m->lmin) % m->lstep == 0) {
+			/* buckets of step from 0 are lhist's own: any value of one lands in
+			   the same bucket as its key */
+			snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys),
+				 "%s%s.buckets=%" PRId64, l->n ? "," : "", f, m->lstep);
+			fp->valkey = true;
+		} else if (m->kind == BT_M_HIST || m->kind == BT_M_LHIST) {
+			/* the value itself: the agent's .log2 is the kernel's ceil(log2 v),
+			   bpftrace's buckets are floor(log2 v) */
+			snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys), "%s%s",
+				 l->n ? "," : "", f);
+			fp->valkey = true;
+			fp->size = 65536;
+		} else {
+			snprintf(vbuf, sizeof(vbuf), "%s%s", f, m->kind == BT_M_MIN ? ".min" :
+				 m->kind == BT_M_MAX ? ".max" : "");
+			vals = vbuf;
+		}
+	}
+	if (!keys[0]) {
+		/* a map without keys: one constant key */
+		strcat(fp->fetch, " k=\\0");
+		snprintf(keys, sizeof(keys), "k");
+	}
+	fp->map = l->id;
+	if (!fp->size)
+		fp->size = 8192;
+	snprintf(fp->trigger, sizeof(fp->trigger), "hist:keys=%s:vals=%s:size=%u", keys, vals,
+		 fp->size);
+	return true;
+}
+
+/* A probe the session holds: which program probe and what its builtins say. */
+struct hooked {
+	struct bt_rt *rt;
+	unsigned probe;
+	char *func;
+	char *name;
+	bool usdt;
+	FILE *out;
+	bool flush;
+	unsigned spec;
+	const struct fastplan *fast; /* in-process: its trigger's table feeds the map */
+};
+
+static void on_hit(void *arg, const struct up_trace_hit *h)
+{
+	struct hooked *k = arg;
+	uint64_t uargs[16];
+	struct bt_ctx c = { .hit = h, .func = k->func, .probe = k->name };
+
+	if (k->usdt) {
+		c.nusdt = up_trace_hit_args(h, uargs, 16);
+		c.usdt_args = uargs;
+	}
+	bt_rt_run(k->rt, k->probe, &c);
+	if (k->flush)
+		fflush(k->out);
+	if (bt_rt_exiting(k->rt) && (!stop_sig || stop_sig == STOP_TICK))
+		stop_sig = STOP_EXIT;
+}
+
+static char *read_all(FILE *f)
+{
+	size_t n = 0, cap = 4096;
+	char *s = malloc(cap);
+
+	while (s) {
+		size_t r = fread(s + n, 1, cap - n - 1, f);
+
+		n += r;
+		if (n + 1 < cap)
+			break;
+		cap *= 2;
+		char *t = realloc(s, cap);
+
+		if (!t) {
+			free(s);
+			return NULL;
+		}
+		s = t;
+	}
+	if (s)
+		s[n] = '\0';
+	return s;
+}
+
+/* "libc" as bpftrace finds it: a file NAME.so* or NAME-*.so the process maps. */
+static bool lib_in_maps(pid_t pid, const char *name, char *out, size_t size)
+{
+	char path[64], line[PATH_MAX + 128];
+	size_t nl = strlen(name);
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, '/'), *base;
+
+		if (!p)
+			continue;
+		p[strcspn(p, "\n")] = '\0';
+		base = strrchr(p, '/') + 1;
+		if (!strncmp(base, name, nl) && (base[nl] == '.' || base[nl] == '-') &&
+		    strstr(base, ".so")) {
+			snprintf(out, size, "%s", p);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* The linker's search path: NAME.so.N (the highest-priority directory first). */
+static bool lib_in_path(const char *name, char *out, size_t size)
+{
+	static const char *const dirs[] = {
+		"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
+		"/lib", "/usr/lib", "/usr/local/lib", NULL,
+	};
+	size_t nl = strlen(name);
+	const char *ld = getenv("LD_LIBRARY_PATH");
+
+	for (int pass = 0; pass < 2; pass++) {
+		char ldbuf[PATH_MAX];
+		const char *list[64];
+		unsigned nlist = 0;
+
+		if (!pass && ld && *ld) {
+			snprintf(ldbuf, sizeof(ldbuf), "%s", ld);
+			for (char *sv, *t = strtok_r(ldbuf, ":", &sv); t && nlist < 63;
+			     t = strtok_r(NULL, ":", &sv))
+				list[nlist++] = t;
+		} else if (pass) {
+			for (int i = 0; dirs[i]; i++)
+				list[nlist++] = dirs[i];
+		}
+		for (unsigned i = 0; i < nlist; i++) {
+			DIR *d = opendir(list[i]);
+			struct dirent *e;
+			char best[NAME_MAX + 1] = "";
+
+			if (!d)
+				continue;
+			while ((e = readdir(d))) {
+				if (strncmp(e->d_name, name, nl) || strncmp(e->d_name + nl, ".so", 3))
+					continue;
+				/* the runtime's name (libc.so.6) before the link-time one (libc.so) */
+				if (!best[0] || (strlen(e->d_name) > strlen(best) && !strcmp(best + nl, ".so")) ||
+				    (strcmp(e->d_name + nl, ".so") && strlen(e->d_name) < strlen(best)))
+					snprintf(best, sizeof(best), "%s", e->d_name);
+			}
+			closedir(d);
+			if (best[0]) {
+				snprintf(out, size, "%s/%s", list[i], best);
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+/* A program in PATH (uprobe:bash:readline). */
+static bool in_exec_path(const char *name, char *out, size_t size)
+{
+	const char *path = getenv("PATH");
+	char buf[PATH_MAX];
+
+	if (!path)
+		path = "/bin:/usr/bin";
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *sv, *t = strtok_r(buf, ":", &sv); t; t = strtok_r(NULL, ":", &sv)) {
+		struct stat st;
+
+		snprintf(out, size, "%s/%s", t, name);
+		if (!stat(out, &st) && S_ISREG(st.st_mode) && !access(out, X_OK))
+			return true;
+	}
+	return false;
+}
+
+static bool resolve_target(const char *target, pid_t pid, char *out, size_t size)
+{
+	if (strchr(target, '/')) {
+		snprintf(out, size, "%s", target);
+		return true;
+	}
+	if (pid > 0 && lib_in_maps(pid, target, out, size))
+		return true;
+	if (lib_in_path(target, out, size))
+		return true;
+	return in_exec_path(target, out, size);
+}
+
+
+/*
+ * The function an expanded spec (PATH:0xOFFSET, named after the function with the
+ * characters an event name cannot hold made '_') stands for: among the functions at
+ * that address that match the glob, the one whose name gives the event's.
+ */
+struct name_find {
+	const char *glob, *event;
+	uint64_t vaddr;
+	char best[256];
+	bool exact;
+};
+
+static bool event_of(const char *name, const char *event)
+{
+	size_t i;
+
+	for (i = 0; name[i] && event[i]; i++)
+		if (event[i] != name[i] && !(event[i] == '_' && !(isalnum((unsigned char)name[i]) ||
+								 name[i] == '_')))
+			return false;
+	return !name[i] && (!event[i] || event[i] == '_');
+}
+
+static int name_find_fn(const struct up_sym *sym, void *ctx)
+{
+	struct name_find *nf = ctx;
+
+	if (sym->value != nf->vaddr || fnmatch(nf->glob, sym->name, 0))
+		return 0;
+	if (!nf->best[0] || (!nf->exact && event_of(sym->name, nf->event))) {
+		snprintf(nf->best, sizeof(nf->best), "%s", sym->name);
+		nf->exact = event_of(sym->name, nf->event);
+	}
+	return 0;
+}
+
+static char *expanded_name(struct up_sym_elf *elf, const struct up_spec *sp, const char *glob)
+{
+	struct name_find nf = { .glob = glob, .event = sp->event };
+
+	if (sp->symbol)
+		return strdup(sp->symbol);
+	if (!elf || sp->target != UP_TARGET_OFFSET ||
+	    up_sym_elf_offset_to_vaddr(elf, sp->offset, &nf.vaddr))
+		return strdup(sp->event);
+	up_sym_elf_for_each_func(elf, name_find_fn, &nf);
+	return strdup(nf.best[0] ? nf.best : sp->event);
+}
+
+struct adder {
+	struct up_trace *tr;
+	struct bt_rt *rt;
+	const struct bt_attach *ap;
+	unsigned probe;
+	const char *path;
+	struct up_sym_elf *elf; /* the path's, for names of a glob's functions */
+	unsigned added;
+	struct hooked **hooks;
+	unsigned nhooks;
+	int verbose;
+	FILE *out;
+	bool flush;
+	const struct fastplan *fast; /* the probe's, or NULL: the trap path */
+	char err[1024];
+};
+
+static int add_one(void *ctx, const char *spec)
+{
+	struct adder *a = ctx;
+	char err[1024];
+	int rc = up_trace_add(a->tr, spec, err, sizeof(err));
+	unsigned i = up_trace_nspecs(a->tr) - 1;
+	const struct up_spec *sp;
+	struct hooked *k, **v;
+	const char *kind;
+
+	if (rc) {
+		/* bpftrace leaves out, silently, a function the file does not have */
+		if (a->verbose > 0 || rc != -ENOENT)
+			fprintf(stderr, "uprobe run: %s: left out: %s%s", a->ap->text, err,
+				err[0] && err[strlen(err) - 1] == '\n' ? "" : "\n");
+		return 0;
+	}
+	sp = up_trace_spec(a->tr, i);
+	k = calloc(1, sizeof(*k));
+	v = realloc(a->hooks, (a->nhooks + 1) * sizeof(*v));
+	if (!k || !v) {
+		free(k);
+		return -ENOMEM;
+	}
+	a->hooks = v;
+	v[a->nhooks++] = k;
+	k->rt = a->rt;
+	k->probe = a->probe;
+	k->out = a->out;
+	k->flush = a->flush;
+	k->usdt = a->ap->kind == BT_P_USDT;
+	kind = a->ap->kind == BT_P_UPROBE ? "uprobe" : a->ap->kind == BT_P_URETPROBE ? "uretprobe"
+									     : "usdt";
+	k->func = k->usdt ? strdup(a->ap->func) : expanded_name(a->elf, sp, a->ap->func);
+	if (asprintf(&k->name, "%s:%s:%s", kind, a->path, k->func) < 0)
+		k->name = NULL;
+	if (!k->func || !k->name)
+		return -ENOMEM;
+	k->spec = i;
+	if (a->fast) {
+		char trig[512];
+
+		snprintf(trig, sizeof(trig), "%s/%s:%s", sp->group, sp->event, a->fast->trigger);
+		if (up_trace_add_trigger(a->tr, trig, err, sizeof(err)) == 0) {
+			k->fast = a->fast;
+			if (a->verbose > 0)
+				fprintf(stderr, "uprobe run: %s: in the process (%s)\n", k->name, trig);
+		} else if (a->verbose > 0) {
+			fprintf(stderr, "uprobe run: %s: the trap path: %s\n", k->name, err);
+		}
+	}
+	if (!k->fast)
+		up_trace_set_hit_fn(a->tr, i, on_hit, k);
+	a->added++;
+	if (a->verbose > 0)
+		fprintf(stderr, "uprobe run: %s: %s\n", k->name, spec);
+	return 0;
+}
+
+static bool has_glob(const char *s)
+{
+	return strpbrk(s, "*?[") != NULL;
+}
+
+/* The program's user-space attach points, into the session. */
+static int add_probes(struct adder *a, struct bt_prog *p, pid_t pid, struct fastplan *plans)
+{
+	for (unsigned i = 0; i < p->nprobes; i++)
+		for (unsigned j = 0; j < p->probes[i].nap; j++) {
+			const struct bt_attach *ap = &p->probes[i].ap[j];
+			char path[PATH_MAX], text[PATH_MAX + 512];
+			struct up_expand_stats st;
+			struct up_spec_err se;
+			int rc;
+
+			if (ap->kind != BT_P_UPROBE && ap->kind != BT_P_URETPROBE &&
+			    ap->kind != BT_P_USDT)
+				continue;
+			if (!resolve_target(ap->target, pid, path, sizeof(path))) {
+				bt_errf(p, ap->line, ap->col, ap->len, a->err, sizeof(a->err),
+					"uprobe target file '%s' does not exist or is not executable",
+					ap->target);
+				return -ENOENT;
+			}
+			a->ap = ap;
+			a->probe = i;
+			a->path = path;
+			if (ap->kind == BT_P_USDT)
+				snprintf(text, sizeof(text), "u:bt%u_%u/%s %s:%s", i, j, "e", path,
+					 ap->func);
+			else
+				snprintf(text, sizeof(text), "%c:bt%u_%u/%s %s:%s%s",
+					 ap->kind == BT_P_URETPROBE ? 'r' : 'p', i, j,
+					 has_glob(ap->func) ? "*" : "e", path, ap->func,
+					 plans && plans[i].trigger[0] ? plans[i].fetch : "");
+			a->fast = plans && plans[i].trigger[0] ? &plans[i] : NULL;
+			a->elf = NULL;
+			if (ap->kind != BT_P_USDT && has_glob(ap->func) &&
+			    up_sym_elf_open(path, &a->elf))
+				a->elf = NULL;
+			rc = up_expand(text, add_one, a, &st, &se);
+			up_sym_elf_close(a->elf);
+			a->elf = NULL;
+			if (rc == -ENOMEM)
+				return rc;
+			if (rc && (a->verbose > 0 || rc != -ENOENT)) {
+				char e[1024];
+
+				up_spec_err_format(text, &se, e, sizeof(e));
+				fprintf(stderr, "uprobe run: %s: left out:\n%s", ap->text, e);
+			}
+		}
+	return 0;
+}
+
+
+struct feed {
+	struct bt_map *m;
+	const struct fastplan *fp;
+	unsigned fails;
+};
+
+static int feed_one(void *ctx, const struct up_hist_key *k, uint64_t hits, const uint64_t *vals)
+{
+	struct feed *fd = ctx;
+	struct bt_val key[3];
+	struct bt_entry *e;
+	int64_t v = 0;
+
+	memset(key, 0, sizeof(key));
+	for (unsigned i = 0; i < fd->fp->nmapkeys; i++) {
+		key[i].t = BT_T_INT;
+		key[i].bits = 64;
+		key[i].i = (int64_t)k->num[i];
+	}
+	if (fd->fp->valkey)
+		v = (int64_t)k->num[fd->fp->nmapkeys];
+	else if (fd->fp->has_val)
+		v = (int64_t)vals[0];
+	e = bt_table_get(fd->m, key, fd->fp->nmapkeys, true);
+	if (!e) {
+		fd->fails++;
+		return 0;
+	}
+	bt_entry_merge(fd->m, e, hits, v);
+	return 0;
+}
+
+/* The in-process tables into the program's maps, before the session goes. */
+static void feed_maps(struct up_trace *tr, struct bt_prog *p, struct adder *a)
+{
+	for (unsigned i = 0; i < a->nhooks; i++) {
+		const struct hooked *k = a->hooks[i];
+		struct feed fd = { .m = k->fast ? &p->maps[k->fast->map] : NULL, .fp = k->fast };
+		uint64_t dropped = 0;
+
+		if (!k->fast)
+			continue;
+		up_trace_hist_for_each(tr, k->spec, feed_one, &fd, &dropped);
+		if (dropped || fd.fails)
+			cli_err("run", "%s: %" PRIu64 " hits found no room in the in-process table "
+				"(%u keys): left out of %s (--no-fast counts every one)", k->name,
+				dropped + fd.fails, k->fast->size, p->maps[k->fast->map].name);
+	}
+}
+
+/* -l PATTERN: the functions a uprobe:PATH:GLOB matches, one probe a line. */
+struct lister {
+	const char *kind, *path, *glob;
+	struct up_sym_elf *elf;
+	char **v; /* the lines, sorted before they are printed (as bpftrace -l) */
+	unsigned n;
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int list_one(void *ctx, const char *spec)
+{
+	struct lister *l = ctx;
+	struct up_spec sp;
+	struct up_spec_err se;
+
+	if (up_spec_parse(spec, &sp, &se))
+		return 0;
+	{
+		char *name = expanded_name(l->elf, &sp, l->glob), *line;
+		char **v = realloc(l->v, (l->n + 1) * sizeof(*v));
+
+		if (!v || asprintf(&line, "%s:%s:%s", l->kind, l->path, name ? name : sp.event) < 0) {
+			free(name);
+			up_spec_free(&sp);
+			return -ENOMEM;
+		}
+		free(name);
+		l->v = v;
+		v[l->n++] = line;
+	}
+	up_spec_free(&sp);
+	return 0;
+}
+
+static int list_probes(const char *pattern, pid_t pid)
+{
+	char *c1, *c2, path[PATH_MAX], text[2 * PATH_MAX + 1024];
+	char type[32], target[PATH_MAX], func[512];
+	struct lister l = { 0 };
+	struct up_spec_err se;
+	int rc;
+
+	if (!pattern) {
+		fputs("uprobe run: -l needs a PATTERN here: uprobe:BIN:GLOB (user space has no "
+		      "list of every probe)\n", stderr);
+		return CLI_USAGE;
+	}
+	c1 = strchr(pattern, ':');
+	c2 = c1 ? strrchr(c1 + 1, ':') : NULL;
+	if (!c1 || !c2 || c2 == c1 || (size_t)(c1 - pattern) >= sizeof(type)) {
+		fprintf(stderr, "uprobe run: -l '%s': give uprobe:BIN:GLOB\n", pattern);
+		return CLI_USAGE;
+	}
+	snprintf(type, sizeof(type), "%.*s", (int)(c1 - pattern), pattern);
+	snprintf(target, sizeof(target), "%.*s", (int)(c2 - c1 - 1), c1 + 1);
+	snprintf(func, sizeof(func), "%s", c2 + 1);
+	if (strcmp(type, "uprobe") && strcmp(type, "uretprobe") && strcmp(type, "u") &&
+	    strcmp(type, "ur")) {
+		fprintf(stderr, "uprobe run: -l '%s': uprobe run lists uprobe:BIN:GLOB probes\n",
+			pattern);
+		return CLI_USAGE;
+	}
+	if (!resolve_target(target, pid, path, sizeof(path))) {
+		fprintf(stderr, "uprobe run: -l: '%s': no such file or library\n", target);
+		return CLI_FAIL;
+	}
+	l.kind = type[1] == 'r' || !strcmp(type, "uretprobe") ? "uretprobe" : "uprobe";
+	l.path = path;
+	/* a name without a glob lists that function (and its look-alikes: name*) */
+	snprintf(text, sizeof(text), "p:l/* %s:%s%s", path, func, has_glob(func) ? "" : "*");
+	snprintf(func + strlen(func), sizeof(func) - strlen(func), "%s", has_glob(func) ? "" : "*");
+	l.glob = func;
+	if (up_sym_elf_open(path, &l.elf))
+		l.elf = NULL;
+	rc = up_expand(text, list_one, &l, NULL, &se);
+	up_sym_elf_close(l.elf);
+	qsort(l.v, l.n, sizeof(*l.v), cmp_str);
+	for (unsigned i = 0; i < l.n; i++) {
+		puts(l.v[i]);
+		free(l.v[i]);
+	}
+	free(l.v);
+	if (rc && rc != -ENOENT) {
+		char e[1024];
+
+		up_spec_err_format(text, &se, e, sizeof(e));
+		fprintf(stderr, "uprobe run: -l:\n%s", e);
+		return CLI_FAIL;
+	}
+	return CLI_OK;
+}
+
+static unsigned long gcd(unsigned long a, unsigned long b)
+{
+	while (b) {
+		unsigned long t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* Runs every probe of kind (BEGIN, END) in the program's order. */
+static void run_kind(struct bt_rt *rt, struct bt_prog *p, enum bt_pk kind, FILE *out)
+{
+	for (unsigned i = 0; i < p->nprobes; i++)
+		for (unsigned j = 0; j < p->probes[i].nap; j++)
+			if (p->probes[i].ap[j].kind == kind) {
+				struct bt_ctx c = { .probe = p->probes[i].ap[j].text };
+
+				if (kind == BT_P_END && bt_rt_exiting(rt))
+					return;
+				bt_rt_run(rt, i, &c);
+				fflush(out);
+			}
+}
+
+static int run_run(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "no-fast", no_argument, NULL, 'F' },
+		{ 0, 0, 0, 0 },
+	};
+	const char *prog_text = NULL, *prog_file = NULL, *outpath = NULL, *cmd = NULL;
+	const char *format = NULL;
+	bool list = false, no_fast = false;
+	struct fastplan *plans = NULL;
+	int verbose = 0, c, status = CLI_OK, rc;
+	pid_t pid = 0, child = 0;
+	char *src = NULL, err[4096];
+	struct bt_prog *prog = NULL;
+	struct bt_rt *rt = NULL;
+	struct up_trace *tr = NULL;
+	struct adder ad = { 0 };
+	FILE *out = stdout, *outf = NULL;
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+	char **cargv = NULL;
+	unsigned nprobes = 0, nuser = 0;
+	uint64_t period_ns = 0;
+	bool flush = false;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "e:p:c:o:f:lvh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'e': prog_text = optarg; break;
+		case 'c': cmd = optarg; break;
+		case 'o': outpath = optarg; break;
+		case 'f': format = optarg; break;
+		case 'l': list = true; break;
+		case 'v': verbose++; break;
+		case 'F': no_fast = true; break;
+		case 'p': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (*end || v <= 0 || v > INT_MAX)
+				return cli_usage_error(&cli_cmd_run, "-p '%s': not a process id", optarg);
+			pid = (pid_t)v;
+			break;
+		}
+		case 'h':
+			run_usage(stdout);
+			return CLI_OK;
+		default:
+			return cli_usage_error(&cli_cmd_run, "unknown option");
+		}
+	}
+	if (format && strcmp(format, "text") && strcmp(format, "json"))
+		return cli_usage_error(&cli_cmd_run, "-f %s: text or json", format);
+	if (list)
+		return list_probes(optind < argc ? argv[optind] : prog_text, pid);
+	if (pid && cmd)
+		return cli_usage_error(&cli_cmd_run, "-p and -c: one or the other");
+	if (!prog_text) {
+		FILE *f;
+
+		if (optind >= argc)
+			return cli_usage_error(&cli_cmd_run, "no program: give -e PROGRAM or a FILE");
+		prog_file = argv[optind++];
+		f = strcmp(prog_file, "-") ? fopen(prog_file, "re") : stdin;
+		if (!f) {
+			cli_err("run", "%s: %s", prog_file, strerror(errno));
+			return CLI_FAIL;
+		}
+		src = read_all(f);
+		if (f != stdin)
+			fclose(f);
+	} else {
+		src = strdup(prog_text);
+	}
+	if (!src) {
+		cli_err("run", "%s", strerror(ENOMEM));
+		return CLI_FAIL;
+	}
+	rc = bt_parse(src, prog_file && strcmp(prog_file, "-") ? prog_file : "stdin", &prog, err,
+		      sizeof(err));
+	if (rc) {
+		fputs(err, stderr);
+		free(src);
+		return CLI_FAIL;
+	}
+	for (unsigned i = 0; i < prog->nprobes; i++)
+		for (unsigned j = 0; j < prog->probes[i].nap; j++) {
+			const struct bt_attach *ap = &prog->probes[i].ap[j];
+
+			if (ap->kind == BT_P_INTERVAL)
+				period_ns = period_ns ? gcd(period_ns, ap->period_ns) : ap->period_ns;
+			if (ap->kind == BT_P_UPROBE || ap->kind == BT_P_URETPROBE ||
+			    ap->kind == BT_P_USDT)
+				nuser++;
+			else
+				nprobes++;
+		}
+	if (nuser && !pid && !cmd) {
+		cli_err("run", "uprobes need a process: give -p PID or -c 'CMD' (bpftrace's "
+			"system-wide uprobes are the kernel's, and need root)");
+		status = CLI_USAGE;
+		goto out;
+	}
+	if (outpath) {
+		out = cli_open_output("run", outpath);
+		if (!out) {
+			status = CLI_USAGE;
+			goto out;
+		}
+		if (out != stdout)
+			outf = out;
+	}
+	{
+		struct stat st;
+
+		/* a pipe or a terminal sees each event at once */
+		flush = fstat(fileno(out), &st) == 0 && !S_ISREG(st.st_mode);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	{
+		struct bt_rt_opts ro = { .out = out, .pos = (const char *const *)argv + optind,
+					 .npos = (unsigned)(argc - optind),
+					 .json = format && !strcmp(format, "json") };
+
+		rc = bt_rt_new(prog, &ro, &rt);
+		if (rc) {
+			cli_err("run", "%s", strerror(-rc));
+			status = CLI_FAIL;
+			goto out;
+		}
+	}
+	if (nuser) {
+		struct up_trace_opts opts = { .out = NULL, .follow = true, .no_fast = no_fast,
+					      .verbose = verbose };
+
+		plans = calloc(prog->nprobes, sizeof(*plans));
+		for (unsigned i = 0; plans && !no_fast && i < prog->nprobes; i++)
+			if (!fast_plan(prog, i, &plans[i]))
+				plans[i].trigger[0] = '\0';
+
+		rc = up_trace_new(&opts, &tr);
+		if (rc) {
+			cli_err("run", "%s", strerror(-rc));
+			status = CLI_FAIL;
+			goto out;
+		}
+		if (pid) {
+			rc = up_trace_attach(tr, pid);
+			if (rc) {
+				cli_err("run", "cannot trace process %d: %s%s", (int)pid, strerror(-rc),
+					rc == -EBUSY ? " (another tracer, a debugger, is attached)" : "");
+				status = CLI_FAIL;
+				goto out;
+			}
+		}
+		ad.tr = tr;
+		ad.rt = rt;
+		ad.verbose = verbose;
+		ad.out = out;
+		ad.flush = flush;
+		rc = add_probes(&ad, prog, pid, plans);
+		if (rc) {
+			if (rc == -ENOMEM)
+				cli_err("run", "%s", strerror(-rc));
+			else
+				fputs(ad.err, stderr);
+			status = CLI_FAIL;
+			goto out;
+		}
+		nprobes += ad.added;
+		if (!nprobes) {
+			fputs("No probes to attach\n", stderr);
+			status = CLI_FAIL;
+			goto out;
+		}
+		if (cmd) {
+			char *copy = strdup(cmd);
+			unsigned n = 0;
+
+			cargv = calloc(strlen(cmd) / 2 + 2, sizeof(*cargv));
+			if (!copy || !cargv) {
+				free(copy);
+				cli_err("run", "%s", strerror(ENOMEM));
+				status = CLI_FAIL;
+				goto out;
+			}
+			for (char *sv, *t = strtok_r(copy, " \t", &sv); t; t = strtok_r(NULL, " \t", &sv))
+				cargv[n++] = t;
+			if (!n) {
+				free(copy);
+				status = cli_usage_error(&cli_cmd_run, "-c: no command");
+				goto out;
+			}
+			rc = up_trace_spawn(tr, cargv, &child);
+			if (rc) {
+				cli_err("run", "cannot run %s: %s", cargv[0], strerror(-rc));
+				status = CLI_FAIL;
+				goto out;
+			}
+		}
+	}
+	if (format && !strcmp(format, "json"))
+		fprintf(out, "{\"type\": \"attached_probes\", \"data\": {\"probes\": %u}}\n",
+			nprobes);
+	else
+		fprintf(out, "Attaching %u probe%s...\n", nprobes, nprobes == 1 ? "" : "s");
+	fflush(out);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	run_kind(rt, prog, BT_P_BEGIN, out);
+	if (tr) {
+		rc = up_trace_start(tr);
+		if (rc) {
+			if (rc != -ECANCELED)
+				cli_err("run", "cannot start tracing: %s", strerror(-rc));
+			status = CLI_FAIL;
+			if (child)
+				kill(child, SIGKILL);
+			goto out;
+		}
+	}
+	if (period_ns) {
+		struct sigaction ta = { .sa_handler = on_tick };
+		struct itimerval it;
+
+		it.it_interval.tv_sec = (time_t)(period_ns / 1000000000ull);
+		it.it_interval.tv_usec = (suseconds_t)(period_ns % 1000000000ull / 1000);
+		it.it_value = it.it_interval;
+		sigaction(SIGALRM, &ta, NULL);
+		setitimer(ITIMER_REAL, &it, NULL);
+	}
+	{
+		uint64_t ticks = 0;
+
+		while (!bt_rt_exiting(rt)) {
+			sigset_t all, old;
+
+			if (tr) {
+				rc = up_trace_run(tr, &stop_sig);
+				if (rc != -EINTR)
+					break;
+			} else if (!stop_sig) {
+				pause();
+			}
+			if (!tick_due)
+				break;
+			sigfillset(&all);
+			sigprocmask(SIG_BLOCK, &all, &old);
+			if (stop_sig == STOP_TICK)
+				stop_sig = 0;
+			tick_due = 0;
+			sigprocmask(SIG_SETMASK, &old, NULL);
+			if (stop_sig)
+				break;
+			ticks++;
+			/* each interval probe whose period this tick ends */
+			for (unsigned i = 0; i < prog->nprobes && !bt_rt_exiting(rt); i++)
+				for (unsigned j = 0; j < prog->probes[i].nap; j++) {
+					const struct bt_attach *ap = &prog->probes[i].ap[j];
+					struct bt_ctx cx = { .probe = ap->text };
+
+					if (ap->kind == BT_P_INTERVAL &&
+					    ticks % (ap->period_ns / period_ns) == 0) {
+						bt_rt_run(rt, i, &cx);
+						fflush(out);
+					}
+				}
+		}
+	}
+	if (period_ns) {
+		struct itimerval off = { { 0, 0 }, { 0, 0 } };
+
+		setitimer(ITIMER_REAL, &off, NULL);
+	}
+	/* the probes out before END: the process runs on, unprobed; what the processes
+	   aggregated comes into the maps first */
+	if (tr)
+		feed_maps(tr, prog, &ad);
+	if (tr) {
+		up_trace_free(tr);
+		tr = NULL;
+	}
+	{
+		/* exit() in a body stops the others, not END */
+		struct bt_rt *end_rt = rt;
+
+		if (bt_rt_exiting(rt)) {
+			struct bt_rt_opts ro = { .out = out, .pos = (const char *const *)argv + optind,
+						 .npos = (unsigned)(argc - optind),
+						 .json = format && !strcmp(format, "json") };
+
+			if (!bt_rt_new(prog, &ro, &end_rt)) {
+				run_kind(end_rt, prog, BT_P_END, out);
+				bt_rt_free(end_rt);
+			}
+		} else {
+			run_kind(rt, prog, BT_P_END, out);
+		}
+	}
+	bt_rt_print_all(rt);
+	for (unsigned i = 0; i < prog->nmaps; i++) {
+		size_t max;
+		uint64_t n = bt_table_dropped(&prog->maps[i], &max);
+
+		if (n)
+			cli_err("run", "%s: %" PRIu64 " updates of new keys dropped: the map "
+				"holds %zu keys (BPFTRACE_MAP_KEYS_MAX)", prog->maps[i].name, n, max);
+	}
+	if (bt_rt_errors(rt) && verbose > 0)
+		cli_err("run", "%" PRIu64 " reads of the process's memory failed (their values "
+			"are 0 or empty)", bt_rt_errors(rt));
+out:
+	up_trace_free(tr);
+	if (child && status == CLI_OK) {
+		int st;
+
+		/* the command runs on, unprobed, to its end */
+		while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	for (unsigned i = 0; i < ad.nhooks; i++) {
+		free(ad.hooks[i]->func);
+		free(ad.hooks[i]->name);
+		free(ad.hooks[i]);
+	}
+	free(ad.hooks);
+	free(plans);
+	if (cargv) {
+		free(cargv[0]);
+		free(cargv);
+	}
+	bt_rt_free(rt);
+	bt_prog_free(prog);
+	free(src);
+	if (outf)
+		fclose(outf);
+	else
+		fflush(stdout);
+	return status;
+}
+
+const struct cli_cmd cli_cmd_run = {
+	.name = "run",
+	.run = run_run,
+	.synopsis = "run [-v] [-o FILE] [-p PID | -c 'CMD'] (-e PROGRAM | FILE) [ARG...]",
+	.summary = "run a bpftrace program on a process's user-space probes, without privilege",
+	.usage = run_usage,
+};
