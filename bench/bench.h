@@ -39,6 +39,11 @@ enum bench_tool {
 			 (as many hits as the ring holds: none may be lost) */
 	T_FAST_BURST, /* the same for the calibrated run: the tracer's reading falls behind */
 	T_CLI_RAW,    /* uprobe trace --format raw -o FILE: every record kept, to a file */
+	T_CLI_TEXT,   /* uprobe trace -o FILE: a line a record, formatted behind (the spool) */
+	T_CLI_JSON,   /* uprobe trace --format json -o FILE: the same, JSON */
+	T_CLI_RAW0,   /* the three as they were before the spool: --when-full=drop, and */
+	T_CLI_TEXT0,  /* (text, json) --spool-size 0: formatted straight from the rings */
+	T_CLI_JSON0,
 	T_KERNEL,
 	T_BPFTRACE,
 	T_AGG_LOG2,   /* uprobe trace -t: a log2 histogram of the first argument, in-process */

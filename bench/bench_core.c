@@ -40,6 +40,8 @@
 const char *const bench_tool_names[T_NTOOLS] = {
 	"unprobed loop",    "uprobe (library)", "uprobe, pinned",   "uprobe trace -c",
 	"uprobe fast path", "fast path, records", "records, burst", "trace --format raw",
+	"trace, text",	    "trace, json",
+	"raw, drop",	    "text, no spool",	"json, no spool",
 	"kernel (tracefs)", "bpftrace",
 	"uprobe log2 hist", "uprobe keyed count", "uprobe latency", "bpftrace hist()",
 	"bpftrace @[k]=count", "bpftrace latency", "uprobe run @[k]=count",
@@ -49,7 +51,8 @@ const char *const bench_tool_names[T_NTOOLS] = {
 };
 const char *const bench_tool_keys[T_NTOOLS] = {
 	"baseline", "uprobe",	     "uprobe_pinned",   "uprobe_cli",	 "uprobe_fast", "uprobe_fast_rec",
-	"uprobe_fast_burst", "uprobe_cli_raw",
+	"uprobe_fast_burst", "uprobe_cli_raw", "uprobe_cli_text", "uprobe_cli_json",
+	"uprobe_cli_raw_drop", "uprobe_cli_text_drop", "uprobe_cli_json_drop",
 	"kernel",   "bpftrace",	     "uprobe_hist_log2", "uprobe_hist_keyed", "uprobe_hist_latency",
 	"bpftrace_hist_log2", "bpftrace_hist_keyed", "bpftrace_hist_latency", "uprobe_run_keyed", "gdb",		"floor",	 "floor_following",
 	"floor_samecpu", "floor_diffcpu",
@@ -464,10 +467,11 @@ static double run_cli(struct bench *b, struct bench_workload *w, long n)
  * records written, the records lost) must account for every call; the lost ones are
  * reported.
  */
-static double run_cli_raw(struct bench *b, struct bench_workload *w, long n)
+static double run_cli_raw(struct bench *b, struct bench_workload *w, long n, bool drop)
 {
 	char spec[PATH_MAX + 256], nbuf[32], path[64];
-	char *argv[] = { (char *)b->cli, "trace", "--format", "raw", "-o", path, "-e", spec, "--",
+	char *argv[] = { (char *)b->cli, "trace", "--format", "raw", "-o", path, "-e", spec,
+			 "--when-full", drop ? "drop" : "block", "--",
 			 (char *)b->target, (char *)w->mode, nbuf, NULL };
 	uint64_t end[3] = { 0, 0, 0 };
 	char *out;
@@ -492,6 +496,48 @@ static double run_cli_raw(struct bench *b, struct bench_workload *w, long n)
 			  "expected %ld", w->key, w->label, (unsigned long long)end[1],
 			  (unsigned long long)end[2], n);
 	bench_rec_lost = end[2];
+	return bench_read_loop_ns(b);
+}
+
+/*
+ * `uprobe trace [--format json] -o FILE` at its defaults on the six-argument workload
+ * (e): a line a record, formatted behind the program from the spool.  The lines in the
+ * file (comments and a JSON summary left out) and the records lost must make every call.
+ */
+static double run_cli_fmt(struct bench *b, struct bench_workload *w, long n, bool json,
+			  bool before)
+{
+	char spec[PATH_MAX + 256], nbuf[32], path[64], *line = NULL;
+	char *argv[] = { (char *)b->cli, "trace", "--format", json ? "json" : "text", "-o", path,
+			 "-e", spec, "--when-full", before ? "drop" : "block", "--spool-size",
+			 before ? "0" : "256M", "--", (char *)b->target, (char *)w->mode, nbuf,
+			 NULL };
+	size_t cap = 0;
+	long lines = 0;
+	char *out;
+	FILE *f;
+	int status;
+
+	snprintf(nbuf, sizeof(nbuf), "%ld", n);
+	snprintf(path, sizeof(path), "/tmp/uprobe-bench-fmt.%d", (int)getpid());
+	snprintf(spec, sizeof(spec), "p:ubench/%s %s:%s di=%%di si=%%si dx=%%dx cx=%%cx r8=%%r8 "
+		 "r9=%%r9", w->key, b->target, w->sym);
+	out = run_capture(argv, &status);
+	free(out);
+	check_exit(json ? "uprobe trace --format json" : "uprobe trace", status);
+	f = fopen(path, "r");
+	if (!f)
+		bench_die("uprobe trace: no %s", path);
+	while (getline(&line, &cap, f) > 0)
+		if (line[0] != '#' && !strstr(line, "\"type\":"))
+			lines++;
+	free(line);
+	fclose(f);
+	unlink(path);
+	if (lines > n)
+		bench_die("uprobe trace --format %s on (%s) %s: %ld lines of %ld calls",
+			  json ? "json" : "text", w->key, w->label, lines, n);
+	bench_rec_lost = (uint64_t)(n - lines);
 	return bench_read_loop_ns(b);
 }
 
@@ -864,7 +910,14 @@ static double run_one(struct bench *b, int wi, int tool, long n)
 	case T_FAST_BURST:
 		return run_fast_rec(b, w, n, tool == T_FAST_REC);
 	case T_CLI_RAW:
-		return run_cli_raw(b, w, n);
+	case T_CLI_RAW0:
+		return run_cli_raw(b, w, n, tool == T_CLI_RAW0);
+	case T_CLI_TEXT:
+	case T_CLI_JSON:
+	case T_CLI_TEXT0:
+	case T_CLI_JSON0:
+		return run_cli_fmt(b, w, n, tool == T_CLI_JSON || tool == T_CLI_JSON0,
+				   tool == T_CLI_TEXT0 || tool == T_CLI_JSON0);
 	case T_KERNEL:
 		return bench_kernel_run(b, wi, n);
 	case T_BPFTRACE:
@@ -1095,7 +1148,8 @@ static void setup(struct bench *b, const char *build)
 				       w->kind == BK_MALLOC;
 		c[T_FAST].used = w->kind == BK_ENTRY || w->kind == BK_MT || w->kind == BK_ARGS;
 		c[T_FAST_REC].used = c[T_FAST_BURST].used = w->kind != BK_MALLOC;
-		c[T_CLI_RAW].used = w->kind == BK_ARGS;
+		for (int t = T_CLI_RAW; t <= T_CLI_JSON0; t++)
+			c[t].used = w->kind == BK_ARGS;
 		c[T_KERNEL].used = true;
 		c[T_KERNEL].skip = b->kernel_skip;
 		c[T_BPFTRACE].used = true;
@@ -1157,7 +1211,8 @@ static void measure(struct bench *b)
 				if (!c->used || c->skip)
 					continue;
 				c->ns[r] = run_one(b, i, t, c->n);
-				if (t == T_FAST_REC || t == T_FAST_BURST || t == T_CLI_RAW) {
+				if (t == T_FAST_REC || t == T_FAST_BURST ||
+				    (t >= T_CLI_RAW && t <= T_CLI_JSON0)) {
 					c->lost += bench_rec_lost;
 					c->hits += (uint64_t)c->n;
 				}

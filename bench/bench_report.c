@@ -17,6 +17,8 @@ static const char *const colors[T_NTOOLS] = {
 	[T_BASE] = "#999999",	      [T_UPROBE] = "#1f77b4",	  [T_UPROBE_PIN] = "#9ecae1",
 	[T_UPROBE_CLI] = "#6baed6",   [T_FAST] = "#d62728",	  [T_KERNEL] = "#9467bd",
 	[T_FAST_REC] = "#e377c2",     [T_FAST_BURST] = "#f7b6d2",
+	[T_CLI_RAW] = "#bcbd22",      [T_CLI_TEXT] = "#dbdb8d",	  [T_CLI_JSON] = "#17becf",
+	[T_CLI_RAW0] = "#8c6d31",     [T_CLI_TEXT0] = "#bd9e39",  [T_CLI_JSON0] = "#e7cb94",
 	[T_BPFTRACE] = "#2ca02c",     [T_GDB] = "#ff7f0e",
 	[T_AGG_LOG2] = "#b2182b",     [T_AGG_KEY] = "#ef8a62",	  [T_AGG_LAT] = "#fddbc7",
 	[T_BPF_LOG2] = "#1b7837",     [T_BPF_KEY] = "#7fbf7b",	  [T_BPF_LAT] = "#d9f0d3",	  [T_RUN_KEY] = "#762a83",	  [T_FLOOR] = "#ffbb78",
@@ -56,7 +58,8 @@ static const struct bench_cell *floor_cell(const struct bench *b)
 	return NULL;
 }
 
-enum { R_UK, R_UB, R_GU, R_UF, R_KF, R_KR, R_GF, R_BH, R_BK, R_BL, R_KH, NRATIOS };
+enum { R_UK, R_UB, R_GU, R_UF, R_KF, R_KR, R_GF, R_BH, R_BK, R_BL, R_KH, R_TK, R_JK, R_RK,
+       NRATIOS };
 /* uprobe: the trap path (a stop a hit); fast: a counting probe on the fast path;
    records: a recording probe on the fast path (the agent and the ring) */
 static const char *const ratio_names[NRATIOS] = { "uprobe/kernel", "uprobe/bpftrace",
@@ -64,7 +67,9 @@ static const char *const ratio_names[NRATIOS] = { "uprobe/kernel", "uprobe/bpftr
 						  "kernel/fast",   "kernel/records",
 						  "gdb/fast",	   "bpftrace/uprobe hist",
 						  "bpftrace/uprobe keyed", "bpftrace/uprobe latency",
-						  "kernel event/uprobe hist" };
+						  "kernel event/uprobe hist",
+						  "trace text/kernel", "trace json/kernel",
+						  "trace raw/kernel" };
 
 /* NAN where a side is missing */
 static void ratios(const struct bench *b, int wi, double *r)
@@ -91,6 +96,10 @@ static void ratios(const struct bench *b, int wi, double *r)
 		r[R_BK] = has(&c[T_AGG_KEY]) && has(&c[T_BPF_KEY]) ? c[T_BPF_KEY].med / c[T_AGG_KEY].med : NAN;
 		r[R_BL] = has(&c[T_AGG_LAT]) && has(&c[T_BPF_LAT]) ? c[T_BPF_LAT].med / c[T_AGG_LAT].med : NAN;
 		r[R_KH] = has(&c[T_AGG_LOG2]) && has(k) ? k->med / c[T_AGG_LOG2].med : NAN;
+		/* the CLI's records per format over the kernel's event per hit */
+		r[R_TK] = has(&c[T_CLI_TEXT]) && has(k) ? c[T_CLI_TEXT].med / k->med : NAN;
+		r[R_JK] = has(&c[T_CLI_JSON]) && has(k) ? c[T_CLI_JSON].med / k->med : NAN;
+		r[R_RK] = has(&c[T_CLI_RAW]) && has(k) ? c[T_CLI_RAW].med / k->med : NAN;
 	}
 }
 
@@ -126,10 +135,13 @@ static void print_table(const struct bench *b)
 	       "takes it too where it is safe); fast path, records: the six argument registers "
 	       "recorded by the\nin-process agent into the 4 MiB ring (d: rax at the return), "
 	       "as many hits as it holds: none may\nbe lost (checked).  records, burst: the "
-	       "same probe for the calibrated run, far longer: what\nthe tracer has not read "
-	       "when the ring is full is dropped (lost), and costs less than a written\n"
-	       "record; records + lost checked.  trace --format raw: the CLI at its defaults "
-	       "writing every\nrecord to a file (e), the file's count + lost checked.\n"
+	       "same probe for the calibrated run, far longer: when\nthe ring is full the "
+	       "thread waits for room (the default, --when-full=block; a dropped\nrecord "
+	       "would be lost); records + lost checked.  trace --format raw, trace, text / json: "
+	       "the CLI at\nits defaults writing every record to a file (e), formatted behind "
+	       "the program from the\nspool (text, json); the file's count + lost checked; "
+	       "ns/hit is the program's.  raw, drop /\ntext, json, no spool: the same "
+	       "as before the spool (--when-full=drop; --spool-size 0).\n"
 	       "uprobe log2 hist / keyed count / latency: `uprobe trace -t` with keys=a.log2 "
 	       "(the first argument),\nkeys=a (its low byte: 256 keys) and, on a return probe, "
 	       "keys=$duration.log2 (per call: entry\nand return), aggregated in-process; the "
@@ -161,7 +173,8 @@ static void print_table(const struct bench *b)
 			printf("%9ld %10s  [%s - %s]%s", c->n, fmt_ns(m, sizeof(m), c->med),
 			       fmt_ns(lo, sizeof(lo), c->lo), fmt_ns(hi, sizeof(hi), c->hi),
 			       t == T_BASE ? " ns per iteration, unprobed" : "");
-			if ((t == T_FAST_REC || t == T_FAST_BURST || t == T_CLI_RAW) && c->hits)
+			if ((t == T_FAST_REC || t == T_FAST_BURST ||
+			     (t >= T_CLI_RAW && t <= T_CLI_JSON0)) && c->hits)
 				printf(" lost %.2f%%", 100.0 * (double)c->lost / (double)c->hits);
 			printf("\n");
 		}
@@ -301,7 +314,8 @@ static void write_json(const struct bench *b, const char *path)
 			json_samples(f, c->per_hit, b->rounds, 1);
 			fprintf(f, ", \"loop_ns\": ");
 			json_samples(f, c->ns, b->rounds, 1);
-			if (t == T_FAST_REC || t == T_FAST_BURST || t == T_CLI_RAW)
+			if (t == T_FAST_REC || t == T_FAST_BURST ||
+			    (t >= T_CLI_RAW && t <= T_CLI_JSON0))
 				fprintf(f, ", \"records_lost\": %llu, \"records_hits\": %llu",
 					(unsigned long long)c->lost, (unsigned long long)c->hits);
 			fputc('}', f);

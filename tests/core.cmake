@@ -158,6 +158,12 @@ add_test(NAME trace.raw
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_raw.py $<TARGET_FILE:uprobe-cli>
     $<TARGET_FILE:fast_rec> $<TARGET_FILE:bench_target>)
 set_tests_properties(trace.raw PROPERTIES TIMEOUT 300)
+# the spool: every record of a hot loop in every format; --when-full=block holds a
+# thread and lets it go; a tracer's death does not leave it waiting
+add_test(NAME trace.spool
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_spool.py $<TARGET_FILE:uprobe-cli>
+    $<TARGET_FILE:fast_rec> $<TARGET_FILE:bench_target>)
+set_tests_properties(trace.spool PROPERTIES TIMEOUT 600 RESOURCE_LOCK uprobe_tracefs_uptest_kb)
 # forged records and blocks in a raw file: skipped, counted, every real one reported
 add_test(NAME trace.raw.forged
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/raw_forged.py $<TARGET_FILE:uprobe-cli>

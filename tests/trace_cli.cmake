@@ -235,6 +235,12 @@ add_test(NAME trace.errors.filter_seed
 add_test(NAME trace.errors.ring_size
   COMMAND ${_ex} 2 "--ring-size '12': expected KiB, 64 to 1048576"
           ${UPROBE_TRACE_BIN} trace --ring-size 12 -e "p ${_trS}:foo" -- ${_ran})
+add_test(NAME trace.errors.when_full
+  COMMAND ${_ex} 2 "--when-full 'wait': expected block or drop"
+          ${UPROBE_TRACE_BIN} trace --when-full wait -e "p ${_trS}:foo" -- ${_ran})
+add_test(NAME trace.errors.spool_size
+  COMMAND ${_ex} 2 "--spool-size '12X': expected a size"
+          ${UPROBE_TRACE_BIN} trace --spool-size 12X -e "p ${_trS}:foo" -- ${_ran})
 
 # ---- hostile targets: files the traced process names (src/sym/file.c) -------------------
 # a target running as nobody unlinks the library it mapped and plants a FIFO, a device

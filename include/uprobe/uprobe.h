@@ -302,7 +302,23 @@ struct uprobe_ctx_opts {
 	   (valid during the call only), instead of to record_handler */
 	void (*raw_handler)(void *arg, const void *recs, size_t len);
 	void *arg;
+	/* The spool (record_handler, not raw_handler): the fast path's records are copied
+	   out of the rings as they come and handed to record_handler from here, behind,
+	   so a slow handler loses none while it has room.  spool_bytes bounds it: the
+	   first 64 MiB in memory, the rest in a temporary file ($TMPDIR or /tmp); 0: 256
+	   MiB.  no_spool: records go to record_handler straight from the rings. */
+	size_t spool_bytes;
+	bool no_spool;
+	/* When a ring is full (the spool is, or a hot thread outruns the tracer's copy):
+	   UPROBE_WHEN_FULL_BLOCK (the default) the thread waits for room -- a signal still
+	   reaches it, and it waits no more once its tracer shows no life for 1 s or
+	   detaches; UPROBE_WHEN_FULL_DROP the record is dropped and counted (uprobe_lost) */
+	int when_full;
 };
+
+#define UPROBE_WHEN_FULL_BLOCK 0
+#define UPROBE_WHEN_FULL_DROP 1
+#define UPROBE_SPOOL_DEFAULT ((size_t)256 << 20)
 
 UPROBE_API int uprobe_ctx_new(const struct uprobe_ctx_opts *opts, struct uprobe_ctx **out);
 /* Unregisters every probe, detaches from every process (they run on unharmed). */
@@ -433,6 +449,9 @@ struct uprobe_stats {
 	uint64_t returns, returns_dropped; /* return probes: handled, frames gone */
 	uint64_t fast_patched, fast_refused;  /* fast-path sites patched, kept on int3 */
 	uint64_t records, records_lost, records_filtered; /* the fast path's records */
+	/* the spool: the most it held in memory and in its file (bytes), the bytes that
+	   went to the file, and those lost to a failed write of it */
+	uint64_t spool_peak_mem, spool_peak_file, spool_spilled, spool_dropped;
 };
 UPROBE_API void uprobe_ctx_stats(struct uprobe_ctx *ctx, struct uprobe_stats *st);
 

@@ -25,6 +25,15 @@
 #define UPA_F_RSEQ 2u /* glibc's rseq area holds each thread's cpu (rseq_offset_at); else lsl */
 #define UPA_F_RTOWN 4u /* threads hijack returns into tables of their own (the lahf
 			  trampoline's stubs say which at the return) */
+#define UPA_F_BLOCK 8u /* a record that finds its ring full waits for room (--when-full=block)
+			  while the tracer shows life (ctl.alive), instead of being dropped */
+
+/* UPA_F_BLOCK: a wait for room sleeps this long at a time (a futex on the ring's wseq,
+   which the tracer wakes when it moves a tail a waiter waits on), and gives up once
+   ctl.alive stood still this long: the tracer is dead or stuck, and the program must
+   not wait for it (ctl.gone: no record waits until a tracer that drains clears it). */
+#define UPA_WAIT_NS 10000000ull
+#define UPA_GONE_NS 1000000000ull
 
 /*
  * A ring of records.  Ring 0 is shared: any thread reserves in it with a locked
@@ -38,7 +47,9 @@ struct upa_ring {
 	uint32_t order;	/* 1 << order bytes */
 	uint32_t pad0;
 	uint64_t lost;	/* records dropped because it was full */
-	uint64_t pad1[5];
+	uint32_t wseq;	  /* UPA_F_BLOCK: bumped (and futex-woken) by the tracer for waiters */
+	uint32_t waiters; /* threads waiting for room in it */
+	uint64_t pad1[4];
 	uint64_t head;	/* producers reserve here, bytes ever reserved */
 	uint64_t pad2[7];
 	uint64_t tail;	/* the tracer has consumed up to here */
@@ -77,6 +88,12 @@ struct upa_ctl {
 	   plain loads while the thread's rsp is in them (written by that thread alone, in
 	   one store: UPA_STK) */
 	uint64_t stk[UPA_RT_OWNERS_];
+	/* UPA_F_BLOCK: the tracer's heartbeat, bumped at each of its drains; gone: a
+	   waiter saw it stand still for UPA_GONE_NS, and no record waits until the
+	   tracer, draining again, clears it */
+	uint64_t alive;
+	uint32_t gone;
+	uint32_t pad2;
 	_Alignas(64) struct upa_ring ring[UPA_RINGS]; /* a cache line for each head, tail */
 };
 

@@ -37,7 +37,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -137,6 +140,7 @@ struct up_agent {
 	bool rseq_bad; /* a thread was found without glibc's rseq area: lsl for good */
 	bool recording; /* a recording probe was placed: rings are made present */
 	uint32_t ready; /* bit k: ring k's pages are present in both mappings */
+	uint64_t beat;	/* UPA_F_BLOCK: the heartbeat last written to ctl.alive */
 };
 
 uint64_t up_mono_ns(void)
@@ -343,11 +347,19 @@ fail:
 	return rc;
 }
 
+static void ring_wake(struct up_agent *a, unsigned k, bool always);
+static void flags_set(struct up_agent *a, uint32_t flags);
+
 void up_agent_free(struct up_agent *a)
 {
 	if (!a)
 		return;
 	if (a->map) {
+		/* nobody waits for a tracer that is going: the threads waiting for room
+		   drop their records and no record waits again */
+		flags_set(a, a->flags & ~UPA_F_BLOCK);
+		for (unsigned k = 0; k < UPA_RINGS; k++)
+			ring_wake(a, k, true);
 		/* the ring's pages go back (the memfd's hole is the target's too): a process
 		   that lives on keeps the mapping, but not 4 to 128 MiB of records nobody
 		   reads; a thread still writing one gets zero pages, never a fault */
@@ -528,6 +540,34 @@ static void flags_set(struct up_agent *a, uint32_t flags)
 {
 	a->flags = flags;
 	__atomic_store_n(&a->ctl->flags, flags, __ATOMIC_RELEASE);
+}
+
+void up_agent_set_block(struct up_agent *a, bool on)
+{
+	if (on)
+		__atomic_store_n(&a->ctl->gone, 0, __ATOMIC_RELAXED);
+	flags_set(a, on ? a->flags | UPA_F_BLOCK : a->flags & ~UPA_F_BLOCK);
+	if (!on) /* the waiters drop their records */
+		for (unsigned k = 0; k < UPA_RINGS; k++)
+			ring_wake(a, k, true);
+}
+
+void up_agent_heartbeat(struct up_agent *a)
+{
+	if (!(a->flags & UPA_F_BLOCK))
+		return;
+	__atomic_store_n(&a->ctl->alive, ++a->beat, __ATOMIC_RELAXED);
+	/* words the target writes, read only to choose what to store: threads that gave
+	   up on a stuck tracer wait again; a ring with waiters gets its tail again (the
+	   tracer's own: a tail the process rewrote must not hold them), and a wake */
+	if (__atomic_load_n(&a->ctl->gone, __ATOMIC_RELAXED))
+		__atomic_store_n(&a->ctl->gone, 0, __ATOMIC_RELAXED);
+	for (unsigned k = 0; k < UPA_RINGS; k++)
+		if (!a->rings[k].dead &&
+		    __atomic_load_n(&a->ctl->ring[k].waiters, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&a->ctl->ring[k].tail, a->rings[k].tail, __ATOMIC_RELEASE);
+			ring_wake(a, k, true);
+		}
 }
 
 void up_agent_no_fs0(struct up_agent *a)
@@ -901,6 +941,12 @@ static void ring_abandon(struct up_agent *a, unsigned k, uint32_t id, const char
 	char msg[160];
 
 	a->rings[k].dead = true;
+	/* nothing waits on a ring nobody reads: a corrupt process drops, as it may */
+	if (a->flags & UPA_F_BLOCK) {
+		flags_set(a, a->flags & ~UPA_F_BLOCK);
+		for (unsigned j = 0; j < UPA_RINGS; j++)
+			ring_wake(a, j, true);
+	}
 	if (a->corrupt_told)
 		return;
 	a->corrupt_told = true;
@@ -1044,15 +1090,37 @@ static void cursor_pop(struct up_agent *a, struct cursor *c)
 	cursor_next(a, c);
 }
 
+/*
+ * Threads waiting for room in ring k (UPA_F_BLOCK) are woken: wseq moves, then a
+ * futex wake on it (the memfd is the same file in both processes).  Only when the
+ * ring says it has waiters, unless always: a target that lies about them costs its
+ * tracer one system call a drain of that ring, no more.
+ */
+static void ring_wake(struct up_agent *a, unsigned k, bool always)
+{
+	struct upa_ring *rg = &a->ctl->ring[k];
+
+	/* the tail's store before the load of waiters: a waiter says so before it looks
+	   at the tail for the last time (agent.c wait_room) */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!always && !__atomic_load_n(&rg->waiters, __ATOMIC_RELAXED))
+		return;
+	__atomic_fetch_add(&rg->wseq, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &rg->wseq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 /* The drain of c is over: the tracer's tail, and the agent's copy of it. */
 static void cursor_close(struct up_agent *a, struct cursor *c)
 {
 	struct agent_ring *r = &a->rings[c->k];
+	bool moved = c->tail != r->tail;
 
 	r->taken += c->tail - r->tail;
 	r->tail = c->tail;
 	if (c->tail != c->told && !r->dead)
 		__atomic_store_n(&a->ctl->ring[c->k].tail, c->tail, __ATOMIC_RELEASE);
+	if (moved && (a->flags & UPA_F_BLOCK))
+		ring_wake(a, c->k, false);
 }
 
 unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct up_agent_rec *r),
@@ -1187,6 +1255,102 @@ unsigned up_agent_drain_raw(struct up_agent *a, pid_t pid,
 	for (unsigned k = 0; k < UPA_RINGS; k++)
 		n += drain_raw_ring(a, k, pid, probe_of, fn, arg);
 	return n;
+}
+
+/* The raw header of the cursor's record (its probe already known: probe). */
+static struct uprobe_raw_rec raw_header(struct up_agent *a, const struct upa_rec *h, pid_t pid,
+					uint32_t probe, double tick)
+{
+	struct uprobe_raw_rec r = {
+		.size = h->slot,
+		.probe = probe,
+		.len = h->len,
+		.flags = h->cpu & (UPA_REC_CPU | UPA_REC_RET),
+		.pid = pid,
+		.tid = tid_of(a, h->thread, h->cpu & UPA_REC_SP),
+		.time_ns = rec_time_ns(a, h->tsc, tick),
+	};
+
+	return r;
+}
+
+size_t up_agent_drain_copy(struct up_agent *a, pid_t pid, size_t budget,
+			   uint32_t (*probe_of)(void *arg, uint32_t id),
+			   void (*fn)(void *arg, const void *recs, size_t len), void *arg)
+{
+	size_t want = a->max_record > RAW_SPAN ? a->max_record : RAW_SPAN;
+	struct cursor c[UPA_RINGS];
+	unsigned nc = 0;
+	size_t used = 0, took = 0;
+	double tick = ns_per_tick();
+
+	if (a->raw_cap < want) {
+		uint8_t *b = realloc(a->raw_buf, want);
+
+		if (!b)
+			return 0; /* the records wait for the next drain */
+		a->raw_buf = b;
+		a->raw_cap = want;
+	}
+	for (unsigned k = 0; k < UPA_RINGS; k++) {
+		if (!cursor_open(a, k, &c[nc]))
+			continue;
+		cursor_next(a, &c[nc]);
+		nc++;
+	}
+	for (;;) {
+		struct cursor *m = NULL;
+
+		/* the oldest record of all the rings: they go out in time order */
+		for (unsigned i = 0; i < nc; i++)
+			if (c[i].have && (!m || (int64_t)(c[i].h.tsc - m->h.tsc) < 0))
+				m = &c[i];
+		if (!m || took + m->h.slot > budget)
+			break;
+
+		const struct upa_rec *h = &m->h;
+		uint32_t probe = probe_of(arg, h->id);
+
+		if (probe != UPROBE_RAW_SKIP) { /* else a probe gone */
+			struct uprobe_raw_rec r;
+
+			if (used + h->slot > a->raw_cap) {
+				fn(arg, a->raw_buf, used);
+				used = 0;
+			}
+			r = raw_header(a, h, pid, probe, tick);
+			memcpy(a->raw_buf + used, m->rec, h->len);
+			memcpy(a->raw_buf + used, &r, sizeof(r));
+			memset(a->raw_buf + used + h->len, 0, h->slot - h->len);
+			used += h->slot;
+			took += h->slot;
+		}
+		cursor_pop(a, m);
+	}
+	if (used)
+		fn(arg, a->raw_buf, used);
+	for (unsigned i = 0; i < nc; i++)
+		cursor_close(a, &c[i]);
+	return took;
+}
+
+void up_agent_rec_of_raw(const struct up_agent *a, const struct uprobe_raw_rec *raw,
+			 uint32_t id, struct up_agent_rec *v)
+{
+	unsigned nregs = id < a->nids ? a->probes[id].nregs : 0;
+	size_t head = sizeof(*raw) + 8u * nregs;
+
+	*v = (struct up_agent_rec){
+		.id = id,
+		.cpu = raw->flags & UPA_REC_CPU,
+		.is_return = !!(raw->flags & UPA_REC_RET),
+		.tid = raw->tid,
+		.time_ns = raw->time_ns,
+		.regs = (const uint64_t *)(raw + 1),
+		.nregs = nregs,
+		.mem = (const uint8_t *)raw + head,
+		.memlen = raw->len > head ? raw->len - head : 0,
+	};
 }
 
 unsigned up_agent_fill(struct up_agent *a)

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <uprobe/uprobe.h>
+
 #include "agent/abi.h"
 #include "task/task.h"
 
@@ -161,6 +163,26 @@ unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct u
 unsigned up_agent_drain_raw(struct up_agent *a, pid_t pid,
 			    uint32_t (*probe_of)(void *arg, uint32_t id),
 			    void (*fn)(void *arg, const void *recs, size_t len), void *arg);
+/*
+ * The same raw records for the tracer's spool: every ring's, merged oldest first (so
+ * lines come out in time order), no more than budget bytes of them (the rest wait in
+ * the rings), in spans to fn.  probe_of as above; pid goes into each header as is.
+ * Each record was checked once here (design.md section 8): the spool is the tracer's
+ * own memory, read afterwards without a second check.  Returns the bytes copied.
+ */
+size_t up_agent_drain_copy(struct up_agent *a, pid_t pid, size_t budget,
+			   uint32_t (*probe_of)(void *arg, uint32_t id),
+			   void (*fn)(void *arg, const void *recs, size_t len), void *arg);
+/* A spooled record (copied by up_agent_drain_copy, its probe field the agent's id) as
+   the drain hands a record out; the record's probe must still be a's. */
+void up_agent_rec_of_raw(const struct up_agent *a, const struct uprobe_raw_rec *raw,
+			 uint32_t id, struct up_agent_rec *v);
+/* --when-full=block: a record that finds its ring full waits for room (abi.h
+   UPA_F_BLOCK) while the tracer moves the ring's tail; off at up_agent_free, and when
+   a ring is found corrupt. */
+void up_agent_set_block(struct up_agent *a, bool on);
+/* The tracer drains again: threads that stopped waiting for it (ctl.gone) wait again. */
+void up_agent_heartbeat(struct up_agent *a);
 /* CLOCK_MONOTONIC in ns: the clock records are stamped with. */
 uint64_t up_mono_ns(void);
 /* How much the drains since the last call took from the ring they took most from, in

@@ -6,6 +6,7 @@
  * never writes its text.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "site/internal.h"
@@ -178,22 +179,137 @@ static void raw_span(void *arg, const void *recs, size_t len)
 	mm->ctx->opts->raw_handler(mm->ctx->opts->arg, recs, len);
 }
 
+/* ---- the spool (design.md section 14) ---- */
+
+/* A record for the spool: its probe's agent id, the record left out if the probe is
+   gone.  Counted when delivered. */
+static uint32_t spool_probe_of(void *arg, uint32_t id)
+{
+	struct up_sites *mm = ((struct deliver_arg *)arg)->mm;
+	struct up_patched *f = id < mm->nrecp ? mm->recp[id] : NULL;
+
+	return f && f->u ? id : UPROBE_RAW_SKIP;
+}
+
+static void spool_put(void *arg, const void *recs, size_t len)
+{
+	struct up_sites *mm = ((struct deliver_arg *)arg)->mm;
+
+	up_spool_push(&mm->ctx->spool, recs, len);
+}
+
+static void spool_stats(struct up_site_ctx *c)
+{
+	c->stats->spool_peak_mem = c->spool.peak_mem;
+	c->stats->spool_peak_file = c->spool.peak_file;
+	c->stats->spool_spilled = c->spool.spilled;
+	c->stats->spool_dropped = c->spool.dropped;
+	if (c->spool.why && c->opts->log) {
+		c->opts->log(c->opts->log_arg, c->spool.why);
+		free(c->spool.why);
+		c->spool.why = NULL;
+		c->spool.file_failed = true;
+	}
+}
+
+/* mm's rings copied into the spool, as much as it has room for (the rest waits in the
+   rings: the threads wait for room, or drop, as --when-full says); the bytes taken. */
+static size_t spool_copy(struct up_sites *mm)
+{
+	struct deliver_arg a = { mm };
+	size_t room = up_spool_room(&mm->ctx->spool);
+
+	up_agent_heartbeat(mm->agent);
+	return room ? up_agent_drain_copy(mm->agent, (pid_t)mm->spool_id, room, spool_probe_of,
+					  spool_put, &a)
+		    : 0;
+}
+
+static struct up_sites *space_of(struct up_site_ctx *c, uint32_t id)
+{
+	for (struct up_sites *s = c->spaces; s; s = s->next)
+		if (s->spool_id == id)
+			return s;
+	return NULL;
+}
+
+bool up_site_spool_deliver(struct up_site_ctx *c, uint64_t until_ns)
+{
+	const struct uprobe_raw_rec *r;
+	struct up_sites *mm = NULL;
+	unsigned n = 0;
+	bool left = false, any = false;
+
+	if (c->spool_busy)
+		return !up_spool_empty(&c->spool);
+	c->spool_busy = true;
+	while ((r = up_spool_next(&c->spool))) {
+		struct deliver_arg a;
+		struct up_agent_rec v;
+
+		if (!mm || mm->spool_id != (uint32_t)r->pid)
+			mm = space_of(c, (uint32_t)r->pid);
+		/* a space's records are delivered before it goes (up_site_drain): none
+		   are left of one gone, but a record of it would be skipped */
+		if (mm && mm->agent) {
+			a.mm = mm;
+			up_agent_rec_of_raw(mm->agent, r, r->probe, &v);
+			deliver(&a, &v);
+		}
+		any = true;
+		if (until_ns && !(++n & 63) && up_mono_ns() >= until_ns) {
+			left = !up_spool_empty(&c->spool);
+			break;
+		}
+	}
+	if (any && c->opts->on_records)
+		c->opts->on_records(c->opts->arg);
+	spool_stats(c);
+	c->spool_busy = false;
+	return left;
+}
+
+/*
+ * mm's rings to record_handler (or raw_handler), all they hold now: before a trap-path
+ * hit's handlers, a site's or a process's going, a switch.  With the spool, what it
+ * holds goes first (every space's: it is one queue), then the rings' records through
+ * it.
+ */
 void up_site_drain(struct up_sites *mm)
 {
 	struct deliver_arg a = { mm };
+	struct up_site_ctx *c = mm->ctx;
 	unsigned n;
 
 	if (!mm->agent || mm->draining)
 		return;
 	mm->draining = true;
-	if (mm->ctx->opts->raw_handler)
+	if (c->spooling) {
+		/* a bounded number of rounds: threads that keep writing do not keep the
+		   tracer here (each copy takes the heads once) */
+		for (int i = 0; i < 4; i++) {
+			size_t room = up_spool_room(&c->spool), took = spool_copy(mm);
+
+			up_site_spool_deliver(c, 0);
+			if (took < room || !room)
+				break;
+		}
+		mm->draining = false;
+		return;
+	}
+	up_agent_heartbeat(mm->agent);
+	if (c->opts->raw_handler)
 		n = up_agent_drain_raw(mm->agent, mm->pid, raw_probe_of, raw_span, &a);
 	else
 		n = up_agent_drain(mm->agent, deliver, &a);
-	if (n && mm->ctx->opts->on_records)
-		mm->ctx->opts->on_records(mm->ctx->opts->arg);
+	if (n && c->opts->on_records)
+		c->opts->on_records(c->opts->arg);
 	mm->draining = false;
 }
+
+/* How long the spool's records are handed out before the rings are copied again: a
+   hot thread fills a 4 MiB ring in ~1.5 ms. */
+#define SPOOL_SLICE_NS 500000ull
 
 void up_site_drain_all(struct up_site_ctx *c)
 {
@@ -202,12 +318,21 @@ void up_site_drain_all(struct up_site_ctx *c)
 	for (struct up_sites *s = c->spaces; s; s = s->next) {
 		if (!s->agent)
 			continue;
-		up_site_drain(s);
+		if (c->spooling) {
+			if (!s->draining)
+				spool_copy(s);
+		} else {
+			up_site_drain(s);
+		}
 
 		/* what the drain took, not what the region says is there: see up_agent_fill */
 		unsigned f = up_agent_fill(s->agent);
 
 		fill = f > fill ? f : fill;
+	}
+	if (c->spooling && !up_spool_empty(&c->spool)) {
+		up_site_spool_deliver(c, up_mono_ns() + SPOOL_SLICE_NS);
+		fill = fill > 4 ? fill : 4; /* more to do: come back at once */
 	}
 	c->ring_fill = fill;
 	if (fill)

@@ -123,6 +123,8 @@ static int agent_ensure(struct up_sites *mm, struct up_task *t, char *why, size_
 			}
 	}
 	up_agent_on_corrupt(mm->agent, agent_corrupt, mm);
+	/* --when-full=block: a full ring holds the thread while the tracer makes room */
+	up_agent_set_block(mm->agent, mm->ctx->opts->when_full == UPROBE_WHEN_FULL_BLOCK);
 	agent_find_rseq(mm);
 	for (unsigned i = 0; (p = sites_proc(mm, i)); i++)
 		for (struct up_task *x = up_proc_first_task(p); x; x = up_proc_next_task(x))

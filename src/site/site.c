@@ -37,10 +37,14 @@ void up_site_ctx_init(struct up_site_ctx *c, const struct uprobe_ctx_opts *opts,
 	memset(c, 0, sizeof(*c));
 	c->opts = opts;
 	c->stats = stats;
+	c->spooling = !opts->raw_handler && !opts->no_spool;
+	up_spool_init(&c->spool, !c->spooling ? 0
+				 : opts->spool_bytes ? opts->spool_bytes : UPROBE_SPOOL_DEFAULT);
 }
 
 void up_site_ctx_fini(struct up_site_ctx *c)
 {
+	up_spool_fini(&c->spool);
 	up_ubp_files_clear(&c->files);
 }
 
@@ -55,6 +59,7 @@ void up_sites_init(struct up_sites *s, struct up_site_ctx *c, struct up_proc *p)
 	s->ctx = c;
 	s->p = p;
 	s->pid = up_proc_pid(p);
+	s->spool_id = ++c->spool_ids;
 	s->next = c->spaces;
 	c->spaces = s;
 }
@@ -225,6 +230,9 @@ uint64_t up_sites_teardown(struct up_sites *s, struct up_task *t, bool last)
 
 	if (!s->xol.nmaps && !s->nsigs)
 		return 0;
+	/* no thread waits for room any more: the tracer is going (--when-full=block) */
+	if (s->agent)
+		up_agent_set_block(s->agent, false);
 	if (t)
 		sigs_put_back(s, t);
 	up_site_unhijack(s, s->p);

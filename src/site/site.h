@@ -35,6 +35,7 @@
 #include <uprobe/uprobe.h>
 
 #include "agent/net.h"
+#include "site/spool.h"
 #include "arch/x86/insn.h"
 #include "task/task.h"
 #include "ubp.h"
@@ -58,6 +59,10 @@ struct up_site_ctx {
 	struct up_sites *spaces;   /* every address space's sites, newest first */
 	unsigned ring_fill;	   /* the fullest ring at the last drain, in 256ths */
 	uint64_t rec_seen_ns;	   /* when records last came (or a recording site was placed) */
+	struct up_spool spool;	   /* records copied, waiting for record_handler */
+	bool spooling;		   /* record_handler is fed from the spool */
+	bool spool_busy;	   /* it is being delivered */
+	uint32_t spool_ids;	   /* the last address space's number in it */
 };
 
 /* Addresses, sorted, each with a byte (int3.c). */
@@ -129,6 +134,7 @@ struct up_sites {
 	struct up_patched **recp; /* by record id: the site, NULL once gone */
 	uint32_t nrecp;
 	bool draining;
+	uint32_t spool_id; /* its records' pid field in the spool */
 	/* threads the agent names by their stack, having no TLS block yet (a process
 	   caught at its exec has none until its dynamic linker sets one up): while any,
 	   records key by rsp and take the cpu with lsl.  notls counts them (and, for good,
@@ -281,6 +287,9 @@ uint64_t up_site_tls_point(struct up_sites *s);
 
 /* ---- records (deliver.c) ---- */
 void up_site_drain(struct up_sites *s);
+/* The spool's records to record_handler, oldest first: all of them (until_ns 0), or
+   until CLOCK_MONOTONIC until_ns; true when some are left. */
+bool up_site_spool_deliver(struct up_site_ctx *c, uint64_t until_ns);
 /* Every address space's rings drained; how full they were noted for up_site_drain_ms. */
 void up_site_drain_all(struct up_site_ctx *c);
 bool up_site_any_agent(const struct up_site_ctx *c);

@@ -79,6 +79,9 @@ int up_trace_new(const struct up_trace_opts *opts, struct up_trace **out)
 	co.follow_fork = opts->follow;
 	co.verbose = opts->verbose > 0;
 	co.ring_bytes = opts->ring_bytes;
+	co.spool_bytes = opts->spool_bytes;
+	co.no_spool = opts->no_spool;
+	co.when_full = opts->when_full_drop ? UPROBE_WHEN_FULL_DROP : UPROBE_WHEN_FULL_BLOCK;
 	co.log = lib_log;
 	co.log_arg = tr;
 	co.on_exit = tr_cb_exit;
@@ -107,6 +110,13 @@ int up_trace_new(const struct up_trace_opts *opts, struct up_trace **out)
 	}
 	*out = tr;
 	return 0;
+}
+
+void up_trace_lib_stats(struct up_trace *tr, struct uprobe_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (tr->ctx)
+		uprobe_ctx_stats(tr->ctx, st);
 }
 
 void up_trace_free(struct up_trace *tr)

@@ -16,8 +16,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <sys/types.h>
-
 #include <sys/user.h>
+
+#include <uprobe/uprobe.h>
 
 #include "trace/hist.h"
 
@@ -35,6 +36,9 @@ struct up_trace_opts {
 	bool no_fast;	/* every probe stays on the trap path (int3 stops) */
 	bool strict;	/* up_trace_start fails when any probe cannot be armed */
 	size_t ring_bytes; /* the fast path's record ring per process (0: 4 MiB) */
+	size_t spool_bytes; /* records waiting to be formatted (0: 256 MiB; see no_spool) */
+	bool no_spool;	    /* records formatted straight from the rings */
+	bool when_full_drop; /* a full ring drops records (else the thread waits for room) */
 	bool metrics;	/* served as metrics (up_trace_print_metrics): histograms keep the
 			   sum of their field too, for _sum */
 	void (*log)(void *arg, const char *msg);
@@ -42,6 +46,8 @@ struct up_trace_opts {
 };
 
 int up_trace_new(const struct up_trace_opts *opts, struct up_trace **out);
+/* The library's counts (records, the spool's use). */
+void up_trace_lib_stats(struct up_trace *tr, struct uprobe_stats *st);
 void up_trace_free(struct up_trace *tr);
 
 /*

@@ -46,7 +46,7 @@ plain = subprocess.run(CMD, capture_output=True, text=True)
 with tempfile.TemporaryDirectory() as d:
     # json, records lost
     path = os.path.join(d, "t.json")
-    p = trace(["--format", "json", "--ring-size", "64", "-o", path, "-e", ARGS, "-e", AGAIN])
+    p = trace(["--format", "json", "--ring-size", "64", "--when-full=drop", "--spool-size", "0", "-o", path, "-e", ARGS, "-e", AGAIN])
     if p.returncode != plain.returncode or p.stdout != plain.stdout:
         fail("json: exit %d, stdout %r (unprobed %r)\n%s" % (p.returncode, p.stdout[:200],
                                                               plain.stdout, p.stderr[-2000:]))
@@ -84,7 +84,7 @@ with tempfile.TemporaryDirectory() as d:
         fail("json, nothing lost: %d lines, %r" % (len(objs), objs[-1:]))
 
     # text: the output ends with the lost records, per probe
-    p = trace(["--ring-size", "64", "-o", path, "-e", ARGS])
+    p = trace(["--ring-size", "64", "--when-full=drop", "--spool-size", "0", "-o", path, "-e", ARGS])
     with open(path) as f:
         tail = [l for l in f.read().splitlines() if l.startswith("# records lost")]
     m = [re.match(r"# records lost: (\d+) of o/args$", l) for l in tail]

@@ -162,8 +162,18 @@ static void trace_usage(FILE *out)
 	      "                      131072 with --format raw; memory once a thread is\n"
 	      "                      about to write it: the first 8 MiB made present\n"
 	      "                      ahead, 1 MiB at a new thread, for at most one\n"
-	      "                      thread more than record); when one is full its\n"
-	      "                      records are dropped and counted\n"
+	      "                      thread more than record); what happens when one is\n"
+	      "                      full: --when-full\n"
+	      "      --spool-size SIZE  records copied out of the rings wait here to be\n"
+	      "                      formatted (text, json): the first 64 MiB in memory, the\n"
+	      "                      rest in a temporary file in $TMPDIR or /tmp (SIZE in\n"
+	      "                      MiB, or with K, M, G; default 256M; 0: none, records\n"
+	      "                      are formatted straight from the rings)\n"
+	      "      --when-full P   when a ring is full (the spool is, or the copy lags):\n"
+	      "                      block (default: the thread waits for room -- slower,\n"
+	      "                      nothing lost; signals reach it, and it waits no more\n"
+	      "                      once the tracer shows no life for 1 s) or drop (the\n"
+	      "                      record is dropped, counted and reported per probe)\n"
 	      "      --listen HOST:PORT  serve the probes' hit counts and the --trigger tables\n"
 	      "                      at http://HOST:PORT/metrics for Prometheus while tracing\n"
 	      "                      (':9464' is 127.0.0.1:9464; 0.0.0.0:9464 every address;\n"
@@ -534,6 +544,8 @@ static int run_trace(int argc, char **argv)
 		{ "ring-size", required_argument, NULL, 'R' }, { "trigger", required_argument, NULL, 't' },
 		{ "interval", required_argument, NULL, 'i' }, { "strict", no_argument, NULL, 'S' },
 		{ "flamegraph", required_argument, NULL, 'G' },
+		{ "spool-size", required_argument, NULL, 'P' },
+		{ "when-full", required_argument, NULL, 'W' },
 		{ "listen", required_argument, NULL, 'M' }, { "max-series", required_argument, NULL, 'Q' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -645,6 +657,32 @@ static int run_trace(int argc, char **argv)
 			opts.ring_bytes = kb * 1024;
 			break;
 		}
+		case 'P': {
+			char *end;
+			unsigned long long n = strtoull(optarg, &end, 10), unit = 1ull << 20;
+
+			if (*end == 'K' || *end == 'k')
+				unit = 1ull << 10, end++;
+			else if (*end == 'M' || *end == 'm')
+				end++;
+			else if (*end == 'G' || *end == 'g')
+				unit = 1ull << 30, end++;
+			if (end == optarg || *end || n > (1ull << 50) / unit)
+				return cli_usage_error(&cli_cmd_trace, "--spool-size '%s': expected a "
+						       "size (MiB, or with K, M, G)", optarg);
+			opts.spool_bytes = (size_t)(n * unit);
+			opts.no_spool = !n;
+			break;
+		}
+		case 'W':
+			if (!strcmp(optarg, "drop"))
+				opts.when_full_drop = true;
+			else if (!strcmp(optarg, "block"))
+				opts.when_full_drop = false;
+			else
+				return cli_usage_error(&cli_cmd_trace,
+						       "--when-full '%s': expected block or drop", optarg);
+			break;
 		case 'b':
 			if (!strcmp(optarg, "kernel"))
 				kernel = true;
@@ -913,9 +951,25 @@ out:
 		/* the output's last lines say so too (raw: its end record), per probe */
 		if (lost && !opts.raw && status != 128 + SIGPIPE)
 			up_trace_print_lost(tr, out, opts.json);
+		struct uprobe_stats ls;
+
+		up_trace_lib_stats(tr, &ls);
+		/* the closing note: what the spool took of memory and disk, when it took any
+		   disk, or was asked (-v) */
+		if (ls.spool_peak_file || ls.spool_dropped || (opts.verbose && ls.spool_peak_mem))
+			cli_err("trace", "spool: at most %.1f MiB of records in memory, %.1f MiB in "
+				"its temporary file (%.1f MiB written there)%s",
+				(double)ls.spool_peak_mem / 1048576.0,
+				(double)ls.spool_peak_file / 1048576.0,
+				(double)ls.spool_spilled / 1048576.0,
+				ls.spool_dropped ? "; a failed write of it lost records" : "");
 		if (lost) {
-			cli_err("trace", "%" PRIu64 " records lost: the in-process ring was full "
-				"(a bigger --ring-size, or fewer probes, keeps them)", lost);
+			cli_err("trace", "%" PRIu64 " records lost: %s", lost,
+				opts.when_full_drop
+					? "a ring was full, --when-full=drop (--when-full=block, a "
+					  "bigger --ring-size or --spool-size, or fewer probes keep them)"
+					: "a ring was full while the tracer showed no life, or a "
+					  "return's table was");
 			for (unsigned i = 0; i < up_trace_nspecs(tr); i++) {
 				uint64_t n = up_trace_spec_lost(tr, i);
 

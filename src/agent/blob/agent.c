@@ -314,6 +314,59 @@ static struct upa_rec *reserve(struct upa_ring *rg, uint32_t size, int shared, u
 	return (struct upa_rec *)(ring + off);
 }
 
+#define NR_FUTEX 202
+#define FUTEX_WAIT 0
+
+struct ts {
+	long sec, nsec;
+};
+
+/*
+ * UPA_F_BLOCK: the ring was full; size bytes in it once the tracer made room, or NULL
+ * when it will not: blocking is off (the tracer detached, or found the process
+ * corrupt), or the tracer showed no life (ctl.alive, bumped at each of its drains,
+ * stood still) for UPA_GONE_NS -- it is dead or stuck: ctl.gone is set, and no record
+ * waits again until a tracer that drains clears it.  Each wait is a futex on the
+ * ring's wseq for UPA_WAIT_NS at most, in the memfd both processes map; a signal ends
+ * it (EINTR) and is delivered as usual; its handler's hits on this thread wait
+ * likewise, before this one reserves: nothing is half-reserved meanwhile.
+ */
+static struct upa_rec *wait_room(struct upa_ctl *ctl, struct upa_ring *rg, uint32_t size,
+				 int shared, uint64_t *at)
+{
+	uint64_t seen = __atomic_load_n(&ctl->alive, __ATOMIC_RELAXED), since = tsc();
+	struct upa_rec *r;
+
+	for (;;) {
+		uint32_t seq = __atomic_load_n(&rg->wseq, __ATOMIC_ACQUIRE);
+		struct ts ts = { 0, (long)UPA_WAIT_NS };
+		uint64_t now, alive;
+
+		/* said before the last look, so a tracer that moves the tail after it sees
+		   a waiter and wakes it (its store of tail, a fence, its load of waiters) */
+		__atomic_fetch_add(&rg->waiters, 1, __ATOMIC_SEQ_CST);
+		r = reserve(rg, size, shared, at);
+		if (!r)
+			sys6(NR_FUTEX, (long)&rg->wseq, FUTEX_WAIT, (long)seq, (long)&ts, 0, 0);
+		__atomic_fetch_sub(&rg->waiters, 1, __ATOMIC_SEQ_CST);
+		if (r || (r = reserve(rg, size, shared, at)))
+			return r;
+		if (!(__atomic_load_n(&ctl->flags, __ATOMIC_RELAXED) & UPA_F_BLOCK) ||
+		    __atomic_load_n(&ctl->gone, __ATOMIC_RELAXED))
+			return 0;
+		now = tsc();
+		alive = __atomic_load_n(&ctl->alive, __ATOMIC_RELAXED);
+		if (alive != seen) {
+			seen = alive;
+			since = now;
+		} else if ((uint64_t)((unsigned __int128)(now - since) * ctl->ns_mult >> 32) >=
+			   UPA_GONE_NS) {
+			__atomic_store_n(&ctl->gone, 1, __ATOMIC_RELAXED);
+			return 0;
+		}
+	}
+}
+
 /* Every condition holds (dur: a return's duration in ns); else the hit is counted as
    filtered. */
 static int passes(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *frame, uint64_t dur)
@@ -626,6 +679,8 @@ static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 		rg = &ctl->ring[slot + 1];
 	shared = rg == &ctl->ring[0];
 	r = reserve(rg, d->max_record, shared, &at);
+	if (!r && (ctl->flags & UPA_F_BLOCK) && !ctl->gone)
+		r = wait_room(ctl, rg, d->max_record, shared, &at);
 	if (!r) {
 		__atomic_fetch_add(&rg->lost, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&d->lost, 1, __ATOMIC_RELAXED);
