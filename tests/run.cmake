@@ -29,3 +29,11 @@ endforeach()
 # bpftrace's uprobes are system-wide: one of these at a time sees only its own workload
 set_tests_properties(${_run_tests} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240
   RESOURCE_LOCK uprobe_run_bpftrace)
+
+# --listen: the maps as Prometheus metrics while the program runs
+if(UPROBE_RUN_PY)
+  add_test(NAME run.metrics COMMAND ${UPROBE_RUN_PY}
+    ${CMAKE_CURRENT_LIST_DIR}/integration/run_metrics.py $<TARGET_FILE:uprobe-cli>
+    $<TARGET_FILE:metrics_prog>)
+  set_tests_properties(run.metrics PROPERTIES TIMEOUT 120)
+endif()

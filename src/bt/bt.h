@@ -177,6 +177,10 @@ void bt_entry_agg(struct bt_map *m, struct bt_entry *e, int64_t v);
    min or max, or (hist, lhist) the one value that came hits times. */
 void bt_entry_merge(struct bt_map *m, struct bt_entry *e, uint64_t hits, int64_t v);
 /* The entry's value as an expression reads it (count, sum, avg, int, string). */
+/* The same, for hits values of the bucket v whose sum is total (an in-process lhist's
+   bucket, whose values themselves are gone). */
+void bt_entry_merge_total(struct bt_map *m, struct bt_entry *e, uint64_t hits, int64_t v,
+			  int64_t total);
 void bt_entry_value(const struct bt_map *m, const struct bt_entry *e, struct bt_val *out);
 /* print(@m) */
 void bt_map_print(FILE *out, struct bt_map *m);
@@ -184,5 +188,17 @@ void bt_map_print(FILE *out, struct bt_map *m);
 void bt_map_print_json(FILE *out, struct bt_map *m);
 /* s as bpftrace's JSON output escapes it, quoted. */
 void bt_json_str(FILE *out, const char *s, size_t n);
+/* A copy of m's table (entries and the dropped count), for a live reading; NULL: -ENOMEM. */
+struct bt_table *bt_table_copy(const struct bt_map *m);
+/*
+ * m as a Prometheus metric family uprobe_bt_NAME (text format 0.0.4, or OpenMetrics
+ * with om): count() and unsigned sum() counters, min/max/integers gauges, avg() and
+ * stats() summaries (_sum, _count), hist() and lhist() histograms (a bucket [lo, hi) of
+ * integers is le hi - 1; _sum, _count), the keys as labels key or key1..keyN; string
+ * maps have no number and are left out.  At most max_series keys (the most counted);
+ * what the others counted in *overflow.  0, -ENOMEM, -EIO.
+ */
+int bt_map_print_prom(FILE *out, const struct bt_map *m, bool om, unsigned max_series,
+		      uint64_t *overflow);
 
 #endif

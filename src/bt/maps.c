@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ctype.h>
+
 #include "bt/bt.h"
 
 struct bt_entry {
@@ -272,10 +274,11 @@ void bt_entry_agg(struct bt_map *m, struct bt_entry *e, int64_t v)
 	case BT_M_MIN: if (!e->has || v < e->v) e->v = v; e->has = true; break;
 	case BT_M_MAX: if (!e->has || v > e->v) e->v = v; e->has = true; break;
 	case BT_M_AVG: case BT_M_STATS: e->count++; e->total += v; break;
-	case BT_M_HIST: e->b[log2_bucket(v)]++; break;
+	case BT_M_HIST: e->b[log2_bucket(v)]++; e->total += v; break;
 	case BT_M_LHIST: {
 		unsigned i;
 
+		e->total += v; /* not printed: Prometheus's _sum (bt_map_print_prom) */
 		if (v < m->lmin)
 			i = 0;
 		else if (v >= m->lmax)
@@ -304,10 +307,18 @@ void bt_entry_merge(struct bt_map *m, struct bt_entry *e, uint64_t hits, int64_t
 			     (unsigned)((v - m->lmin) / m->lstep) + 1;
 
 		e->b[i] += hits;
+		e->total += v * (int64_t)hits;
 		break;
 	}
 	default: break;
 	}
+}
+
+void bt_entry_merge_total(struct bt_map *m, struct bt_entry *e, uint64_t hits, int64_t v,
+			  int64_t total)
+{
+	bt_entry_merge(m, e, hits, v);
+	e->total += total - v * (int64_t)hits;
 }
 
 void bt_entry_value(const struct bt_map *m, const struct bt_entry *e, struct bt_val *out)
@@ -742,4 +753,249 @@ void bt_map_print_json(FILE *out, struct bt_map *m)
 		fputc('}', out);
 	fputs("}}\n", out);
 	free(v);
+}
+
+/* --- Prometheus (uprobe run --listen) --- */
+
+struct bt_table *bt_table_copy(const struct bt_map *m)
+{
+	struct bt_table *t = bt_table_new();
+	struct bt_map c = *m;
+
+	if (!t)
+		return NULL;
+	t->max = m->t->max;
+	t->dropped = m->t->dropped;
+	c.t = t;
+	for (size_t i = 0; i < m->t->nb; i++)
+		for (const struct bt_entry *e = m->t->b[i]; e; e = e->next) {
+			struct bt_entry *d = bt_table_get(&c, e->key, e->n, true);
+
+			if (!d) {
+				bt_table_free(t);
+				return NULL;
+			}
+			d->v = e->v;
+			d->has = e->has;
+			d->count = e->count;
+			d->total = e->total;
+			if (e->s && !(d->s = strdup(e->s))) {
+				bt_table_free(t);
+				return NULL;
+			}
+			if (e->b && d->b)
+				memcpy(d->b, e->b, (d->nb < e->nb ? d->nb : e->nb) * sizeof(*d->b));
+		}
+	return t;
+}
+
+static void prom_str(FILE *out, const char *s)
+{
+	for (; s && *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fputc('\\', out);
+		if (*s == '\n')
+			fputs("\\n", out);
+		else
+			fputc(*s, out);
+	}
+}
+
+/* {key="..."} or {key1="...",key2="..."}; a stack's frames joined by ';', outermost
+   first; extra (le="...") appended */
+static void prom_labels(FILE *out, const struct bt_entry *e, const char *extra)
+{
+	if (!e->n && !extra)
+		return;
+	fputc('{', out);
+	for (unsigned i = 0; i < e->n; i++) {
+		if (i)
+			fputc(',', out);
+		if (e->n == 1)
+			fputs("key=\"", out);
+		else
+			fprintf(out, "key%u=\"", i + 1);
+		if (e->key[i].t == BT_T_INT) {
+			print_int(out, &e->key[i]);
+		} else if (e->key[i].t == BT_T_STACK) {
+			const char *fr[64], *p = e->key[i].s;
+			size_t len[64];
+			unsigned nf = 0;
+
+			while (*p && nf < 64) {
+				size_t l = strcspn(p, "\n");
+
+				fr[nf] = p;
+				len[nf++] = l;
+				p += l + (p[l] == '\n');
+			}
+			while (nf--) {
+				for (size_t k = 0; k < len[nf]; k++) {
+					char c = fr[nf][k];
+
+					if (c == '\\' || c == '"')
+						fputc('\\', out);
+					fputc(c, out);
+				}
+				if (nf)
+					fputc(';', out);
+			}
+		} else {
+			prom_str(out, e->key[i].s);
+		}
+		fputc('"', out);
+	}
+	if (extra)
+		fprintf(out, "%s%s", e->n ? "," : "", extra);
+	fputc('}', out);
+}
+
+static uint64_t prom_weight(const struct bt_map *m, const struct bt_entry *e)
+{
+	uint64_t w = 0;
+
+	switch (m->kind) {
+	case BT_M_COUNT: case BT_M_SUM: return (uint64_t)e->v;
+	case BT_M_AVG: case BT_M_STATS: return (uint64_t)e->count;
+	case BT_M_HIST: case BT_M_LHIST:
+		for (unsigned i = 0; i < e->nb; i++)
+			w += e->b[i];
+		return w;
+	default: return 0;
+	}
+}
+
+static const struct bt_map *weigh_map;
+
+static int cmp_weight(const void *pa, const void *pb)
+{
+	const struct bt_entry *a = *(const struct bt_entry *const *)pa;
+	const struct bt_entry *b = *(const struct bt_entry *const *)pb;
+	uint64_t x = prom_weight(weigh_map, a), y = prom_weight(weigh_map, b);
+
+	return x != y ? (x < y ? 1 : -1) : (a->hash > b->hash) - (a->hash < b->hash);
+}
+
+/* One bucket line of a histogram: le an integer (integers: [lo, hi) is le hi - 1). */
+static void prom_bucket(FILE *out, const char *fam, const struct bt_entry *e, int64_t le,
+			bool inf, uint64_t cum, bool om)
+{
+	char extra[64];
+
+	if (inf)
+		snprintf(extra, sizeof(extra), "le=\"+Inf\"");
+	else
+		snprintf(extra, sizeof(extra), om ? "le=\"%" PRId64 ".0\"" : "le=\"%" PRId64 "\"", le);
+	fprintf(out, "%s_bucket", fam);
+	prom_labels(out, e, extra);
+	fprintf(out, " %" PRIu64 "\n", cum);
+}
+
+static void prom_hist(FILE *out, const char *fam, const struct bt_map *m, const struct bt_entry *e,
+		      bool om)
+{
+	uint64_t cum = 0, total = 0;
+	int hi = -1;
+
+	for (unsigned i = 0; i < e->nb; i++) {
+		total += e->b[i];
+		if (e->b[i])
+			hi = (int)i;
+	}
+	for (int i = 0; i <= hi; i++) {
+		int64_t le;
+
+		cum += e->b[i];
+		if (m->kind == BT_M_HIST) /* (..., 0), [0], [1], [2, 4) ... */
+			le = i == 0 ? -1 : i == 1 ? 0 : i == 2 ? 1 : (int64_t)((1ull << (i - 1)) - 1);
+		else if (i == 0) /* (..., min) */
+			le = m->lmin - 1;
+		else if ((unsigned)i == e->nb - 1) /* [max, ...): +Inf alone */
+			break;
+		else
+			le = m->lmin + (int64_t)i * m->lstep - 1;
+		prom_bucket(out, fam, e, le, false, cum, om);
+	}
+	prom_bucket(out, fam, e, 0, true, total, om);
+	fprintf(out, "%s_sum", fam);
+	prom_labels(out, e, NULL);
+	fprintf(out, " %" PRId64 "\n%s_count", e->total, fam);
+	prom_labels(out, e, NULL);
+	fprintf(out, " %" PRIu64 "\n", total);
+}
+
+int bt_map_print_prom(FILE *out, const struct bt_map *m, bool om, unsigned max_series,
+		      uint64_t *overflow)
+{
+	const struct bt_table *t = m->t;
+	const struct bt_entry **v;
+	const char *type, *help;
+	char fam[160];
+	size_t n = 0, k = (size_t)snprintf(fam, sizeof(fam), "uprobe_bt");
+	bool counter;
+
+	*overflow = 0;
+	if (m->kind == BT_M_STR || m->kind == BT_M_NONE)
+		return 0; /* no number to give */
+	if (m->name[1])
+		k += (size_t)snprintf(fam + k, sizeof(fam) - k, "_");
+	for (const char *p = m->name + 1; *p && k + 1 < sizeof(fam); p++)
+		fam[k++] = isalnum((unsigned char)*p) ? *p : '_';
+	fam[k] = '\0';
+	counter = m->kind == BT_M_COUNT || (m->kind == BT_M_SUM && !m->vsign);
+	switch (m->kind) {
+	case BT_M_COUNT: type = "counter", help = "count()"; break;
+	case BT_M_SUM: type = counter ? "counter" : "gauge", help = "sum()"; break;
+	case BT_M_AVG: type = "summary", help = "avg(): _sum / _count"; break;
+	case BT_M_STATS: type = "summary", help = "stats(): _sum / _count"; break;
+	case BT_M_MIN: type = "gauge", help = "min()"; break;
+	case BT_M_MAX: type = "gauge", help = "max()"; break;
+	case BT_M_HIST: type = "histogram", help = "hist()"; break;
+	case BT_M_LHIST: type = "histogram", help = "lhist()"; break;
+	default: type = "gauge", help = "an integer"; break;
+	}
+	v = malloc((t->n ? t->n : 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->nb; i++)
+		for (const struct bt_entry *e = t->b[i]; e; e = e->next)
+			v[n++] = e;
+	weigh_map = m;
+	qsort(v, n, sizeof(*v), cmp_weight);
+	fprintf(out, "# HELP %s%s bpftrace map ", fam, counter && !om ? "_total" : "");
+	prom_str(out, m->name);
+	fprintf(out, ": %s\n# TYPE %s%s %s\n", help, fam, counter && !om ? "_total" : "", type);
+	for (size_t i = 0; i < n; i++) {
+		const struct bt_entry *e = v[i];
+		struct bt_val val;
+
+		if (i >= max_series) {
+			*overflow += prom_weight(m, e);
+			continue;
+		}
+		switch (m->kind) {
+		case BT_M_HIST:
+		case BT_M_LHIST:
+			prom_hist(out, fam, m, e, om);
+			break;
+		case BT_M_AVG:
+		case BT_M_STATS:
+			fprintf(out, "%s_sum", fam);
+			prom_labels(out, e, NULL);
+			fprintf(out, " %" PRId64 "\n%s_count", e->total, fam);
+			prom_labels(out, e, NULL);
+			fprintf(out, " %" PRId64 "\n", e->count);
+			break;
+		default:
+			bt_entry_value(m, e, &val);
+			fprintf(out, "%s%s", fam, counter ? "_total" : "");
+			prom_labels(out, e, NULL);
+			fputc(' ', out);
+			print_int(out, &val);
+			fputc('\n', out);
+			break;
+		}
+	}
+	free(v);
+	return ferror(out) ? -EIO : 0;
 }

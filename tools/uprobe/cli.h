@@ -70,6 +70,9 @@ const char *cli_listen_where(const struct cli_listen *l);
 int cli_listen_fd(const struct cli_listen *l);
 bool cli_listen_due(struct cli_listen *l);
 void cli_listen_serve(struct cli_listen *l, struct up_trace *tr);
+/* the same, with render writing the metrics (om: OpenMetrics, "# EOF" its own) */
+void cli_listen_serve_with(struct cli_listen *l,
+			   int (*render)(void *arg, FILE *f, bool om, unsigned max_series), void *arg);
 void cli_listen_stop(struct cli_listen *l);
 
 /* Prints "Try 'uprobe help CMD'." style hint and returns CLI_USAGE. */

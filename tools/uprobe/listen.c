@@ -288,10 +288,10 @@ bool cli_listen_due(struct cli_listen *l)
 	return due;
 }
 
-void cli_listen_serve(struct cli_listen *l, struct up_trace *tr)
+void cli_listen_serve_with(struct cli_listen *l,
+			   int (*render)(void *arg, FILE *f, bool om, unsigned max_series), void *arg)
 {
 	unsigned want;
-
 	eventfd_t ticks;
 
 	pthread_mutex_lock(&l->lock);
@@ -311,7 +311,7 @@ void cli_listen_serve(struct cli_listen *l, struct up_trace *tr)
 		f = open_memstream(&buf, &n);
 		if (!f)
 			continue;
-		if (up_trace_print_metrics(tr, f, om, l->max_series)) {
+		if (render(arg, f, om, l->max_series)) {
 			fclose(f);
 			free(buf);
 			continue;
@@ -325,6 +325,16 @@ void cli_listen_serve(struct cli_listen *l, struct up_trace *tr)
 		pthread_cond_broadcast(&l->done);
 		pthread_mutex_unlock(&l->lock);
 	}
+}
+
+static int render_session(void *arg, FILE *f, bool om, unsigned max_series)
+{
+	return up_trace_print_metrics(arg, f, om, max_series);
+}
+
+void cli_listen_serve(struct cli_listen *l, struct up_trace *tr)
+{
+	cli_listen_serve_with(l, render_session, tr);
 }
 
 void cli_listen_stop(struct cli_listen *l)

@@ -42,6 +42,14 @@ static void on_stop_signal(int sig)
 	stop_sig = sig;
 }
 
+/* SIGUSR2: a scrape of --listen waits (listen.c); the loop returns to serve it */
+static void on_scrape(int sig)
+{
+	(void)sig;
+	if (!stop_sig)
+		stop_sig = STOP_TICK;
+}
+
 static void on_tick(int sig)
 {
 	(void)sig;
@@ -72,6 +80,12 @@ static void run_usage(FILE *out)
 	      "  -l [PATTERN] list the probes PATTERN matches: uprobe:PATH:GLOB\n"
 	      "  -v           say where each probe was placed, on standard error\n"
 	      "  --no-fast    every body on the trap path (see below)\n"
+	      "  --listen HOST:PORT  serve the maps at http://HOST:PORT/metrics for\n"
+	      "               Prometheus while running (':9464' is 127.0.0.1:9464): count()\n"
+	      "               and sum() counters, hist()/lhist() histograms, avg()/stats()\n"
+	      "               summaries, min()/max() gauges; the keys as labels; uprobe(1)\n"
+	      "  --max-series N  at most N keys a map as series (default 1000, the most\n"
+	      "               counted)\n"
 	      "  ARG...       the program's $1, $2, ...\n"
 	      "\n"
 	      "Probes:      uprobe:BIN:FUNC (u), uretprobe:BIN:FUNC (ur), usdt:BIN:[PROV:]NAME (U),\n"
@@ -123,6 +137,7 @@ struct fastplan {
 	unsigned nmapkeys;
 	bool valkey; /* the value is the last key */
 	bool has_val;
+	bool bucket_sum; /* valkey a bucket's low bound: vals[0] sums the values themselves */
 	unsigned size; /* the table's entries, per process */
 };
 
@@ -239,6 +254,10 @@ static bool fast_plan(const struct bt_prog *p, unsigned pi, struct fastplan *fp)
 			snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys),
 				 "%s%s.buckets=%" PRId64, l->n ? "," : "", f, m->lstep);
 			fp->valkey = true;
+			/* and their sum, which the buckets lose (Prometheus's _sum, --listen) */
+			snprintf(vbuf, sizeof(vbuf), "%s", f);
+			vals = vbuf;
+			fp->bucket_sum = true;
 		} else if (m->kind == BT_M_HIST || m->kind == BT_M_LHIST) {
 			/* the value itself: the agent's .log2 is the kernel's ceil(log2 v),
 			   bpftrace's buckets are floor(log2 v) */
@@ -641,7 +660,10 @@ static int feed_one(void *ctx, const struct up_hist_key *k, uint64_t hits, const
 		fd->fails++;
 		return 0;
 	}
-	bt_entry_merge(fd->m, e, hits, v);
+	if (fd->fp->bucket_sum)
+		bt_entry_merge_total(fd->m, e, hits, v, (int64_t)vals[0]);
+	else
+		bt_entry_merge(fd->m, e, hits, v);
 	return 0;
 }
 
@@ -661,6 +683,83 @@ static void feed_maps(struct up_trace *tr, struct bt_prog *p, struct adder *a)
 				"(%u keys): left out of %s (--no-fast counts every one)", k->name,
 				dropped + fd.fails, k->fast->size, p->maps[k->fast->map].name);
 	}
+}
+
+/* --listen: the program's maps as they are now, the processes' tables merged into
+   copies, as Prometheus metrics (bt_map_print_prom) */
+struct run_metrics {
+	struct up_trace *tr;
+	struct bt_prog *p;
+	struct adder *a;
+};
+
+static int render_run(void *arg, FILE *f, bool om, unsigned max_series)
+{
+	struct run_metrics *r = arg;
+	struct bt_prog *p = r->p;
+	struct bt_map *c = calloc(p->nmaps ? p->nmaps : 1, sizeof(*c));
+	unsigned *order = calloc(p->nmaps ? p->nmaps : 1, sizeof(*order));
+	int rc = 0;
+
+	if (!c || !order) {
+		free(c);
+		free(order);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < p->nmaps && !rc; i++) {
+		c[i] = p->maps[i];
+		c[i].t = bt_table_copy(&p->maps[i]);
+		if (!c[i].t)
+			rc = -ENOMEM;
+		order[i] = i;
+	}
+	for (unsigned i = 0; i < r->a->nhooks && !rc && r->tr; i++) {
+		const struct hooked *k = r->a->hooks[i];
+		struct feed fd = { .m = k->fast ? &c[k->fast->map] : NULL, .fp = k->fast };
+		uint64_t dropped = 0;
+
+		if (k->fast)
+			up_trace_hist_for_each(r->tr, k->spec, feed_one, &fd, &dropped);
+	}
+	/* by name, as the maps are printed */
+	for (unsigned i = 1; i < p->nmaps; i++)
+		for (unsigned j = i; j > 0 && strcmp(c[order[j - 1]].name, c[order[j]].name) > 0;
+		     j--) {
+			unsigned t = order[j];
+
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	if (!rc) {
+		uint64_t *over = calloc(p->nmaps ? p->nmaps : 1, sizeof(*over));
+
+		if (!over)
+			rc = -ENOMEM;
+		for (unsigned i = 0; i < p->nmaps && !rc; i++)
+			rc = bt_map_print_prom(f, &c[order[i]], om, max_series, &over[order[i]]);
+		if (!rc) {
+			fprintf(f, "# HELP uprobe_run_keys_dropped%s New keys a map refused: it held "
+				   "BPFTRACE_MAP_KEYS_MAX.\n# TYPE uprobe_run_keys_dropped%s counter\n",
+				om ? "" : "_total", om ? "" : "_total");
+			for (unsigned i = 0; i < p->nmaps; i++)
+				fprintf(f, "uprobe_run_keys_dropped_total{map=\"%s\"} %" PRIu64 "\n",
+					c[order[i]].name, bt_table_dropped(&c[order[i]], NULL));
+			fprintf(f, "# HELP uprobe_run_overflow%s What the keys beyond --max-series "
+				   "counted.\n# TYPE uprobe_run_overflow%s counter\n",
+				om ? "" : "_total", om ? "" : "_total");
+			for (unsigned i = 0; i < p->nmaps; i++)
+				fprintf(f, "uprobe_run_overflow_total{map=\"%s\"} %" PRIu64 "\n",
+					c[order[i]].name, over[order[i]]);
+			if (om)
+				fputs("# EOF\n", f);
+		}
+		free(over);
+	}
+	for (unsigned i = 0; i < p->nmaps; i++)
+		bt_table_free(c[i].t);
+	free(c);
+	free(order);
+	return rc ? rc : ferror(f) ? -EIO : 0;
 }
 
 /* -l PATTERN: the functions a uprobe:PATH:GLOB matches, one probe a line. */
@@ -790,6 +889,8 @@ static int run_run(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' },
 		{ "no-fast", no_argument, NULL, 'F' },
+		{ "listen", required_argument, NULL, 'M' },
+		{ "max-series", required_argument, NULL, 'Q' },
 		{ 0, 0, 0, 0 },
 	};
 	const char *prog_text = NULL, *prog_file = NULL, *outpath = NULL, *cmd = NULL;
@@ -809,6 +910,9 @@ static int run_run(int argc, char **argv)
 	unsigned nprobes = 0, nuser = 0;
 	uint64_t period_ns = 0;
 	bool flush = false;
+	const char *listen_at = NULL;
+	unsigned max_series = 1000;
+	struct cli_listen *srv = NULL;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "e:p:c:o:f:lvh", longopts, NULL)) != -1) {
@@ -820,6 +924,17 @@ static int run_run(int argc, char **argv)
 		case 'l': list = true; break;
 		case 'v': verbose++; break;
 		case 'F': no_fast = true; break;
+		case 'M': listen_at = optarg; break;
+		case 'Q': {
+			char *end;
+			unsigned long n = strtoul(optarg, &end, 10);
+
+			if (*end || !n || n > 1000000)
+				return cli_usage_error(&cli_cmd_run,
+						       "--max-series '%s': expected 1 to 1000000", optarg);
+			max_series = (unsigned)n;
+			break;
+		}
 		case 'p': {
 			char *end;
 			long v = strtol(optarg, &end, 10);
@@ -995,6 +1110,21 @@ static int run_run(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	if (listen_at) {
+		struct sigaction wa = { .sa_handler = on_scrape }; /* no SA_RESTART */
+		char lerr[256];
+
+		sigaction(SIGUSR2, &wa, NULL);
+		rc = cli_listen_start(listen_at, max_series, true, &srv, lerr, sizeof(lerr));
+		if (rc) {
+			cli_err("run", "%s", lerr);
+			status = rc == -EINVAL ? CLI_USAGE : CLI_FAIL;
+			if (child)
+				kill(child, SIGKILL);
+			goto out;
+		}
+		cli_err("run", "metrics at http://%s/metrics", cli_listen_where(srv));
+	}
 	run_kind(rt, prog, BT_P_BEGIN, out);
 	if (tr) {
 		rc = up_trace_start(tr);
@@ -1023,6 +1153,8 @@ static int run_run(int argc, char **argv)
 		while (!bt_rt_exiting(rt)) {
 			sigset_t all, old;
 
+			bool tick, scrape;
+
 			if (tr) {
 				rc = up_trace_run(tr, &stop_sig);
 				if (rc != -EINTR)
@@ -1030,16 +1162,25 @@ static int run_run(int argc, char **argv)
 			} else if (!stop_sig) {
 				pause();
 			}
-			if (!tick_due)
+			scrape = srv && cli_listen_due(srv);
+			if (!tick_due && !scrape)
 				break;
 			sigfillset(&all);
 			sigprocmask(SIG_BLOCK, &all, &old);
 			if (stop_sig == STOP_TICK)
 				stop_sig = 0;
+			tick = tick_due;
 			tick_due = 0;
 			sigprocmask(SIG_SETMASK, &old, NULL);
 			if (stop_sig)
 				break;
+			if (scrape) {
+				struct run_metrics rm = { tr, prog, &ad };
+
+				cli_listen_serve_with(srv, render_run, &rm);
+			}
+			if (!tick)
+				continue;
 			ticks++;
 			/* each interval probe whose period this tick ends */
 			for (unsigned i = 0; i < prog->nprobes && !bt_rt_exiting(rt); i++)
@@ -1062,6 +1203,8 @@ static int run_run(int argc, char **argv)
 	}
 	/* the probes out before END: the process runs on, unprobed; what the processes
 	   aggregated comes into the maps first */
+	cli_listen_stop(srv); /* before the session goes: no scrape waits on it */
+	srv = NULL;
 	if (tr)
 		feed_maps(tr, prog, &ad);
 	if (tr) {
@@ -1098,6 +1241,7 @@ static int run_run(int argc, char **argv)
 		cli_err("run", "%" PRIu64 " reads of the process's memory failed (their values "
 			"are 0 or empty)", bt_rt_errors(rt));
 out:
+	cli_listen_stop(srv);
 	up_trace_free(tr);
 	if (child && status == CLI_OK) {
 		int st;
