@@ -26,9 +26,11 @@ foreach(mode compare fast tools nonroot errors misc)
   endif()
   list(APPEND _run_tests run.${mode})
 endforeach()
-# bpftrace's uprobes are system-wide: one of these at a time sees only its own workload
+# bpftrace's uprobes are system-wide: one of these at a time sees only its own workload;
+# and their int3s in libc are in every process's libc while placed, which a test probing
+# libc through ptrace would find there (uprobe_tracefs_uptest_kb, as the kernel backend's)
 set_tests_properties(${_run_tests} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240
-  RESOURCE_LOCK uprobe_run_bpftrace)
+  RESOURCE_LOCK "uprobe_run_bpftrace;uprobe_tracefs_uptest_kb")
 
 # --listen: the maps as Prometheus metrics while the program runs
 if(UPROBE_RUN_PY)

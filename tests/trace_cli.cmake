@@ -165,6 +165,9 @@ add_test(NAME trace.zero_size_symbol
   COMMAND sh -c "out=$(${UPROBE_TRACE_BIN} trace -c -e 'p:t/restore ${_trlibc}:__restore_rt' -- true 2>&1) && echo \"$out\" && echo \"$out\" | grep -q 't/restore' && ! echo \"$out\" | grep -q 'not an instruction boundary'")
 add_test(NAME trace.arming COMMAND ${UPROBE_TRACE_IT}/trace_arming.sh ${UPROBE_TRACE_BIN})
 list(APPEND _tr_tests trace.arming)
+# it probes libc's malloc through ptrace: not while the kernel's int3s are in libc (a
+# kernel-backend or bpftrace test's), which it would find there ("an int3 is already")
+set_tests_properties(trace.arming PROPERTIES RESOURCE_LOCK uprobe_tracefs_uptest_kb)
 list(APPEND _tr_tests trace.errors.return_off_entry trace.errors.return_off_entry_offset
   trace.errors.no_segment trace.errors.outside_code trace.zero_size_symbol)
 list(APPEND _tr_tests trace.errors.no_spec trace.errors.pid_and_command

@@ -16,6 +16,7 @@
 #include <ctype.h>
 
 #include "bt/bt.h"
+#include "trace/prom.h"
 
 struct bt_entry {
 	struct bt_entry *next;
@@ -791,14 +792,7 @@ struct bt_table *bt_table_copy(const struct bt_map *m)
 
 static void prom_str(FILE *out, const char *s)
 {
-	for (; s && *s; s++) {
-		if (*s == '\\' || *s == '"')
-			fputc('\\', out);
-		if (*s == '\n')
-			fputs("\\n", out);
-		else
-			fputc(*s, out);
-	}
+	up_prom_escape(out, s, s ? strlen(s) : 0, true);
 }
 
 /* {key="..."} or {key1="...",key2="..."}; a stack's frames joined by ';', outermost
@@ -818,28 +812,7 @@ static void prom_labels(FILE *out, const struct bt_entry *e, const char *extra)
 		if (e->key[i].t == BT_T_INT) {
 			print_int(out, &e->key[i]);
 		} else if (e->key[i].t == BT_T_STACK) {
-			const char *fr[64], *p = e->key[i].s;
-			size_t len[64];
-			unsigned nf = 0;
-
-			while (*p && nf < 64) {
-				size_t l = strcspn(p, "\n");
-
-				fr[nf] = p;
-				len[nf++] = l;
-				p += l + (p[l] == '\n');
-			}
-			while (nf--) {
-				for (size_t k = 0; k < len[nf]; k++) {
-					char c = fr[nf][k];
-
-					if (c == '\\' || c == '"')
-						fputc('\\', out);
-					fputc(c, out);
-				}
-				if (nf)
-					fputc(';', out);
-			}
+			up_prom_frames(out, e->key[i].s);
 		} else {
 			prom_str(out, e->key[i].s);
 		}

@@ -29,6 +29,7 @@
 
 #include "agent/agg.h"
 #include "trace/format.h"
+#include "trace/prom.h"
 
 /* What the kernel calls a stack key since 6.5, whichever way it was written. */
 #define HIST_STACK_NAME "common_stacktrace"
@@ -1734,23 +1735,6 @@ static int prom_sum_val(const struct up_hist *h)
 	return -1;
 }
 
-/* A label value or HELP text, escaped: \\ and \n, and \" in label values. */
-static void prom_escape(FILE *out, const char *s, size_t n, bool quote)
-{
-	for (size_t i = 0; i < n && s[i]; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c == '\\')
-			fputs("\\\\", out);
-		else if (c == '\n')
-			fputs("\\n", out);
-		else if (c == '"' && quote)
-			fputs("\\\"", out);
-		else
-			fputc(c, out);
-	}
-}
-
 /* A field's name as a label name: [a-zA-Z_][a-zA-Z0-9_]*, never __-prefixed. */
 static void prom_label_name(FILE *out, const char *name)
 {
@@ -1768,7 +1752,7 @@ static void prom_head(FILE *out, const char *family, const char *suffix, const c
 		      const char *help, const char *what)
 {
 	fprintf(out, "# HELP %s%s ", family, suffix);
-	prom_escape(out, help, strlen(help), false);
+	up_prom_escape(out, help, strlen(help), false);
 	fprintf(out, "%s\n# TYPE %s%s %s\n", what, family, suffix, type);
 }
 
@@ -1846,33 +1830,12 @@ static void prom_labels(FILE *out, const struct up_hist *h, const struct up_hist
 		prom_label_name(out, f->name);
 		fputs("=\"", out);
 		if (t->kind[j] == KEY_STACK) {
-			const char *fr[64], *s = entry_str(e, j);
-			size_t len[64];
-			unsigned nf = 0;
-
-			/* frames innermost first, one a line: written outermost first */
-			while (*s && nf < 64) {
-				const char *nl = strchr(s, '\n');
-				size_t l = nl ? (size_t)(nl - s) : strlen(s);
-
-				while (l && *s == ' ')
-					s++, l--;
-				if (l) {
-					fr[nf] = s;
-					len[nf++] = l;
-				}
-				s += l + (nl != NULL);
-			}
-			for (unsigned q = nf; q-- > 0;) {
-				prom_escape(out, fr[q], len[q], true);
-				if (q)
-					fputc(';', out);
-			}
+			up_prom_frames(out, entry_str(e, j));
 			fputc('"', out);
 			continue;
 		}
 		if (t->kind[j] == KEY_STRING || (t->kind[j] == KEY_SYM && e->str[j])) {
-			prom_escape(out, entry_str(e, j), UP_HIST_STRING_KEY, true);
+			up_prom_escape(out, entry_str(e, j), UP_HIST_STRING_KEY, true);
 			fputc('"', out);
 			continue;
 		}

@@ -11,18 +11,12 @@
 #include <errno.h>
 #include <string.h>
 
+#include "trace/prom.h"
 #include "trace/session_int.h"
 
 static void label_value(FILE *out, const char *s)
 {
-	for (; s && *s; s++) {
-		if (*s == '\\' || *s == '"')
-			fputc('\\', out);
-		if (*s == '\n')
-			fputs("\\n", out);
-		else
-			fputc(*s, out);
-	}
+	up_prom_escape(out, s, s ? strlen(s) : 0, true);
 }
 
 static void probe_labels(FILE *out, const struct tspec *ts)
