@@ -7,7 +7,8 @@
  * The grammar, as the kernel's (kernel/trace/trace_events_filter.c):
  *   expr := and ( "||" and )*        and := unary ( "&&" unary )*
  *   unary := "!" unary | "(" expr ")" | FIELD OP VALUE
- * VALUE is a number (C syntax, a leading -), a string in "" or '', or a bare word.
+ * VALUE is a number (C syntax, a leading -) or a string in "" or ''.  FIELD comm (or
+ * COMM, or common_comm as uprobe took it before) is the thread's name.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -137,10 +138,11 @@ static int parse_pred(struct pstate *ps)
 		else
 			n->value = (int64_t)strtoull(n->str, &end, 0);
 		n->is_num = end != n->str && !*end && !errno;
-		if (!n->is_num && isdigit((unsigned char)*v))
-			return fail(ps, v, (int)len, "expected a number");
-		if (!n->is_num && *v == '-')
-			return fail(ps, v, (int)len, "expected a number");
+		if (!n->is_num)
+			/* the kernel's words: strings are quoted */
+			return fail(ps, v, (int)len, isdigit((unsigned char)*v) || *v == '-'
+							     ? "expected a number"
+							     : "invalid value (did you forget quotes?)");
 	}
 	return i;
 }
@@ -258,7 +260,8 @@ int up_filter_resolve(struct up_filter *f, const struct up_spec *spec, char *msg
 				return -ENOENT;
 			}
 			n->fetch = UPROBE_COND_DURATION;
-		} else if (!strcmp(n->name, "comm") || !strcmp(n->name, "common_comm")) {
+		} else if (!strcmp(n->name, "comm") || !strcmp(n->name, "COMM") ||
+			   !strcmp(n->name, "common_comm")) {
 			n->fetch = UP_FILTER_COMM;
 			str_field = true;
 		} else {
