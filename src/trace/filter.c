@@ -140,9 +140,10 @@ static int parse_pred(struct pstate *ps)
 		n->is_num = end != n->str && !*end && !errno;
 		if (!n->is_num)
 			/* the kernel's words: strings are quoted */
-			return fail(ps, v, (int)len, isdigit((unsigned char)*v) || *v == '-'
-							     ? "expected a number"
-							     : "invalid value (did you forget quotes?)");
+			return fail(ps, v, (int)len,
+				    isdigit((unsigned char)*v) || *v == '-' ?
+					    "expected a number" :
+					    "invalid value (did you forget quotes?)");
 	}
 	return i;
 }
@@ -232,8 +233,7 @@ int up_filter_parse(const char *text, struct up_filter *out, struct up_spec_err 
 	return -EINVAL;
 }
 
-int up_filter_resolve(struct up_filter *f, const struct up_spec *spec, char *msg,
-		      size_t msglen)
+int up_filter_resolve(struct up_filter *f, const struct up_spec *spec, char *msg, size_t msglen)
 {
 	for (unsigned i = 0; i < f->n; i++) {
 		struct up_filter_node *n = &f->node[i];
@@ -247,16 +247,19 @@ int up_filter_resolve(struct up_filter *f, const struct up_spec *spec, char *msg
 				break;
 		if (k < spec->nargs) {
 			if (spec->args[k].type.kind == UP_TYPE_STACK) {
-				snprintf(msg, msglen, "the filter's '%s' is a stack: filters compare "
-						      "numbers and strings", n->name);
+				snprintf(msg, msglen,
+					 "the filter's '%s' is a stack: filters compare "
+					 "numbers and strings",
+					 n->name);
 				return -ENOENT;
 			}
 			n->fetch = (uint32_t)k;
 			str_field = spec->args[k].type.kind == UP_TYPE_STRING;
 		} else if (!strcmp(n->name, "$duration")) {
 			if (!spec->is_return) {
-				snprintf(msg, msglen, "the filter's $duration is a return probe's "
-						      "(an r: event)");
+				snprintf(msg, msglen,
+					 "the filter's $duration is a return probe's "
+					 "(an r: event)");
 				return -ENOENT;
 			}
 			n->fetch = UPROBE_COND_DURATION;
@@ -272,8 +275,8 @@ int up_filter_resolve(struct up_filter *f, const struct up_spec *spec, char *msg
 		n->is_str = str_field;
 		if (str_field && n->op != UPROBE_EQ && n->op != UPROBE_NE &&
 		    n->op != UP_FILTER_GLOB) {
-			snprintf(msg, msglen, "the filter's '%s' is a string: it takes == != ~ only",
-				 n->name);
+			snprintf(msg, msglen,
+				 "the filter's '%s' is a string: it takes == != ~ only", n->name);
 			return -ENOENT;
 		}
 		if (!str_field && n->op == UP_FILTER_GLOB) {
@@ -292,7 +295,7 @@ int up_filter_resolve(struct up_filter *f, const struct up_spec *spec, char *msg
 
 /* The conjunction under node i into conds; false when it is not one the agent takes. */
 static bool and_conds(const struct up_filter *f, int i, struct uprobe_cond *conds, unsigned max,
-		 unsigned *n)
+		      unsigned *n)
 {
 	const struct up_filter_node *nd = &f->node[i];
 
@@ -361,20 +364,21 @@ static bool eval(const struct up_filter *f, int i, const struct up_fetch_value *
 		return str_holds(n, v->str, strnlen(v->str, v->str_len));
 	}
 	{
-		struct uprobe_cond c = { .fetch = n->fetch, .op = (enum uprobe_cmp)n->op,
+		struct uprobe_cond c = { .fetch = n->fetch,
+					 .op = (enum uprobe_cmp)n->op,
 					 .value = n->value };
 
 		return up_filter_holds(&c, 1, vals, duration);
 	}
 }
 
-bool up_filter_eval(const struct up_filter *f, const struct up_fetch_value *vals,
-		    uint64_t duration, const char *comm)
+bool up_filter_eval(const struct up_filter *f, const struct up_fetch_value *vals, uint64_t duration,
+		    const char *comm)
 {
 	return !f->n || eval(f, f->root, vals, duration, comm);
 }
-bool up_filter_holds(const struct uprobe_cond *conds, unsigned n,
-		     const struct up_fetch_value *vals, uint64_t duration)
+bool up_filter_holds(const struct uprobe_cond *conds, unsigned n, const struct up_fetch_value *vals,
+		     uint64_t duration)
 {
 	for (unsigned i = 0; i < n; i++) {
 		static const struct up_fetch_value dur_type = { .type = { UP_TYPE_U, 8 } };
@@ -393,14 +397,30 @@ bool up_filter_holds(const struct uprobe_cond *conds, unsigned n,
 			u |= ~0ull << (size * 8);
 		s = (int64_t)u;
 		switch (conds[i].op) {
-		case UPROBE_EQ: ok = u == k; break;
-		case UPROBE_NE: ok = u != k; break;
-		case UPROBE_LT: ok = sgn ? s < (int64_t)k : u < k; break;
-		case UPROBE_LE: ok = sgn ? s <= (int64_t)k : u <= k; break;
-		case UPROBE_GT: ok = sgn ? s > (int64_t)k : u > k; break;
-		case UPROBE_GE: ok = sgn ? s >= (int64_t)k : u >= k; break;
-		case UPROBE_AND: ok = (u & k) != 0; break;
-		default: ok = false; break;
+		case UPROBE_EQ:
+			ok = u == k;
+			break;
+		case UPROBE_NE:
+			ok = u != k;
+			break;
+		case UPROBE_LT:
+			ok = sgn ? s < (int64_t)k : u < k;
+			break;
+		case UPROBE_LE:
+			ok = sgn ? s <= (int64_t)k : u <= k;
+			break;
+		case UPROBE_GT:
+			ok = sgn ? s > (int64_t)k : u > k;
+			break;
+		case UPROBE_GE:
+			ok = sgn ? s >= (int64_t)k : u >= k;
+			break;
+		case UPROBE_AND:
+			ok = (u & k) != 0;
+			break;
+		default:
+			ok = false;
+			break;
 		}
 		if (!ok)
 			return false;

@@ -25,12 +25,12 @@
 #include "trace/fetch.h"
 #include "trace/spec.h"
 
-#define UP_FILTER_MAX 8	      /* conditions the agent takes from one filter */
-#define UP_FILTER_NODES 48    /* predicates and operators of one filter */
-#define UP_FILTER_STR_MAX 63  /* a string value, without the NUL */
-#define UP_FILTER_DEPTH 16    /* nested parentheses and ! */
+#define UP_FILTER_MAX	  8  /* conditions the agent takes from one filter */
+#define UP_FILTER_NODES	  48 /* predicates and operators of one filter */
+#define UP_FILTER_STR_MAX 63 /* a string value, without the NUL */
+#define UP_FILTER_DEPTH	  16 /* nested parentheses and ! */
 
-#define UP_FILTER_GLOB 0x40   /* node.op of `~`; the others are enum uprobe_cmp */
+#define UP_FILTER_GLOB 0x40	   /* node.op of `~`; the others are enum uprobe_cmp */
 #define UP_FILTER_COMM 0xfffffffeu /* node.fetch: the thread's name */
 
 enum up_filter_kind { UP_FILTER_PRED, UP_FILTER_AND, UP_FILTER_OR, UP_FILTER_NOT };
@@ -60,8 +60,7 @@ int up_filter_parse(const char *text, struct up_filter *out, struct up_spec_err 
 
 /* Binds f's fields to spec's arguments (in place); -ENOENT (msg says which name and
    why) when spec has no such argument or the operator does not fit the field's type. */
-int up_filter_resolve(struct up_filter *f, const struct up_spec *spec, char *msg,
-		      size_t msglen);
+int up_filter_resolve(struct up_filter *f, const struct up_spec *spec, char *msg, size_t msglen);
 
 /* A resolved f as the agent's conditions: their number (0 for no filter), or -1 when f
    is not a conjunction of at most max numeric comparisons (the tracer evaluates it). */
@@ -72,12 +71,12 @@ bool up_filter_uses(const struct up_filter *f, uint32_t fetch);
 
 /* Does resolved f hold on a hit's values, its return's duration (ns) and its thread's
    name (NULL: unknown, compared as "")?  A fault never holds a predicate. */
-bool up_filter_eval(const struct up_filter *f, const struct up_fetch_value *vals,
-		    uint64_t duration, const char *comm);
+bool up_filter_eval(const struct up_filter *f, const struct up_fetch_value *vals, uint64_t duration,
+		    const char *comm);
 
 /* Does every condition hold on these values (and, for a $duration term, the return's
    duration in ns)?  What the agent does with conds.  A fault or a string never holds. */
-bool up_filter_holds(const struct uprobe_cond *conds, unsigned n,
-		     const struct up_fetch_value *vals, uint64_t duration);
+bool up_filter_holds(const struct uprobe_cond *conds, unsigned n, const struct up_fetch_value *vals,
+		     uint64_t duration);
 
 #endif

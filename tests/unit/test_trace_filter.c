@@ -55,7 +55,8 @@ static void bad(const char *text, int pos, const char *msg)
 
 	assert_int_equal(up_filter_parse(text, &f, &e), -EINVAL);
 	if (e.pos != pos || !strstr(e.msg, msg))
-		print_error("'%s': '%s' at %d, expected '%s' at %d\n", text, e.msg, e.pos, msg, pos);
+		print_error("'%s': '%s' at %d, expected '%s' at %d\n", text, e.msg, e.pos, msg,
+			    pos);
 	assert_int_equal(e.pos, pos);
 	assert_non_null(strstr(e.msg, msg));
 	assert_int_equal(f.n, 0);
@@ -264,11 +265,13 @@ static void test_eval_grid(void **state)
 			for (int n = -3; n <= 3; n++)
 				for (uint64_t m = 0; m <= 4; m++)
 					for (int k = 0; k < 3; k++) {
-						bool want = (!(n < a || m == (uint64_t)b) &&
-							     (strchr(names[k], 'a') || !(n != b))) ||
-							    (m & (uint64_t)b);
+						bool want =
+							(!(n < a || m == (uint64_t)b) &&
+							 (strchr(names[k], 'a') || !(n != b))) ||
+							(m & (uint64_t)b);
 
-						assert_int_equal(holds(n, m, names[k], "c", 0), want);
+						assert_int_equal(holds(n, m, names[k], "c", 0),
+								 want);
 					}
 		}
 }
@@ -276,9 +279,9 @@ static void test_eval_grid(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse), cmocka_unit_test(test_parse_errors),
+		cmocka_unit_test(test_parse),	cmocka_unit_test(test_parse_errors),
 		cmocka_unit_test(test_resolve), cmocka_unit_test(test_conds),
-		cmocka_unit_test(test_eval), cmocka_unit_test(test_eval_grid),
+		cmocka_unit_test(test_eval),	cmocka_unit_test(test_eval_grid),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 
