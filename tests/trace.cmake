@@ -15,6 +15,7 @@ uprobe_trace_unit(test_trace_fetch)
 uprobe_trace_unit(test_trace_format)
 uprobe_trace_unit(test_trace_stack)
 uprobe_trace_unit(test_trace_hist)
+uprobe_trace_unit(test_trace_filter)
 
 # JSON lines from the formatter must be JSON, and say what was fetched.
 set(UPROBE_TRACE_JSONL ${CMAKE_BINARY_DIR}/tests/trace_format.jsonl)

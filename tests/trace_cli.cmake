@@ -235,6 +235,21 @@ add_test(NAME trace.errors.filter_name
 add_test(NAME trace.errors.filter_seed
   COMMAND ${_ex} 2 "--filter needs named arguments"
           ${UPROBE_TRACE_BIN} trace --filter "a > 1" -e "up 0 0x401126 A 1" -- ${_ran})
+add_test(NAME trace.errors.filter_quotes
+  COMMAND ${_ex} 2 "bad filter:;;invalid value \\(did you forget quotes\\?\\)"
+          ${UPROBE_TRACE_BIN} trace --filter "a == 1 || comm == ls" -e "p ${_trS}:foo a=%di" -- ${_ran})
+add_test(NAME trace.errors.filter_string_op
+  COMMAND ${_ex} 2 "the filter's 'comm' is a string: it takes == != ~ only"
+          ${UPROBE_TRACE_BIN} trace --filter "comm < \"ls\"" -e "p ${_trS}:foo a=%di" -- ${_ran})
+
+# the kernel's filter language (|| ! ( ) strings, comm) against Python over an unfiltered
+# run, fast path and trap path, a hist's `if`, and the kernel's own filter as the oracle
+add_test(NAME trace.filter.language
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_filter.py ${UPROBE_BIN}
+    $<TARGET_FILE:trace_args>)
+set_tests_properties(trace.filter.language PROPERTIES TIMEOUT 180
+  RESOURCE_LOCK uprobe_tracefs_upt_filter)
+
 add_test(NAME trace.errors.ring_size
   COMMAND ${_ex} 2 "--ring-size '12': expected KiB, 64 to 1048576"
           ${UPROBE_TRACE_BIN} trace --ring-size 12 -e "p ${_trS}:foo" -- ${_ran})

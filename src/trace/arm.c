@@ -182,8 +182,15 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 	    !tr->opts.no_fast && (tr->opts.out || ts->hist))
 		tr_log(tr, "'%s': stays on the trap path in process %d: %s", ts->text, (int)tp->pid,
 		       tp->is32 ? "a 32-bit process" :
+		       tr_filter_trap_reason(tr, ts) ? tr_filter_trap_reason(tr, ts) :
 		       ts->hist ? "a key or value the agent cannot compute (common_pid, $comm)" :
 				  "an argument the agent cannot fetch");
+	if (tr->opts.verbose > 0 && (ts->filt.n || ts->hfilt.n))
+		tr_log(tr, "'%s': filtered %s in process %d", ts->text,
+		       !p->recording	   ? "by the tracer on the trap path" :
+		       ts->tracer_filter ? "by the tracer on the fast path's records" :
+					   "in the process by the agent",
+		       (int)tp->pid);
 	rc = register_uprobe(tr->ctx, &p->u);
 	if (rc && rc != -EINPROGRESS) {
 		tr_log(tr, "'%s': cannot probe 0x%" PRIx64 " in process %d: %s", ts->text, vaddr,

@@ -207,6 +207,27 @@ static int build_agg(struct tprobe *p)
 	return 0;
 }
 
+/* Why ts's filters keep its probes on the trap path, or NULL when they do not: the
+   tracer evaluates a filter the agent cannot (||, !, strings, comm) on a fast-path
+   record's values only where it sees every record -- not when the agent aggregates
+   (a hist) nor when raw records go out as the agent wrote them -- and not on a
+   $duration, which no record carries. */
+const char *tr_filter_trap_reason(const struct up_trace *tr, const struct tspec *ts)
+{
+	if (!ts->tracer_filter)
+		return NULL;
+	if (ts->hist)
+		return "a filter the agent cannot evaluate (||, !, strings, comm) on an "
+		       "aggregating event";
+	if (tr->opts.raw)
+		return "a filter the agent cannot evaluate (||, !, strings, comm) with "
+		       "--format raw";
+	if (up_filter_uses(&ts->filt, UPROBE_COND_DURATION) ||
+	    up_filter_uses(&ts->hfilt, UPROBE_COND_DURATION))
+		return "a filter the agent cannot evaluate (||, !, strings, comm) on $duration";
+	return NULL;
+}
+
 /* What a printing probe captures on the fast path; 0 when p can have one. */
 int tr_build_capture(struct up_trace *tr, struct tprobe *p)
 {
@@ -214,7 +235,8 @@ int tr_build_capture(struct up_trace *tr, struct tprobe *p)
 	uint64_t regs = BIT(rsp);
 	unsigned n = 0;
 
-	if (tr->opts.no_fast || (!tr->opts.out && !p->ts->hist) || p->tp->is32)
+	if (tr->opts.no_fast || (!tr->opts.out && !p->ts->hist) || p->tp->is32 ||
+	    tr_filter_trap_reason(tr, p->ts))
 		return -ENOTSUP;
 	if (p->ts->hist) {
 		int rc = build_agg(p);

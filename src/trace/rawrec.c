@@ -162,7 +162,7 @@ void tr_raw_trap(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const st
 	}
 	if (is_return)
 		uprobe_current_duration(tr->ctx, &dur);
-	if (ts->nconds && !tr_filter_holds(ts, vals, dur))
+	if (!tr_filter_holds(ts, vals, dur, tr_comm_cached(tr, h->pid, h->tid)))
 		return;
 	r.len = r.size = (uint32_t)tr->raw_len;
 	memcpy(tr->raw_buf, &r, sizeof(r));

@@ -161,9 +161,23 @@ static int read_record(void *arg, uint64_t addr, void *buf, size_t len)
 }
 
 /* dur: a return's duration (the trap path: the library's measure of it) */
-bool tr_filter_holds(const struct tspec *ts, const struct up_fetch_value *vals, uint64_t dur)
+bool tr_filter_holds(const struct tspec *ts, const struct up_fetch_value *vals, uint64_t dur,
+		     const char *comm)
 {
-	return up_filter_holds(ts->conds, ts->nconds, vals, dur);
+	return up_filter_eval(&ts->filt, vals, dur, comm) &&
+	       up_filter_eval(&ts->hfilt, vals, dur, comm);
+}
+
+void tr_filter_setup(struct tspec *ts)
+{
+	int a = up_filter_conds(&ts->filt, ts->conds, UP_FILTER_MAX);
+	int b = up_filter_conds(&ts->hfilt, ts->conds + (a > 0 ? a : 0), UP_FILTER_MAX);
+
+	/* a filter the agent cannot take is left out of conds, whole: the tracer
+	   evaluates it (and the other with it) on every hit it sees */
+	ts->tracer_filter = a < 0 || b < 0;
+	ts->hist_conds = b > 0 ? (unsigned)b : 0;
+	ts->nconds = (a > 0 ? (unsigned)a : 0) + ts->hist_conds;
 }
 
 /* A stack's return address that the library hijacked for a return probe: the real one. */
@@ -242,8 +256,6 @@ static void report_record(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 	if (c->tid != tid || !c->comm[0])
 		/* once per thread: the cpu is the record's */
 		c = tr_thread_info(tr, pid, tid, &cpu);
-	if (!up_filter_comm_holds(&ts->comm, c->comm))
-		return; /* the agent kept it on the numbers; the name says no */
 	env->comm = c->comm;
 	fc.comm = c->comm[0] ? c->comm : NULL;
 	fc.pid = pid;
@@ -267,6 +279,11 @@ static void report_record(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 		};
 
 		up_fetch_eval_all(&ts->spec, env, vals, arena, sizeof(arena));
+		/* the agent kept it on the conditions it has; the rest of the filter (||, !,
+		   strings, comm) is the tracer's, on the record's values ($duration is not
+		   in a record: such a filter keeps its probe on the trap path) */
+		if (ts->tracer_filter && !tr_filter_holds(ts, vals, 0, c->comm))
+			return;
 		name_stacks(p->tp, &ts->spec, vals, stack_names, sizeof(stack_names));
 		if (tr->opts.json)
 			FORMAT(tr, up_fmt_event_json(buf, size, &fc, &ts->spec, &ev));
@@ -344,8 +361,7 @@ static void report_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return,
 
 		if (is_return)
 			uprobe_current_duration(tr->ctx, &dur);
-		if ((ts->nconds && !tr_filter_holds(ts, pd->vals, dur)) ||
-		    !up_filter_comm_holds(&ts->comm, env.comm)) {
+		if (!tr_filter_holds(ts, pd->vals, dur, env.comm)) {
 			tr->npend--; /* the filter says no */
 			return;
 		}

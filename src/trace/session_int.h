@@ -63,15 +63,19 @@ struct tspec {
 	bool removed;	   /* up_trace_remove: gone, its index kept */
 	bool enabled;	   /* events/GRP/EVENT/enable */
 	unsigned index;	   /* in tr->specs */
-	struct uprobe_cond conds[2 * UP_FILTER_MAX]; /* --filter and the trigger's, on this
-							event's arguments */
+	/* the filters, resolved on this event's arguments: the event's (--filter or
+	   events/GRP/EVENT/filter) and its trigger's `if`; what of them the agent evaluates
+	   (tr_filter_setup): conds, [event's][trigger's], each where it is a conjunction of
+	   numeric comparisons; tracer_filter when some other is evaluated by the tracer */
+	struct up_filter filt, hfilt;
+	bool tracer_filter;
+	struct uprobe_cond conds[2 * UP_FILTER_MAX];
 	unsigned nconds;
 	/* --trigger: the event's hits are aggregated into hist's table, not printed */
 	struct up_hist *hist;
 	char *hist_text;
 	unsigned hist_conds; /* of conds, the trigger's (the last ones) */
-	char *filter_text;   /* events/GRP/EVENT/filter: the conditions before the trigger's */
-	struct up_filter comm; /* its comm term, if any: applied by the tracer */
+	char *filter_text;   /* events/GRP/EVENT/filter: filt's text */
 	/* up_trace_set_hit_fn: its hits go to a caller (hook.c) */
 	up_trace_hit_fn hit_fn;
 	void *hit_arg;
@@ -235,6 +239,7 @@ void tr_cb_exec(void *arg, pid_t pid);
 void tr_cb_fork(void *arg, pid_t parent, pid_t child);
 
 /* capture.c */
+const char *tr_filter_trap_reason(const struct up_trace *tr, const struct tspec *ts);
 int tr_build_capture(struct up_trace *tr, struct tprobe *p);
 
 /* report.c */
@@ -244,7 +249,11 @@ void tr_on_ret(struct uprobe *u, uprobe_regs_t *regs);
 void tr_on_record(struct uprobe *u, const struct uprobe_record *rec);
 void tr_flush_pending(struct up_trace *tr);
 int tr_read_mem(void *arg, uint64_t addr, void *buf, size_t len);
-bool tr_filter_holds(const struct tspec *ts, const struct up_fetch_value *vals, uint64_t dur);
+/* Do ts's filters hold on a hit's values, duration and thread's name? */
+bool tr_filter_holds(const struct tspec *ts, const struct up_fetch_value *vals, uint64_t dur,
+		     const char *comm);
+/* ts's conds, nconds, hist_conds and tracer_filter, from its filt and hfilt. */
+void tr_filter_setup(struct tspec *ts);
 struct up_stack_syms *tr_syms_of(struct tproc *tp);
 const char *tr_stack_text(struct tproc *tp, const uint64_t *addr, unsigned n, char *buf,
 			  size_t size);

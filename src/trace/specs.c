@@ -151,8 +151,9 @@ int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen
 		err[0] = '\0';
 	}
 	if (tr->has_filter) {
+		ts.filt = tr->filter;
 		rc = ts.spec.kind == UP_SPEC_EVENT
-			     ? up_filter_resolve(&tr->filter, &ts.spec, ts.conds, err, errlen)
+			     ? up_filter_resolve(&ts.filt, &ts.spec, err, errlen)
 			     : -EINVAL;
 		if (rc == -EINVAL)
 			snprintf(err, errlen, "'%s': --filter needs named arguments: p:/r: events "
@@ -162,7 +163,7 @@ int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen
 			free(ts.text);
 			return -EINVAL;
 		}
-		ts.nconds = tr->filter.n;
+		tr_filter_setup(&ts);
 	}
 	if (tr->opts.raw && ts.spec.kind == UP_SPEC_SEED) {
 		snprintf(err, errlen, "'%s': --format raw records p:/r: events; the seed's "
@@ -220,11 +221,6 @@ int up_trace_set_filter(struct up_trace *tr, const char *text, char *err, size_t
 			up_spec_err_format(text, &se, err + n, errlen - (size_t)n);
 		return rc;
 	}
-	if (tr->filter.has_comm) {
-		snprintf(err, errlen, "--filter: a comm term is taken by the mount's filter files "
-				      "only (events/GRP/EVENT/filter)");
-		return -EINVAL;
-	}
 	tr->has_filter = tr->filter.n > 0;
 	return 0;
 }
@@ -246,11 +242,9 @@ int up_trace_remove(struct up_trace *tr, unsigned i)
 int up_trace_set_event_filter(struct up_trace *tr, unsigned i, const char *text, char *err,
 			      size_t errlen)
 {
-	struct uprobe_cond c[UP_FILTER_MAX];
-	struct up_filter f = { .n = 0 };
+	static struct up_filter f; /* 3.5 KiB: off the stack */
 	struct up_spec_err se;
 	struct tspec *ts;
-	unsigned base;
 	char *keep = NULL;
 	int rc;
 
@@ -263,6 +257,7 @@ int up_trace_set_event_filter(struct up_trace *tr, unsigned i, const char *text,
 				      "only)", ts->text);
 		return -EINVAL;
 	}
+	memset(&f, 0, sizeof(f));
 	if (text && *text && strcmp(text, "0")) {
 		rc = up_filter_parse(text, &f, &se);
 		if (rc) {
@@ -270,29 +265,16 @@ int up_trace_set_event_filter(struct up_trace *tr, unsigned i, const char *text,
 				up_spec_err_format(text, &se, err, errlen);
 			return rc;
 		}
-		if (up_filter_resolve(&f, &ts->spec, c, err, errlen))
+		if (up_filter_resolve(&f, &ts->spec, err, errlen))
 			return -EINVAL;
-		if (f.has_comm && ts->hist) {
-			snprintf(err, errlen, "a comm filter and a hist trigger on one event are not "
-					      "supported (the process aggregates, with no name to match)");
-			return -EINVAL;
-		}
 		keep = strdup(text);
 		if (!keep)
 			return -ENOMEM;
 	}
-	if (f.n + ts->hist_conds > sizeof(ts->conds) / sizeof(ts->conds[0])) {
-		free(keep);
-		return -E2BIG;
-	}
-	/* [filter's conditions][trigger's], the filter's replaced */
-	base = ts->nconds - ts->hist_conds;
-	memmove(ts->conds + f.n, ts->conds + base, ts->hist_conds * sizeof(*ts->conds));
-	memcpy(ts->conds, c, f.n * sizeof(*c));
-	ts->nconds = f.n + ts->hist_conds;
+	ts->filt = f;
+	tr_filter_setup(ts);
 	free(ts->filter_text);
 	ts->filter_text = keep;
-	ts->comm = f;
 	tr_disarm_spec(tr, i); /* the fast path's agents take conditions when armed */
 	up_trace_arm_all(tr, false);
 	return 0;

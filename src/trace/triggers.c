@@ -57,7 +57,7 @@ void tr_hist_hit(struct tprobe *p, uprobe_regs_t *regs, bool is_return, const st
 	up_fetch_eval_all(&ts->spec, env, vals, arena, sizeof(arena));
 	if (is_return)
 		uprobe_current_duration(p->tr->ctx, &dur);
-	if (ts->nconds && !tr_filter_holds(ts, vals, dur))
+	if (!tr_filter_holds(ts, vals, dur, env->comm))
 		return;
 	for (unsigned i = 0; i < hi->nkeys; i++) {
 		const struct up_hist_field *f = &hi->key[i];
@@ -180,7 +180,6 @@ static int attach_hist(struct tspec *ts, struct up_hist *h, const char *text, ch
 		       size_t errlen)
 {
 	struct up_spec_err se = { .pos = -1, .len = 1 };
-	unsigned base = ts->nconds;
 	int rc;
 
 	rc = up_hist_resolve(h, &ts->spec, &se);
@@ -194,47 +193,30 @@ static int attach_hist(struct tspec *ts, struct up_hist *h, const char *text, ch
 			 ts->label);
 		return -EEXIST;
 	}
-	if (ts->comm.has_comm) {
-		snprintf(err, errlen, "'%s': a hist trigger and a comm filter on one event are not "
-				      "supported\n", text);
-		return -EINVAL;
-	}
 	if (h->filter) {
-		struct up_filter flt;
+		struct up_filter *flt = &ts->hfilt;
 		const char *at = strstr(text, h->filter);
 		char msg[256];
 
-		rc = up_filter_parse(h->filter, &flt, &se);
-		if (!rc && (flt.has_comm || ts->comm.has_comm)) {
-			/* the agent aggregates in the process, where there is no name to match */
-			snprintf(err, errlen, "'%s': a hist trigger and a comm filter on one event "
-					      "are not supported\n", text);
-			return -EINVAL;
-		}
-		if (!rc && ts->nconds + flt.n > sizeof(ts->conds) / sizeof(ts->conds[0]))
-			rc = -E2BIG;
-		if (!rc && up_filter_resolve(&flt, &ts->spec, ts->conds + ts->nconds, msg,
-					     sizeof(msg))) {
+		rc = up_filter_parse(h->filter, flt, &se);
+		if (!rc && up_filter_resolve(flt, &ts->spec, msg, sizeof(msg))) {
+			memset(flt, 0, sizeof(*flt));
 			snprintf(err, errlen, "'%s': %s\n", text, msg);
 			return -EINVAL;
 		}
 		if (rc) {
-			if (rc == -EINVAL && at && se.pos >= 0)
+			if (at && se.pos >= 0)
 				se.pos += (int)(at - text);
-			if (rc == -EINVAL)
-				up_spec_err_format(text, &se, err, errlen);
-			else
-				snprintf(err, errlen, "'%s': too many conditions\n", text);
+			up_spec_err_format(text, &se, err, errlen);
 			return -EINVAL;
 		}
-		ts->nconds += flt.n;
 	}
 	ts->hist_text = strdup(text);
 	if (!ts->hist_text) {
-		ts->nconds = base;
+		memset(&ts->hfilt, 0, sizeof(ts->hfilt));
 		return -ENOMEM;
 	}
-	ts->hist_conds = ts->nconds - base;
+	tr_filter_setup(ts);
 	ts->hist = h;
 	return 0;
 }
@@ -242,8 +224,8 @@ static int attach_hist(struct tspec *ts, struct up_hist *h, const char *text, ch
 /* ts's trigger goes: its table and its conditions. */
 static void detach_hist(struct tspec *ts)
 {
-	ts->nconds -= ts->hist_conds;
-	ts->hist_conds = 0;
+	memset(&ts->hfilt, 0, sizeof(ts->hfilt));
+	tr_filter_setup(ts);
 	up_hist_free(ts->hist);
 	free(ts->hist);
 	ts->hist = NULL;
