@@ -1903,6 +1903,18 @@ static int drain_sigtrap(struct up_engine *e, struct up_task *t)
 	return stale_breakpoint(t) ? 0 : SIGTRAP;
 }
 
+/* A thread up__park_safe put back on its int3 whose registers the client has not set
+   since (ours are the kernel's but for rip, one byte on). */
+static bool rewound_untouched(struct up_task *t)
+{
+	struct user_regs_struct k;
+
+	if (!t->regs_valid || up__ptrace(PTRACE_GETREGS, t->tid, 0, &k) < 0)
+		return false;
+	k.rip++;
+	return !memcmp(&k, &t->regs, sizeof(k));
+}
+
 int up_proc_detach(struct up_proc *p)
 {
 	struct up_engine *e = p->e;
@@ -1927,7 +1939,7 @@ int up_proc_detach(struct up_proc *p)
 			t->queued = false;
 			if (!WIFSTOPPED(st))
 				continue;
-			if (t->rewound) {
+			if (t->rewound && rewound_untouched(t)) {
 				/* an int3's stop never handled, on the int3 already: it runs
 				   the original byte, the int3 being out */
 				t->regs_valid = t->regs_dirty = t->rewound = false;
