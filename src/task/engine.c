@@ -13,6 +13,9 @@
  * - Threads and processes are freed only from dispatch at top level (never inside a
  *   client call), or after the client's callback returns (refs).
  * - Never PTRACE_O_EXITKILL: a dying tracer must not take the target with it.
+ * - An int3's stop is not reaped while it is handled (wait_any, peeked), and one that
+ *   is reaped and waits has rip on its int3 (up__park_safe): a tracer dying at any
+ *   moment leaves no thread one byte past an int3 without its SIGTRAP.
  */
 #include "task/internal.h"
 
