@@ -889,6 +889,7 @@ static void hijack_return(struct uproc *up, struct up_task *t, struct utask *ut,
 	const uint64_t sp = regs->rsp & (w == 4 ? 0xffffffffULL : ~0ULL);
 	uint64_t ret = 0, orig;
 	unsigned want = 0;
+	int rc;
 
 	for (unsigned i = 0; i < q->ncons; i++)
 		if (q->cons[i]->ret_handler && q->cons[i]->kimg)
@@ -910,9 +911,11 @@ static void hijack_return(struct uproc *up, struct up_task *t, struct utask *ut,
 			up->ctx->stats.returns_dropped += want;
 			return;
 		}
-		/* the net knows the real address before the stack holds the trampoline's */
-		up_site_net_ret_add(&mm->sites, sp, orig);
-		if (up_proc_write(up->p, sp, &mm->tramp, w)) {
+		/* the net knows the real address before the stack holds the trampoline's;
+		   a return it cannot know (its table full there) is not hijacked: the
+		   tracer's death would leave it returning into the trampoline */
+		rc = up_site_net_ret_add(&mm->sites, sp, orig);
+		if ((rc && rc != -ENOTSUP) || up_proc_write(up->p, sp, &mm->tramp, w)) {
 			up->ctx->stats.returns_dropped += want;
 			return;
 		}
@@ -1605,8 +1608,20 @@ static bool cb_is_breakpoint(void *arg, struct up_task *t, uint64_t addr)
 	return (mm->tramp && addr == mm->tramp) || ppt_lookup(mm, addr);
 }
 
+/* A remote call on t: the safety net told how to put it back if we die meanwhile. */
+static void cb_remote_note(void *arg, struct up_task *t, uint64_t lo, uint64_t hi,
+			   const struct user_regs_struct *back, uint64_t mask)
+{
+	struct uproc *up = up_proc_data(up_task_proc(t));
+
+	(void)arg;
+	if (up)
+		up_site_net_remote(&mm_of(up)->sites, up_task_tid(t), lo, hi, back, mask);
+}
+
 static const struct up_task_ops ops = {
 	.is_breakpoint = cb_is_breakpoint,
+	.remote_note = cb_remote_note,
 	.on_exiting = cb_exiting,
 	.on_stop = cb_stop,
 	.on_fork = cb_fork,

@@ -71,11 +71,22 @@ struct upn_hdr {
 	struct upn_sigaction ours; /* rt_sigaction's argument when the tracer installs */
 	uint32_t healed;	   /* every int3 of ours is out (the tracer is gone) */
 	uint32_t pad;
-	uint64_t stats[4]; /* UPN_ST_*: what the handler did, for tests */
+	uint64_t stats[5]; /* UPN_ST_*: what the handler did, for tests */
 	uint64_t last[3];  /* the last trap passed to the program: si_code,
 					   rip, the byte before rip (for a post-mortem) */
+	struct upn_remote {
+		/* the thread running code for the tracer (a remote system call stepped
+		   over, the agent's page toucher up to its int3), 0: none; written before
+		   the thread's registers become the call's, cleared after its own are back */
+		uint64_t tid;
+		uint64_t lo, hi; /* the code it runs: a trap of it with rip in [lo, hi] */
+		uint64_t mask;	 /* its signal mask, and its registers (a struct
+				    user_regs_struct), as they go back */
+		uint64_t regs[27];
+	} remote;
 };
-enum { UPN_ST_HEALED, UPN_ST_COPY, UPN_ST_RETURN, UPN_ST_STEP };
+_Static_assert(sizeof(struct upn_hdr) <= 4096, "the header is one page");
+enum { UPN_ST_HEALED, UPN_ST_COPY, UPN_ST_RETURN, UPN_ST_STEP, UPN_ST_REMOTE };
 
 #define UPN_HDR_SIZE 4096u
 #define UPN_DATA_SIZE                                                  \

@@ -38,7 +38,8 @@ extern const size_t up_net_blob_size;
 /* what net.c assumes of a struct ucontext */
 _Static_assert(offsetof(ucontext_t, uc_mcontext.gregs) == 40, "ucontext layout");
 _Static_assert(offsetof(ucontext_t, uc_sigmask) == 296, "ucontext layout");
-_Static_assert(REG_RSP == 15 && REG_RIP == 16 && REG_EFL == 17, "gregs layout");
+_Static_assert(REG_RAX == 13 && REG_RSP == 15 && REG_RIP == 16 && REG_EFL == 17, "gregs layout");
+_Static_assert(offsetof(struct user_regs_struct, orig_rax) == 15 * 8, "user_regs_struct layout");
 _Static_assert(UPN_SLOT_SIZE *UP_XOL_SLOTS == UP_XOL_AREA_SIZE, "XOL slots");
 
 #define SITES_N (1u << UPN_SITES_ORDER)
@@ -302,6 +303,27 @@ void up_site_net_pin(struct up_sites *s, uint64_t lo, uint64_t hi)
 		n->sites[at].flags |= UPN_S_PINNED;
 		site_write(s, (unsigned)at);
 	}
+}
+
+int up_site_net_remote(struct up_sites *s, pid_t tid, uint64_t lo, uint64_t hi,
+		       const struct user_regs_struct *regs, uint64_t mask)
+{
+	struct upn_remote r = { 0 };
+	const uint64_t at = s->net.data + offsetof(struct upn_hdr, remote);
+
+	_Static_assert(sizeof(r.regs) == sizeof(*regs), "upn_remote's registers");
+	if (!s->net.installed)
+		return -ENOTSUP;
+	if (!lo) {
+		/* the thread is stopped with its own registers back: only the key */
+		return net_write(s, at, &r.tid, sizeof(r.tid));
+	}
+	r.tid = (uint64_t)tid;
+	r.lo = lo;
+	r.hi = hi;
+	r.mask = mask;
+	memcpy(r.regs, regs, sizeof(r.regs));
+	return net_write(s, at, &r, sizeof(r));
 }
 
 int net_ret_int3(struct up_sites *s, uint64_t at)

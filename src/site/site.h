@@ -228,6 +228,14 @@ int up_site_net_ensure(struct up_sites *s, struct up_task *t);
    when it returned (or its frame was dropped). */
 int up_site_net_ret_add(struct up_sites *s, uint64_t slot, uint64_t orig);
 void up_site_net_ret_done(struct up_sites *s, uint64_t slot);
+/*
+ * Thread tid is about to run code of ours at [lo, hi] for the tracer (a remote system
+ * call, the agent's page toucher): if the tracer dies meanwhile, the trap that ends it
+ * gives the thread back regs and its signal mask (mask).  lo == 0: it is over.  0, or
+ * -errno (no net: nothing to write).
+ */
+int up_site_net_remote(struct up_sites *s, pid_t tid, uint64_t lo, uint64_t hi,
+		       const struct user_regs_struct *regs, uint64_t mask);
 /* The int3s of ours in [lo, hi) are bytes a punned jmp ends in (about to be written):
    the net runs their copies and never heals them. */
 void up_site_net_pin(struct up_sites *s, uint64_t lo, uint64_t hi);

@@ -13,6 +13,9 @@
  * - Threads and processes are freed only from dispatch at top level (never inside a
  *   client call), or after the client's callback returns (refs).
  * - Never PTRACE_O_EXITKILL: a dying tracer must not take the target with it.
+ * - An int3's stop is not reaped while it is handled (wait_any, peeked), and one that
+ *   is reaped and waits has rip on its int3 (up__park_safe): a tracer dying at any
+ *   moment leaves no thread one byte past an int3 without its SIGTRAP.
  */
 #include "task/internal.h"
 
@@ -54,9 +57,37 @@ static bool thread_alive(pid_t tid)
 	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
 }
 
+/*
+ * The thread whose SIGTRAP signal-delivery-stop the event loop took with WNOWAIT
+ * (wait_any): the stop is not reaped, so the kernel still holds the SIGTRAP as the
+ * stop's signal until we resume the thread, and a tracer that dies meanwhile lets the
+ * thread take it (the safety net's handler, docs/design.md section 9) with whatever
+ * registers it has: not one byte past an int3 without a signal.  A reaped stop keeps
+ * no signal: the thread would run on past the int3.  0: none.
+ */
+static pid_t peeked;
+
+static bool is_resume(int req)
+{
+	switch (req) {
+	case PTRACE_CONT:
+	case PTRACE_SINGLESTEP:
+	case PTRACE_SYSCALL:
+	case PTRACE_LISTEN:
+	case PTRACE_DETACH:
+	case PTRACE_KILL:
+		return true;
+	default:
+		return false;
+	}
+}
+
 long up__ptrace(int req, pid_t tid, void *addr, void *data)
 {
 	long r;
+
+	if (tid == peeked && is_resume(req))
+		peeked = 0; /* its stop ends here: the next status of it is a new one */
 
 	errno = 0;
 	r = ptrace(req, tid, addr, data);
@@ -487,6 +518,15 @@ int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 				continue;
 			}
 		}
+		if (r == peeked) {
+			/* the stop being handled, reaped now by this wait: its SIGTRAP is gone */
+			struct up_task *pt = up__find_task(e, r);
+
+			peeked = 0;
+			if (pt)
+				up__park_safe(pt, st);
+			continue;
+		}
 		if (r == tid) {
 			*status = st;
 			return 0;
@@ -515,8 +555,35 @@ int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 					       : UP_ST_SIGNAL;
 			}
 		}
+		if (o)
+			up__park_safe(o, st);
 		up__defer(e, r, st, !o && WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_STOP);
 	}
+}
+
+void up__park_safe(struct up_task *t, int status)
+{
+	struct up_engine *e = t->proc->e;
+	struct user_regs_struct r;
+	siginfo_t si;
+
+	if (!WIFSTOPPED(status) || WSTOPSIG(status) != SIGTRAP || (status >> 16) || t->rewound ||
+	    !e->ops->is_breakpoint)
+		return;
+	if (up__ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) < 0 || si.si_code != SI_KERNEL)
+		return;
+	if (up__ptrace(PTRACE_GETREGS, t->tid, 0, &r) < 0 ||
+	    !e->ops->is_breakpoint(e->ctx, t, r.rip - 1))
+		return;
+	if (!t->regs_valid) {
+		t->regs = r;
+		t->regs_valid = true;
+	}
+	r.rip--;
+	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &r) < 0)
+		return;
+	t->regs_dirty = true; /* ours go in at the resume */
+	t->rewound = true;
 }
 
 /* ---- resuming -------------------------------------------------------------------- */
@@ -531,6 +598,10 @@ int up__load_regs(struct up_task *t)
 		return -errno;
 	t->regs_valid = true;
 	t->regs_dirty = false;
+	if (t->rewound) {
+		t->regs.rip++; /* the kernel's is on the int3 (up__park_safe) */
+		t->regs_dirty = true;
+	}
 	return 0;
 }
 
@@ -539,6 +610,7 @@ static int flush_regs(struct up_task *t)
 	if (!t->regs_dirty)
 		return 0;
 	t->regs_dirty = false;
+	t->rewound = false;
 	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &t->regs) < 0) {
 		int err = -errno;
 
@@ -909,6 +981,8 @@ static void handle_stop(struct up_engine *e, struct up_task *t, int status)
 	t->regs_dirty = false;
 	t->info_clobbered = false;
 	t->sig = 0;
+	if (t->rewound)
+		up__load_regs(t); /* ours, one byte on, to go in at the resume */
 
 	switch (ev) {
 	case PTRACE_EVENT_STOP:
@@ -1102,6 +1176,52 @@ int up_engine_fd(struct up_engine *e)
 	return sigchld_pipe[0];
 }
 
+/*
+ * The event loop's wait for any thread: a SIGTRAP signal-delivery-stop (an int3 hit,
+ * nearly every stop) is only looked at (WNOWAIT) and stays unreaped while it is handled
+ * (see peeked); any other status is reaped at once.  The pid, 0 (WNOHANG: none), -1.
+ */
+static pid_t wait_any(int *st, bool nohang)
+{
+	for (;;) {
+		siginfo_t si;
+		pid_t r;
+
+		si.si_pid = 0;
+		if (waitid(P_ALL, 0, &si,
+			   WEXITED | WSTOPPED | __WALL | WNOWAIT | (nohang ? WNOHANG : 0)) < 0)
+			return -1;
+		if (!si.si_pid)
+			return 0;
+		if (si.si_code == CLD_TRAPPED && si.si_status == SIGTRAP) {
+			peeked = si.si_pid;
+			*st = (SIGTRAP << 8) | 0x7f;
+			return si.si_pid;
+		}
+		r = waitpid(si.si_pid, st, __WALL | WNOHANG);
+		if (r != 0)
+			return r;
+	}
+}
+
+/* After a status's handling: a peeked stop not resumed (held, deferred, parked) is
+   reaped now, its thread's rip put back on the int3 it trapped on. */
+static void settle_peeked(struct up_engine *e)
+{
+	pid_t tid = peeked;
+	struct up_task *t;
+	int st;
+
+	if (!tid)
+		return;
+	peeked = 0;
+	if (waitpid(tid, &st, __WALL | WNOHANG) != tid)
+		return;
+	t = up__find_task(e, tid);
+	if (t)
+		up__park_safe(t, st);
+}
+
 int up_engine_dispatch(struct up_engine *e)
 {
 	int n = 0;
@@ -1110,13 +1230,14 @@ int up_engine_dispatch(struct up_engine *e)
 	n += run_deferred(e);
 	for (;;) {
 		int st;
-		pid_t r = waitpid(-1, &st, __WALL | WNOHANG);
+		pid_t r = wait_any(&st, true);
 
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			break;
 		handle_status(e, r, st);
+		settle_peeked(e);
 		n++;
 		n += run_deferred(e);
 	}
@@ -1134,7 +1255,7 @@ int up_engine_run(struct up_engine *e, volatile int *stop)
 			return -EINTR;
 		if (run_deferred(e) > 0)
 			continue;
-		r = waitpid(-1, &st, __WALL);
+		r = wait_any(&st, false);
 		if (r < 0) {
 			if (errno == EINTR) {
 				if (e->brk || (stop && *stop))
@@ -1144,6 +1265,7 @@ int up_engine_run(struct up_engine *e, volatile int *stop)
 			return -errno;
 		}
 		handle_status(e, r, st);
+		settle_peeked(e);
 	}
 	return 0;
 }
@@ -1784,6 +1906,18 @@ static int drain_sigtrap(struct up_engine *e, struct up_task *t)
 	return stale_breakpoint(t) ? 0 : SIGTRAP;
 }
 
+/* A thread up__park_safe put back on its int3 whose registers the client has not set
+   since (ours are the kernel's but for rip, one byte on). */
+static bool rewound_untouched(struct up_task *t)
+{
+	struct user_regs_struct k;
+
+	if (!t->regs_valid || up__ptrace(PTRACE_GETREGS, t->tid, 0, &k) < 0)
+		return false;
+	k.rip++;
+	return !memcmp(&k, &t->regs, sizeof(k));
+}
+
 int up_proc_detach(struct up_proc *p)
 {
 	struct up_engine *e = p->e;
@@ -1808,7 +1942,11 @@ int up_proc_detach(struct up_proc *p)
 			t->queued = false;
 			if (!WIFSTOPPED(st))
 				continue;
-			if ((st >> 16) == 0) {
+			if (t->rewound && rewound_untouched(t)) {
+				/* an int3's stop never handled, on the int3 already: it runs
+				   the original byte, the int3 being out */
+				t->regs_valid = t->regs_dirty = t->rewound = false;
+			} else if ((st >> 16) == 0) {
 				sig = WSTOPSIG(st);
 				if (sig == SIGTRAP &&
 				    up__ptrace(PTRACE_GETSIGINFO, t->tid, 0, &t->info) == 0) {

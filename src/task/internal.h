@@ -44,6 +44,9 @@ struct up_task {
 	bool interrupt_sent; /* a PTRACE_INTERRUPT whose stop has not been seen */
 	bool regs_valid, regs_dirty;
 	bool info_clobbered; /* a remote syscall replaced the signal-delivery-stop's siginfo */
+	/* the kernel's rip is one byte before ours: put back on the int3 of a breakpoint
+	   stop whose SIGTRAP was consumed (up__park_safe) */
+	bool rewound;
 	int sig;	     /* passed on at resume (signal-delivery-stops only) */
 	siginfo_t info;	     /* of the current signal-delivery-stop */
 	struct user_regs_struct regs;
@@ -112,6 +115,10 @@ bool up__defer_pending_sigtrap(struct up_task *t);
 int up__wait_tid(struct up_engine *e, pid_t tid, int *status);
 int up__defer(struct up_engine *e, pid_t tid, int status, bool orphan);
 int up__load_regs(struct up_task *t);
+/* A breakpoint stop of t taken without resuming it at once: rip back on the int3 in the
+   kernel (the tracer's copy stays as it was), so that the tracer's death lets the
+   thread trap again into the safety net instead of running one byte past it. */
+void up__park_safe(struct up_task *t, int status);
 /* A ptrace-stopped thread the engine may run ptrace requests on, or NULL. */
 struct up_task *up__stopped_task(struct up_proc *p);
 /* A thread whose memory is readable (not exiting), or NULL. */

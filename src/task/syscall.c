@@ -164,15 +164,35 @@ static int ready(struct up_task *t)
 }
 
 /*
+ * The registers t goes back to after a remote call: its own, but on the int3 it trapped
+ * on if it waits at a breakpoint stop not handled yet (the step's stop replaces it and
+ * is reaped, so a tracer dying afterwards must find it on the int3, to trap again into
+ * the safety net, not one byte past it).
+ */
+static struct user_regs_struct regs_back(struct up_task *t)
+{
+	struct up_engine *e = t->proc->e;
+	struct user_regs_struct b = t->regs;
+
+	if (t->stop == UP_ST_SIGNAL && t->info.si_signo == SIGTRAP &&
+	    t->info.si_code == SI_KERNEL && (!t->regs_dirty || t->rewound) &&
+	    e->ops->is_breakpoint && e->ops->is_breakpoint(e->ctx, t, b.rip - 1))
+		b.rip--;
+	return b;
+}
+
+/*
  * Runs t from registers *r, every signal blocked, until it stops with rip at end: by
  * single steps (step: each must leave rip at r->rip or end), or free until the int3
- * before end.  *r gets the registers there.  t's registers and mask are put back,
- * unless it died meanwhile (-ESRCH).
+ * before end; the code run is [lo, end] (for the safety net: remote_note).  *r gets the
+ * registers there.  t's registers and mask are put back, unless it died meanwhile
+ * (-ESRCH).
  */
-static int run_remote(struct up_task *t, struct user_regs_struct *r, bool step, uint64_t end,
-		      const char *what)
+static int run_remote(struct up_task *t, struct user_regs_struct *r, bool step, uint64_t lo,
+		      uint64_t end, const char *what)
 {
-	struct user_regs_struct saved = t->regs, now;
+	struct up_engine *e = t->proc->e;
+	struct user_regs_struct saved = t->regs, back = regs_back(t), now;
 	enum up_stype orig_stop = t->stop;
 	/* every signal but SIGTRAP: the step's trap (or the int3's) is forced, and a forced
 	   signal that is blocked resets its disposition to SIG_DFL (the kernel's
@@ -183,8 +203,12 @@ static int run_remote(struct up_task *t, struct user_regs_struct *r, bool step, 
 
 	if (up__ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof(mask), &mask) < 0)
 		return -errno;
-	if (up__ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(all), &all) < 0)
-		return -errno;
+	if (e->ops->remote_note)
+		e->ops->remote_note(e->ctx, t, lo, step ? end + 15 : end, &back, mask);
+	if (up__ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(all), &all) < 0) {
+		err = -errno;
+		goto note_off;
+	}
 	r->eflags &= ~0x100ULL; /* TF: the step is ptrace's */
 	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, r) < 0) {
 		err = -errno;
@@ -194,7 +218,7 @@ static int run_remote(struct up_task *t, struct user_regs_struct *r, bool step, 
 	for (;;) {
 		err = run_until(t, step ? PTRACE_SINGLESTEP : PTRACE_CONT, &st, &pending);
 		if (err == -ESRCH)
-			return err; /* died: nothing to put back */
+			goto note_off; /* died: nothing to put back */
 		if (err < 0)
 			goto restore_regs;
 		if (up__ptrace(PTRACE_GETREGS, t->tid, 0, &now) < 0) {
@@ -214,11 +238,15 @@ static int run_remote(struct up_task *t, struct user_regs_struct *r, bool step, 
 	err = 0;
 
 restore_regs:
-	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &saved) < 0 && !err)
+	/* the mask first: a tracer dying between the two leaves the thread with the call's
+	   registers, which the net's handler puts right at the next step's trap */
+	up__ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(mask), &mask);
+	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &back) < 0 && !err)
 		err = -errno;
 	t->regs = saved;
 	t->regs_valid = true;
-	t->regs_dirty = false;
+	t->rewound = back.rip != saved.rip;
+	t->regs_dirty = t->rewound;
 	/* we are in the step's SIGTRAP signal-delivery-stop now */
 	if (orig_stop == UP_ST_SIGNAL)
 		t->info_clobbered = true;
@@ -229,10 +257,16 @@ restore_regs:
 		if (up__task_normalize(t) < 0)
 			t->stop = UP_ST_SIGNAL;
 	}
+	if (pending)
+		tgkill(t->proc->pid, t->tid, pending);
+	goto note_off;
 restore_mask:
 	up__ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(mask), &mask);
 	if (pending)
 		tgkill(t->proc->pid, t->tid, pending);
+note_off:
+	if (e->ops->remote_note)
+		e->ops->remote_note(e->ctx, t, 0, 0, NULL, 0);
 	return err;
 }
 
@@ -286,7 +320,7 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 		r.rbp = (uint32_t)args[5];
 	}
 	snprintf(what, sizeof(what), "remote syscall %ld", nr);
-	err = run_remote(t, &r, true, insn_at + 2, what);
+	err = run_remote(t, &r, true, insn_at, insn_at + 2, what);
 	if (!err)
 		*ret = mode == 64 ? (int64_t)r.rax : (int64_t)(int32_t)r.rax;
 	if (wrote)
@@ -306,5 +340,5 @@ int up_task_call(struct up_task *t, uint64_t fn, uint64_t end, uint64_t a0, uint
 	r.rdi = a0;
 	r.rsi = a1;
 	r.orig_rax = (uint64_t)-1;
-	return run_remote(t, &r, false, end, "remote call");
+	return run_remote(t, &r, false, fn, end, "remote call");
 }

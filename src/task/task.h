@@ -84,6 +84,13 @@ struct up_task_ops {
 	/* a thread is exiting (PTRACE_EVENT_EXIT): the address space is still readable
 	   through up_task_read, for the last time if it is the last thread */
 	void (*on_exiting)(void *ctx, struct up_task *t);
+	/*
+	 * t is about to run code for the tracer at [lo, hi] (a remote system call, a remote
+	 * call): back are the registers it goes back to, mask its signal mask; lo == 0: it
+	 * has them back.  For the safety net, which finishes it if the tracer dies meanwhile.
+	 */
+	void (*remote_note)(void *ctx, struct up_task *t, uint64_t lo, uint64_t hi,
+			    const struct user_regs_struct *back, uint64_t mask);
 };
 
 /* ---- the engine ------------------------------------------------------------------ */

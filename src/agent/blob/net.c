@@ -38,6 +38,13 @@
 #define NR_GETTID	    186
 #define NR_TGKILL	    234
 #define NR_PROCESS_VM_READV 310
+#define NR_RESTART_SYSCALL  219
+
+/* the kernel's restart codes (include/linux/errno.h) */
+#define ERESTARTSYS	      512
+#define ERESTARTNOINTR	      513
+#define ERESTARTNOHAND	      514
+#define ERESTART_RESTARTBLOCK 516
 
 #define SIGTRAP	     5
 #define SIG_UNBLOCK  1
@@ -53,6 +60,7 @@
    against <sys/ucontext.h>) */
 #define UC_GREGS   40
 #define UC_SIGMASK 296
+#define G_RAX	   13
 #define G_RSP	   15
 #define G_RIP	   16
 #define G_EFL	   17
@@ -157,6 +165,44 @@ static int heal(struct upn_hdr *h, const struct upn_site *e)
 	return b == 0xcc ? -1 : 0;
 }
 
+/*
+ * The thread ran code for the tracer (a remote system call, the agent's page toucher)
+ * and the tracer died meanwhile: the trap that ends it (the step's, the int3's) gives
+ * the thread its own registers and signal mask back, as the tracer would have.  Its rip
+ * is where the tracer would have let it go on (the int3 it stopped at, if it was at
+ * one: it traps again, into this handler).
+ */
+static int remote_end(struct upn_hdr *h, void *uc, uint64_t rip)
+{
+	/* user_regs_struct's index of each of uc_mcontext.gregs' first 18 */
+	static const uint8_t from[18] = { 9, 8, 7, 6, 3, 2, 1, 0, 14, 13, 4, 5, 12, 10, 11, 19, 16, 18 };
+	uint64_t *g = (uint64_t *)((uint8_t *)uc + UC_GREGS);
+	uint64_t tid = __atomic_load_n(&h->remote.tid, __ATOMIC_ACQUIRE);
+
+	if (!tid || tid != (uint64_t)sys3(NR_GETTID, 0, 0, 0) || rip < h->remote.lo ||
+	    rip > h->remote.hi)
+		return 0;
+	int64_t nr = (int64_t)h->remote.regs[15], ax;
+
+	for (unsigned i = 0; i < 18; i++)
+		g[i] = h->remote.regs[from[i]];
+	g[G_EFL] &= ~TF;
+	/* a system call the tracer's interrupt broke off is restarted as the kernel would
+	   have on the thread's way out (sigreturn disables that: orig_rax -1) */
+	ax = (int64_t)g[G_RAX];
+	if (nr >= 0 && (ax == -ERESTARTSYS || ax == -ERESTARTNOINTR || ax == -ERESTARTNOHAND)) {
+		g[G_RAX] = (uint64_t)nr;
+		g[G_RIP] -= 2;
+	} else if (nr >= 0 && ax == -ERESTART_RESTARTBLOCK) {
+		g[G_RAX] = NR_RESTART_SYSCALL;
+		g[G_RIP] -= 2;
+	}
+	*(uint64_t *)((uint8_t *)uc + UC_SIGMASK) = h->remote.mask;
+	__atomic_store_n(&h->remote.tid, 0, __ATOMIC_RELEASE);
+	h->stats[UPN_ST_REMOTE]++;
+	return 1;
+}
+
 /* The kernel's action for a SIGTRAP the program does not catch: its default, a core
    dump, with our handler out of the way and the signal unblocked. */
 static void die_default(void)
@@ -208,6 +254,8 @@ __attribute__((used)) void upn_handler(int sig, int32_t *info, void *uc)
 
 	if (sig != SIGTRAP || !h || h->magic != UPN_MAGIC)
 		goto theirs;
+	if (code > 0 && remote_end(h, uc, rip))
+		return;
 	if (code == UPN_SI_KERNEL) {
 		e = site_of(h, rip - 1);
 		if (e) {
