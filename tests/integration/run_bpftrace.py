@@ -6,7 +6,9 @@
             on the same deterministic workload (tests/targets/run_work.c): standard
             outputs byte for byte equal (maps, hist and lhist bars, stats, printf),
             as text and as -f json
-  fast      bodies of one aggregation, run in the process: the trap path's maps
+  fast      bodies of one aggregation, run in the process: the trap path's maps; the
+            entry/return latency pair (gethostlatency.bt's shape, with and without a
+            scratch variable) as the return's in-process $duration
   tools     Debian's bpftrace tools, read from the installed package: bashreadline.bt
             on an interactive bash fed commands, gethostlatency.bt on getaddrinfo
             calls, threadsnoop.bt on thread creation; their lines equal bpftrace's
@@ -152,7 +154,48 @@ def cmd_fast(uprobe, work):
             print(diff(c.stdout, a.stdout))
     else:
         print("note: " + why)
+    for prog in latency_liners(work):
+        # the durations are the clock's: a sleep that overshoots by milliseconds under
+        # load moves a bucket, so a run that differs is tried again (3 in all); the
+        # counts of hits must be the same in every run
+        for attempt in range(3):
+            a = run([uprobe, "run", "-v", "-e", prog, "-c", work])
+            b = run([uprobe, "run", "--no-fast", "-e", prog, "-c", work])
+            c = run([bt, "-e", prog, "-c", work]) if bt else b
+            same = a.stdout == b.stdout and c.stdout == a.stdout
+            if same:
+                break
+            print("note: attempt %d differs (a sleep moved by the load?)" % (attempt + 1))
+        err = a.stderr.decode(errors="replace")
+        check(err.count(": in the process (") == 1 and "$duration.log2floor" in err and
+              "the entry of @ns's latency pair" in err,
+              "the latency pair in the process (-v): %s" % prog[-60:])
+        check(a.returncode == 0 and b.returncode == 0 and hits(a.stdout) == 6 and
+              hits(b.stdout) == 6 and (not bt or hits(c.stdout) == 6),
+              "the latency pair: 6 returns counted by each path")
+        check(same and b"[1M, 2M)               4 |" in a.stdout and
+              b"[4M, 8M)               2 |" in a.stdout,
+              "the latency pair: the trap path's and bpftrace's hist")
+        if not same:
+            print(err)
+            print(diff(b.stdout, a.stdout))
+            print(diff(c.stdout, a.stdout))
     finish()
+
+
+def hits(out):
+    """The counts of a printed hist, summed."""
+    return sum(int(m) for m in re.findall(rb"^[\[(][^\n]*?\s(\d+) \|", out, re.M))
+
+
+def latency_liners(w):
+    """The entry/return pair of gethostlatency.bt's shape on work_wait (4 calls of
+    1.1 ms, 2 of 5 ms: mid-way in their buckets whichever path measures them)."""
+    e = "uprobe:%s:work_wait { @start[tid] = nsecs; } " % w
+    return [e + "uretprobe:%s:work_wait /@start[tid]/ { @ns = hist(nsecs - @start[tid]); "
+            "delete(@start[tid]); }" % w,
+            "uretprobe:%s:work_wait /@start[tid]/ { $d = nsecs - @start[tid]; "
+            "@ns = hist($d); delete(@start[tid]); } " % w + e]
 
 
 def cmd_compare(uprobe, work):
