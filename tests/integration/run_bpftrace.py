@@ -8,7 +8,8 @@
             as text and as -f json
   fast      bodies of one aggregation, run in the process: the trap path's maps; the
             entry/return latency pair (gethostlatency.bt's shape, with and without a
-            scratch variable) as the return's in-process $duration
+            scratch variable, an END that clears @start) as the return's in-process
+            $duration
   tools     Debian's bpftrace tools, read from the installed package: bashreadline.bt
             on an interactive bash fed commands, gethostlatency.bt on getaddrinfo
             calls, threadsnoop.bt on thread creation; their lines equal bpftrace's
@@ -195,7 +196,7 @@ def latency_liners(w):
     return [e + "uretprobe:%s:work_wait /@start[tid]/ { @ns = hist(nsecs - @start[tid]); "
             "delete(@start[tid]); }" % w,
             "uretprobe:%s:work_wait /@start[tid]/ { $d = nsecs - @start[tid]; "
-            "@ns = hist($d); delete(@start[tid]); } " % w + e]
+            "@ns = hist($d); delete(@start[tid]); } " % w + e + "END { clear(@start); }"]
 
 
 def cmd_compare(uprobe, work):
@@ -369,7 +370,8 @@ def cmd_misc(uprobe, work, usdt=None):
     bt, why = have_bpftrace()
     # -l
     b = run([uprobe, "run", "-l", "uprobe:%s:work_*" % work])
-    want = "".join("uprobe:%s:%s\n" % (work, f) for f in ("work_key", "work_ret", "work_size"))
+    want = "".join("uprobe:%s:%s\n" % (work, f)
+                   for f in ("work_key", "work_ret", "work_size", "work_wait"))
     check(b.stdout.decode() == want, "-l uprobe:WORK:work_*")
     if bt:
         a = run([bt, "-l", "uprobe:%s:*" % work])

@@ -113,9 +113,11 @@ static void run_usage(FILE *out)
 	      "\n"
 	      "A probe whose body is one aggregation of argN (or argN & 255) or retval into\n"
 	      "a map used nowhere else (@[arg0] = count(), @h = hist(arg1), @s[arg0] =\n"
-	      "sum(arg2)) runs in the process, without stopping the thread; any other body\n"
-	      "stops its thread while it runs in uprobe (the trap path, ~10 us a hit).  -v\n"
-	      "says which.\n"
+	      "sum(arg2)) runs in the process, without stopping the thread; so does the\n"
+	      "latency pair uprobe:X:f { @start[tid] = nsecs; } uretprobe:X:f /@start[tid]/\n"
+	      "{ @ns = hist(nsecs - @start[tid]); delete(@start[tid]); } (the return's\n"
+	      "duration in the process).  Any other body (tid and comm keys too) stops its\n"
+	      "thread while it runs in uprobe (the trap path, ~10 us a hit).  -v says which.\n"
 	      "Exit status: 0; 1 when the program cannot run; 2 for a bad command line.\n",
 	      out);
 }
@@ -366,7 +368,7 @@ static bool fast_latency(const struct bt_prog *p, unsigned pi, struct fastplan *
 	const struct bt_probe *r = &p->probes[pi], *e = NULL;
 	const struct bt_node *b = r->body, *st, *h;
 	unsigned s = 0;
-	int start, var = -1, ei = -1;
+	int start, var = -1, ei = -1, cleared = 0;
 
 	memset(fp, 0, sizeof(*fp));
 	fp->folded = -1;
@@ -395,11 +397,18 @@ static bool fast_latency(const struct bt_prog *p, unsigned pi, struct fastplan *
 	st = b->v[++s];
 	if (st->k != BT_N_CALL || st->op != F_DELETE || st->n != 1 || !is_map_tid(st->v[0], start))
 		return false;
-	/* the entry: @start[tid] = nsecs, alone */
+	/* the entry: @start[tid] = nsecs, alone; END may clear(@start) (empty here) */
 	for (unsigned i = 0; i < p->nprobes; i++) {
 		const struct bt_probe *q = &p->probes[i];
 
-		if (i == pi || !count_map_refs(q->body, start))
+		if (q->nap == 1 && q->ap[0].kind == BT_P_END && !q->pred && q->body)
+			for (unsigned j = 0; j < q->body->n; j++) {
+				st = q->body->v[j];
+				if (st->k == BT_N_CALL && st->op == F_CLEAR && st->n == 1 &&
+				    st->v[0]->k == BT_N_MAP && st->v[0]->id == start)
+					cleared++;
+			}
+		if (i == pi || !count_map_refs(q->body, start) || q->ap[0].kind == BT_P_END)
 			continue;
 		if (e || q->pred || !q->body || q->body->n != 1)
 			return false;
@@ -410,7 +419,7 @@ static bool fast_latency(const struct bt_prog *p, unsigned pi, struct fastplan *
 		e = q;
 		ei = (int)i;
 	}
-	if (!e || prog_map_refs(p, start) != 4 || !same_functions(e, r))
+	if (!e || prog_map_refs(p, start) != 4 + cleared || !same_functions(e, r))
 		return false;
 	fp->valkey = true;
 	fp->log2floor = true;
