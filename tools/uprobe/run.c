@@ -660,6 +660,7 @@ struct adder {
 	FILE *out;
 	bool flush;
 	const struct fastplan *fast; /* the probe's, or NULL: the trap path */
+	bool unfast; /* a spec of the probe's could not take its trigger */
 	char err[1024];
 };
 
@@ -714,8 +715,10 @@ static int add_one(void *ctx, const char *spec)
 			fprintf(stderr, "uprobe run: %s: the trap path: %s\n", k->name, err);
 		}
 	}
-	if (!k->fast)
+	if (!k->fast) {
+		a->unfast = a->fast != NULL;
 		up_trace_set_hit_fn(a->tr, i, on_hit, k);
+	}
 	a->added++;
 	if (a->verbose > 0)
 		fprintf(stderr, "uprobe run: %s: %s\n", k->name, spec);
@@ -734,11 +737,25 @@ static int add_probes(struct adder *a, struct bt_prog *p, pid_t pid, struct fast
 
 		if (plans && plans[i].skip)
 			continue;
+		a->unfast = false;
 		rc = add_probes_of(a, p, pid, plans, i);
 		if (rc)
 			return rc;
-		/* the latency pair's entry: as many probes as its return (bpftrace's count) */
-		if (plans && plans[i].trigger[0] && plans[i].folded >= 0) {
+		/* the latency pair's entry: as many probes as its return (bpftrace's count);
+		   where a return could not take its trigger (on the trap path), the entry
+		   runs as written, so that @start[tid] is there */
+		if (plans && plans[i].trigger[0] && plans[i].folded >= 0 && a->unfast) {
+			unsigned e = (unsigned)plans[i].folded;
+
+			plans[e].trigger[0] = '\0'; /* still skipped by this loop: added here */
+			if (a->verbose > 0)
+				fprintf(stderr, "uprobe run: probe %u: the entry of %s's latency "
+					"pair: on the trap path, as its return\n", e + 1,
+					p->maps[plans[i].map].name);
+			rc = add_probes_of(a, p, pid, plans, e);
+			if (rc)
+				return rc;
+		} else if (plans && plans[i].trigger[0] && plans[i].folded >= 0) {
 			a->added += a->added - before;
 			if (a->verbose > 0)
 				fprintf(stderr, "uprobe run: probe %d: the entry of %s's latency pair: "
