@@ -53,6 +53,7 @@ enum bench_tool {
 	T_BPF_KEY,
 	T_BPF_LAT,
 	T_RUN_KEY,    /* uprobe run: bpftrace's keyed count, unchanged, as it runs in-process */
+	T_RUN_LAT,    /* uprobe run: bpftrace's latency pair, unchanged (a $duration in-process) */
 	T_GDB,
 	T_FLOOR,
 	T_FLOOR_FOLLOW, /* the tracer placed as the engine does: on the tracee's last CPU */

@@ -45,6 +45,7 @@ const char *const bench_tool_names[T_NTOOLS] = {
 	"kernel (tracefs)", "bpftrace",
 	"uprobe log2 hist", "uprobe keyed count", "uprobe latency", "bpftrace hist()",
 	"bpftrace @[k]=count", "bpftrace latency", "uprobe run @[k]=count",
+	"uprobe run latency",
 	"gdb dprintf",
 	"ptrace floor",	    "floor, following", "floor-samecpu",    "floor-diffcpu",
 	"uprobe stack key", "stack key, fp walk", "bpftrace @[ustack]",
@@ -54,7 +55,7 @@ const char *const bench_tool_keys[T_NTOOLS] = {
 	"uprobe_fast_burst", "uprobe_cli_raw", "uprobe_cli_text", "uprobe_cli_json",
 	"uprobe_cli_raw_drop", "uprobe_cli_text_drop", "uprobe_cli_json_drop",
 	"kernel",   "bpftrace",	     "uprobe_hist_log2", "uprobe_hist_keyed", "uprobe_hist_latency",
-	"bpftrace_hist_log2", "bpftrace_hist_keyed", "bpftrace_hist_latency", "uprobe_run_keyed", "gdb",		"floor",	 "floor_following",
+	"bpftrace_hist_log2", "bpftrace_hist_keyed", "bpftrace_hist_latency", "uprobe_run_keyed", "uprobe_run_latency", "gdb",		"floor",	 "floor_following",
 	"floor_samecpu", "floor_diffcpu",
 	"uprobe_hist_stack", "uprobe_hist_stack_fp", "bpftrace_hist_stack",
 };
@@ -653,11 +654,12 @@ static double run_bpf_agg(struct bench *b, struct bench_workload *w, long n, int
 }
 
 /*
- * bpftrace's keyed count of (T_BPF_KEY), unchanged, under `uprobe run`: its body runs in
- * the process (a hist trigger, tools/uprobe/run.c).  No pid filter: uprobe run traces
- * the command only.  Its map's counts must add up to n.
+ * bpftrace's keyed count of (T_BPF_KEY) and its latency pair (T_BPF_LAT), unchanged
+ * under `uprobe run`: each body runs in the process (a hist trigger, the pair as the
+ * return's $duration; tools/uprobe/run.c).  No pid filter: uprobe run traces the
+ * command only.  Its map's counts must add up to n.
  */
-static double run_run_key(struct bench *b, struct bench_workload *w, long n)
+static double run_run_key(struct bench *b, struct bench_workload *w, long n, int tool)
 {
 	char script[PATH_MAX * 2 + 512], cmd[PATH_MAX + 64], where[PATH_MAX + 64];
 	char *argv[] = { (char *)b->cli, "run", "-e", script, "-c", cmd, NULL };
@@ -666,13 +668,32 @@ static double run_run_key(struct bench *b, struct bench_workload *w, long n)
 	int status;
 
 	agg_target(b, w, where, sizeof(where));
-	snprintf(script, sizeof(script), "uprobe:%s { @h[arg0 & 255] = count(); }", where);
+	if (tool == T_RUN_LAT)
+		snprintf(script, sizeof(script),
+			 "uprobe:%s { @s[tid] = nsecs; } uretprobe:%s /@s[tid]/ "
+			 "{ @h = hist(nsecs - @s[tid]); delete(@s[tid]); } END { clear(@s); }",
+			 where, where);
+	else
+		snprintf(script, sizeof(script), "uprobe:%s { @h[arg0 & 255] = count(); }", where);
 	snprintf(cmd, sizeof(cmd), "%s %s %ld", b->target, w->mode, n);
 	out = run_capture(argv, &status);
 	check_exit("uprobe run", status);
-	for (p = out; (p = strchr(p, '\n')); p++)
-		if (!strncmp(p + 1, "@h[", 3) && strstr(p + 1, "]: "))
-			sum += atol(strstr(p + 1, "]: ") + 3);
+	/* keyed rows "@h[k]: count", hist rows "[lo, hi)  count |@@@|" */
+	for (p = out; (p = strchr(p, '\n')); p++) {
+		const char *l = p + 1, *bar = strchr(l, '|'), *eol = strchr(l, '\n');
+
+		if (!strncmp(l, "@h[", 3) && strstr(l, "]: "))
+			sum += atol(strstr(l, "]: ") + 3);
+		else if (*l == '[' && bar && (!eol || bar < eol)) {
+			const char *q = bar;
+
+			while (q > l && q[-1] == ' ')
+				q--;
+			while (q > l && q[-1] >= '0' && q[-1] <= '9')
+				q--;
+			sum += atol(q);
+		}
+	}
 	free(out);
 	if (sum != n)
 		bench_die("uprobe run on (%s) %s: %ld in its map, expected %ld", w->key, w->label,
@@ -935,7 +956,8 @@ static double run_one(struct bench *b, int wi, int tool, long n)
 	case T_AGG_STACK_FP:
 		return run_agg(b, w, n, tool);
 	case T_RUN_KEY:
-		return run_run_key(b, w, n);
+	case T_RUN_LAT:
+		return run_run_key(b, w, n, tool);
 	case T_GDB:
 		return run_gdb(b, w, n);
 	case T_FLOOR:
@@ -1160,7 +1182,7 @@ static void setup(struct bench *b, const char *build)
 				c[t].used = true;
 			for (int t = T_BPF_LOG2; t <= T_BPF_LAT; t++)
 				c[t].skip = b->bpftrace_skip;
-			c[T_RUN_KEY].used = true;
+			c[T_RUN_KEY].used = c[T_RUN_LAT].used = true;
 		}
 		c[T_GDB].used = true;
 		if (w->kind == BK_RET)

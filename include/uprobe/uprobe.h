@@ -172,12 +172,15 @@ enum uprobe_agg_src {
 	UPROBE_AGG_STACK,    /* keys only: the return addresses, innermost first */
 };
 enum uprobe_agg_xform { UPROBE_AGG_RAW, UPROBE_AGG_LOG2, UPROBE_AGG_BUCKETS };
+#define UPROBE_AGG_LOG2_FLOOR 1 /* uprobe_agg_key.buckets of a LOG2 key: floor, not ceil */
 enum uprobe_agg_op { UPROBE_AGG_SUM, UPROBE_AGG_MIN, UPROBE_AGG_MAX };
 
 struct uprobe_agg_key {
 	enum uprobe_agg_src src;
 	unsigned fetch;
-	enum uprobe_agg_xform xform; /* numbers: LOG2 keeps ceil(log2(v)), BUCKETS v - v % buckets */
+	enum uprobe_agg_xform xform; /* numbers: LOG2 keeps ceil(log2(v)) (with buckets ==
+					UPROBE_AGG_LOG2_FLOOR: v's bit length, bpftrace's
+					[2^k, 2^(k+1)) buckets), BUCKETS v - v % buckets */
 	uint64_t buckets;
 	/* key words it takes: 1 for a number; a string's bytes / 8 (NUL-padded, up to
 	   UPROBE_AGG_STRING_MAX bytes); a stack's depth (0 after the last frame) */

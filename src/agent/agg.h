@@ -19,6 +19,24 @@ static inline uint64_t upa_agg_log2(uint64_t v)
 	return 64 - (uint64_t)__builtin_clzll(v - 1);
 }
 
+/* bpftrace's hist() buckets, [2^k, 2^(k+1)), where the kernel's .log2 is ceil: a
+   UPA_AGG_LOG2 key whose buckets word is UPA_AGG_LOG2_FLOOR keeps v's bit length, 0 for
+   0, 1 for 1, k + 1 for [2^k, 2^(k+1)) (so 0 and 1 stay apart, as bpftrace's [0] and
+   [1] do).  The bucket's low bound is 0 for 0, else 1 << (key - 1). */
+#define UPA_AGG_LOG2_FLOOR 1u
+
+static inline uint64_t upa_agg_log2_floor(uint64_t v)
+{
+	return v ? 64 - (uint64_t)__builtin_clzll(v) : 0;
+}
+
+/* A UPA_AGG_LOG2 key: the kernel's ceil, or with buckets == UPA_AGG_LOG2_FLOOR the bit
+   length. */
+static inline uint64_t upa_agg_log2_key(uint64_t v, uint64_t buckets)
+{
+	return buckets == UPA_AGG_LOG2_FLOOR ? upa_agg_log2_floor(v) : upa_agg_log2(v);
+}
+
 /* The kernel's .buckets=N key: v rounded down to a multiple of n (n > 0).  The agent
    has no libgcc: a 64-bit division is one instruction on x86-64. */
 static inline uint64_t upa_agg_bucket(uint64_t v, uint64_t n)

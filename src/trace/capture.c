@@ -149,10 +149,11 @@ static int build_agg(struct tprobe *p)
 		struct uprobe_agg_key *k = &g->key[i];
 
 		k->words = 1;
-		k->xform = f->mod == UP_HIST_MOD_LOG2	   ? UPROBE_AGG_LOG2
+		k->xform = f->mod == UP_HIST_MOD_LOG2 || f->mod == UP_HIST_MOD_LOG2FLOOR
+				   ? UPROBE_AGG_LOG2
 			   : f->mod == UP_HIST_MOD_BUCKETS ? UPROBE_AGG_BUCKETS
 							   : UPROBE_AGG_RAW;
-		k->buckets = f->buckets;
+		k->buckets = f->mod == UP_HIST_MOD_LOG2FLOOR ? UPROBE_AGG_LOG2_FLOOR : f->buckets;
 		switch (f->src) {
 		case UP_HIST_SRC_ARG: {
 			enum up_fetch_op op = sp->args[f->arg].ops[0].op;

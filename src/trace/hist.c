@@ -104,6 +104,8 @@ static const char *key_mod_name(enum up_hist_mod mod)
 		return "log2";
 	case UP_HIST_MOD_BUCKETS:
 		return "buckets";
+	case UP_HIST_MOD_LOG2FLOOR:
+		return "log2floor";
 	case UP_HIST_MOD_NONE:
 		break;
 	}
@@ -179,6 +181,7 @@ static int parse_key_mod(const char *t, int s, int e, struct up_hist_field *f)
 		{ "sym", UP_HIST_MOD_SYM },
 		{ "sym-offset", UP_HIST_MOD_SYM_OFFSET },
 		{ "log2", UP_HIST_MOD_LOG2 },
+		{ "log2floor", UP_HIST_MOD_LOG2FLOOR },
 	};
 	int i;
 
@@ -679,6 +682,8 @@ uint64_t up_hist_key_value(const struct up_hist_field *f, uint64_t v)
 {
 	if (f->mod == UP_HIST_MOD_LOG2)
 		return upa_agg_log2(v);
+	if (f->mod == UP_HIST_MOD_LOG2FLOOR)
+		return upa_agg_log2_floor(v);
 	if (f->mod == UP_HIST_MOD_BUCKETS)
 		return upa_agg_bucket(v, f->buckets);
 	return v;
@@ -1245,6 +1250,9 @@ static void text_key(FILE *out, const struct up_hist *h, const struct up_hist_ta
 			fprintf(out, "%s: [%llx] %-55s", f->name, v, e->str[i] ? e->str[i] : sym);
 		} else if (f->mod == UP_HIST_MOD_LOG2) {
 			fprintf(out, "%s: ~ 2^%-2llu", f->name, v);
+		} else if (f->mod == UP_HIST_MOD_LOG2FLOOR) {
+			fprintf(out, "%s: ~ %llu-%llu", f->name, v ? 1ull << (v - 1) : 0,
+				v ? (v >= 64 ? ~0ull : (1ull << v) - 1) : 0);
 		} else if (f->mod == UP_HIST_MOD_BUCKETS) {
 			fprintf(out, "%s: ~ %llu-%llu", f->name, v,
 				v + (unsigned long long)f->buckets - 1);

@@ -7,6 +7,7 @@
  *                    [:size=N][:name=NAME] [if FILTER]
  *
  *   KEY   FIELD[.MOD]     MOD: hex sym sym-offset log2 buckets=N  (numbers)
+ *                         log2floor (ours: v's bit length, bpftrace's hist buckets)
  *                         FIELD: a fetch argument's name, common_pid (the thread),
  *                         stacktrace / common_stacktrace (the user stack),
  *                         $duration (a return probe: ns from entry to return)
@@ -53,6 +54,7 @@ enum up_hist_mod {
 	UP_HIST_MOD_SYM_OFFSET,
 	UP_HIST_MOD_LOG2,
 	UP_HIST_MOD_BUCKETS,
+	UP_HIST_MOD_LOG2FLOOR, /* ours: bpftrace's hist() buckets, v's bit length (agent/agg.h) */
 };
 
 enum up_hist_op { UP_HIST_OP_SUM, UP_HIST_OP_MIN, UP_HIST_OP_MAX, UP_HIST_OP_AVG };

@@ -6,7 +6,10 @@
             on the same deterministic workload (tests/targets/run_work.c): standard
             outputs byte for byte equal (maps, hist and lhist bars, stats, printf),
             as text and as -f json
-  fast      bodies of one aggregation, run in the process: the trap path's maps
+  fast      bodies of one aggregation, run in the process: the trap path's maps; the
+            entry/return latency pair (gethostlatency.bt's shape, with and without a
+            scratch variable, an END that clears @start) as the return's in-process
+            $duration
   tools     Debian's bpftrace tools, read from the installed package: bashreadline.bt
             on an interactive bash fed commands, gethostlatency.bt on getaddrinfo
             calls, threadsnoop.bt on thread creation; their lines equal bpftrace's
@@ -152,7 +155,58 @@ def cmd_fast(uprobe, work):
             print(diff(c.stdout, a.stdout))
     else:
         print("note: " + why)
+    for prog in latency_liners(work):
+        # the durations are the clock's: under load a sleep overshoots by milliseconds
+        # (up to hundreds, on every path, bpftrace's too), so the hists are compared
+        # exactly where a run lets them (3 tries, else a note) and asserted where the
+        # clock cannot move them: 6 returns counted, none below its sleep's bucket
+        for attempt in range(3):
+            a = run([uprobe, "run", "-v", "-e", prog, "-c", work])
+            b = run([uprobe, "run", "--no-fast", "-e", prog, "-c", work])
+            c = run([bt, "-e", prog, "-c", work]) if bt else b
+            same = a.stdout == b.stdout and c.stdout == a.stdout
+            if same:
+                break
+        err = a.stderr.decode(errors="replace")
+        check(err.count(": in the process (") == 1 and "$duration.log2floor" in err and
+              "the entry of @ns's latency pair" in err,
+              "the latency pair in the process (-v): %s" % prog[-60:])
+        for name, r in (("in the process", a), ("--no-fast", b), ("bpftrace", c)):
+            h = buckets(r.stdout)
+            check(r.returncode == 0 and sum(h.values()) == 6 and
+                  sum(n for lo, n in h.items() if lo >= 1 << 20) == 6 and
+                  sum(n for lo, n in h.items() if lo >= 4 << 20) >= 2,
+                  "the latency pair, %s: 6 returns, 4 of 1.1 ms at [1M, ...), 2 of 5 ms "
+                  "at [4M, ...): %s" % (name, sorted(h.items())))
+        if same:
+            check(b"[1M, 2M)" in a.stdout, "the latency pair: the trap path's and "
+                  "bpftrace's hist, bucket for bucket")
+        else:
+            print("note: the hists differ in 3 runs (sleeps moved by the load):")
+            print(diff(b.stdout, a.stdout))
+            print(diff(c.stdout, a.stdout))
     finish()
+
+
+UNITS = {b"": 1, b"K": 1 << 10, b"M": 1 << 20, b"G": 1 << 30, b"T": 1 << 40}
+
+
+def buckets(out):
+    """A printed log2 hist: {bucket's low bound: count}."""
+    h = {}
+    for lo, unit, n in re.findall(rb"^\[(\d+)([KMGT]?)[,\]][^|\n]*?\s(\d+) \|", out, re.M):
+        h[int(lo) * UNITS[unit]] = h.get(int(lo) * UNITS[unit], 0) + int(n)
+    return h
+
+
+def latency_liners(w):
+    """The entry/return pair of gethostlatency.bt's shape on work_wait (4 calls of
+    1.1 ms, 2 of 5 ms: mid-way in their buckets whichever path measures them)."""
+    e = "uprobe:%s:work_wait { @start[tid] = nsecs; } " % w
+    return [e + "uretprobe:%s:work_wait /@start[tid]/ { @ns = hist(nsecs - @start[tid]); "
+            "delete(@start[tid]); }" % w,
+            "uretprobe:%s:work_wait /@start[tid]/ { $d = nsecs - @start[tid]; "
+            "@ns = hist($d); delete(@start[tid]); } " % w + e + "END { clear(@start); }"]
 
 
 def cmd_compare(uprobe, work):
@@ -326,7 +380,8 @@ def cmd_misc(uprobe, work, usdt=None):
     bt, why = have_bpftrace()
     # -l
     b = run([uprobe, "run", "-l", "uprobe:%s:work_*" % work])
-    want = "".join("uprobe:%s:%s\n" % (work, f) for f in ("work_key", "work_ret", "work_size"))
+    want = "".join("uprobe:%s:%s\n" % (work, f)
+                   for f in ("work_key", "work_ret", "work_size", "work_wait"))
     check(b.stdout.decode() == want, "-l uprobe:WORK:work_*")
     if bt:
         a = run([bt, "-l", "uprobe:%s:*" % work])

@@ -10,6 +10,8 @@ test knows in advance:
            path (--no-fast) alike, Totals exact (no hit lost, none twice, 0 dropped);
            and the same counts as the kernel's uprobe events for the same run, counted
            here from the raw values of each event (where tracefs can be had)
+  log2floor keys=n.log2floor (ours: bpftrace's hist buckets, [2^k, 2^(k+1))): the table
+           the sequence gives on the fast path and on the trap path alike
   keys     a count keyed by a string argument, and a sum (vals=n) by a linear bucket
   latency  r: event, keys=$duration.log2 vals=$duration.min: every call counted, and no
            call shorter than its sleep; "if $duration ..." filters
@@ -113,6 +115,29 @@ for mode, opts in (("fast", ["-v"]), ("trap", ["--no-fast"])):
     tables[mode] = text
 print("log2: %d hits from %d threads, %d entries, identical to the sequence on both paths"
       % (sum(want.values()), T, len(want)))
+
+# log2floor: bpftrace's buckets, kept as v's bit length, printed as the bucket's bounds
+for mode, opts in (("fast", ["-v"]), ("trap", ["--no-fast"])):
+    n = 20000 if mode == "fast" else 2000
+    exp = {}
+    for t in range(T):
+        for i in range(n):
+            v = (i * 37) % 5000 + t
+            lo = 1 << (v.bit_length() - 1) if v else 0
+            exp[lo] = exp.get(lo, 0) + 1
+    p = run(["sizes", T, n], [SIZED], ["h/sized:hist:keys=n.log2floor"], opts)
+    if mode == "fast" and "on the fast path" not in p.stderr:
+        fail("log2floor: sized did not take the fast path:\n" + p.stderr)
+    ent, tot = table(p.stdout[p.stdout.index("# event histogram"):])
+    got = {}
+    for k, c in ent.items():
+        m = re.match(r"n: ~ (\d+)-(\d+)", k)
+        if not m or int(m.group(2)) != (2 * int(m.group(1)) - 1 if int(m.group(1)) else 0):
+            fail("log2floor: a key printed %r" % k)
+        got[int(m.group(1))] = c
+    if got != exp or tot != (sum(exp.values()), len(exp), 0):
+        fail("%s: log2floor table %s (Totals %s), the sequence gives %s" % (mode, got, tot, exp))
+print("log2floor: [2^k, 2^(k+1)) buckets identical to the sequence on both paths")
 
 # the kernel's uprobe events for the same run, counted here
 if os.geteuid() == 0 and not os.path.isdir("/sys/kernel/tracing/events"):

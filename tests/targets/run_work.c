@@ -7,8 +7,12 @@
  *   work_size(n)        1000 calls, n spread over 0 .. 70000 (hist, lhist, stats)
  *   work_key(k, name)   key k (0..6) called 3 * (k + 1) times, name "key<k>"
  *   work_ret(x)         returns 3 * x - 40 for x in 0..29 (retval, casts, negatives)
+ *   work_wait(us)       sleeps us microseconds: 4 calls of 1100 us, 2 of 5000 us (the
+ *                       latency pair: durations mid-way in bpftrace's [1M, 2M) and
+ *                       [4M, 8M) ns buckets, whatever path measures them)
  */
 #include <stdio.h>
+#include <time.h>
 
 __attribute__((noinline)) long work_size(unsigned long n)
 {
@@ -28,6 +32,15 @@ __attribute__((noinline)) int work_ret(int x)
 	return 3 * x - 40;
 }
 
+__attribute__((noinline)) int work_wait(long us)
+{
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = us * 1000 };
+
+	while (nanosleep(&ts, &ts))
+		;
+	return 0;
+}
+
 int main(void)
 {
 	static char names[7][8];
@@ -45,5 +58,7 @@ int main(void)
 	}
 	for (int x = 0; x < 30; x++)
 		sum += work_ret(x);
+	for (int i = 0; i < 6; i++)
+		sum += work_wait(i < 4 ? 1100 : 5000);
 	return sum == 42; /* 0: the sum is not 42 */
 }

@@ -634,6 +634,44 @@ static void test_agg_log2_and_vals(void **state)
 	assert_int_equal(agg_total(&p), 11);
 }
 
+/* bpftrace's hist buckets: a log2 key with buckets UPA_AGG_LOG2_FLOOR keeps v's bit
+   length (0 for 0, 1 for 1, k + 1 for [2^k, 2^(k+1))), on the general path and on the
+   one-register path (UPA_P_AGG1); the kernel's ceil stays as it was beside it */
+static void test_agg_log2_floor(void **state)
+{
+	static const uint64_t sizes[] = { 0, 1, 2, 3, 4, 7, 8, 1023, 1024, 1025, UINT64_MAX };
+	static const uint64_t bits[] = { 0, 1, 2, 2, 3, 3, 4, 10, 11, 11, 64 };
+	uint64_t frame[UPA_NREGS] = { 0 }, k, hits;
+	struct aprobe p;
+
+	(void)state;
+	for (unsigned agg1 = 0; agg1 < 2; agg1++) {
+		reset();
+		aprobe_init(&p, 1, 0, 1);
+		p.g.key[0] = (struct upa_agg_key){ .src = UPA_AGG_FETCH, .xform = UPA_AGG_LOG2,
+						   .buckets = UPA_AGG_LOG2_FLOOR, .words = 1 };
+		if (agg1)
+			p.d.flags |= UPA_P_AGG1;
+		for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			frame[UPA_RDI] = sizes[i];
+			entry(frame, &p.d);
+			assert_int_equal(upa_agg_log2_floor(sizes[i]), bits[i]);
+		}
+		assert_int_equal(agg_total(&p), 11);
+		k = 0, assert_true(agg_find(&p, &k, &hits, NULL)), assert_int_equal(hits, 1);
+		k = 1, assert_true(agg_find(&p, &k, &hits, NULL)), assert_int_equal(hits, 1);
+		k = 2, assert_true(agg_find(&p, &k, &hits, NULL)), assert_int_equal(hits, 2);
+		k = 3, assert_true(agg_find(&p, &k, &hits, NULL)), assert_int_equal(hits, 2);
+		k = 11, assert_true(agg_find(&p, &k, &hits, NULL)), assert_int_equal(hits, 2);
+		k = 64, assert_true(agg_find(&p, &k, &hits, NULL)), assert_int_equal(hits, 1);
+		k = 5, assert_false(agg_find(&p, &k, &hits, NULL));
+	}
+	assert_int_equal(upa_agg_log2_key(5, 0), 3);
+	assert_int_equal(upa_agg_log2_key(5, UPA_AGG_LOG2_FLOOR), 3);
+	assert_int_equal(upa_agg_log2_key(4, 0), 2);
+	assert_int_equal(upa_agg_log2_key(4, UPA_AGG_LOG2_FLOOR), 3);
+}
+
 static void test_agg_buckets_and_full(void **state)
 {
 	uint64_t frame[UPA_NREGS] = { 0 }, k, hits;
@@ -1115,6 +1153,7 @@ int main(void)
 		cmocka_unit_test(test_cpu),
 		cmocka_unit_test(test_two_writers),
 		cmocka_unit_test(test_agg_log2_and_vals),
+		cmocka_unit_test(test_agg_log2_floor),
 		cmocka_unit_test(test_agg_buckets_and_full),
 		cmocka_unit_test(test_agg_string_key),
 		cmocka_unit_test(test_agg_stack_key),

@@ -178,6 +178,10 @@ static void test_resolve(void **state)
 	parse_ok("ret:hist:keys=$duration.log2:vals=rv.max", true, &h);
 	assert_int_equal(up_hist_resolve(&h, &r, &e), 0);
 	up_hist_free(&h);
+	parse_ok("ret:hist:keys=$duration.log2floor:vals=$duration", true, &h);
+	assert_int_equal(up_hist_resolve(&h, &r, &e), 0);
+	assert_int_equal(h.key[0].mod, UP_HIST_MOD_LOG2FLOOR);
+	up_hist_free(&h);
 	up_spec_free(&p);
 	up_spec_free(&r);
 }
@@ -191,6 +195,14 @@ static void test_key_value(void **state)
 	(void)state;
 	for (unsigned i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		assert_int_equal(up_hist_key_value(&f, v[i]), log2[i]);
+	/* ours, bpftrace's hist buckets: the bit length */
+	f.mod = UP_HIST_MOD_LOG2FLOOR;
+	assert_int_equal(up_hist_key_value(&f, 0), 0);
+	assert_int_equal(up_hist_key_value(&f, 1), 1);
+	assert_int_equal(up_hist_key_value(&f, 3), 2);
+	assert_int_equal(up_hist_key_value(&f, 1023), 10);
+	assert_int_equal(up_hist_key_value(&f, 1024), 11);
+	assert_int_equal(up_hist_key_value(&f, UINT64_MAX), 64);
 	f.mod = UP_HIST_MOD_BUCKETS;
 	f.buckets = 10;
 	assert_int_equal(up_hist_key_value(&f, 0), 0);

@@ -113,9 +113,11 @@ static void run_usage(FILE *out)
 	      "\n"
 	      "A probe whose body is one aggregation of argN (or argN & 255) or retval into\n"
 	      "a map used nowhere else (@[arg0] = count(), @h = hist(arg1), @s[arg0] =\n"
-	      "sum(arg2)) runs in the process, without stopping the thread; any other body\n"
-	      "stops its thread while it runs in uprobe (the trap path, ~10 us a hit).  -v\n"
-	      "says which.\n"
+	      "sum(arg2)) runs in the process, without stopping the thread; so does the\n"
+	      "latency pair uprobe:X:f { @start[tid] = nsecs; } uretprobe:X:f /@start[tid]/\n"
+	      "{ @ns = hist(nsecs - @start[tid]); delete(@start[tid]); } (the return's\n"
+	      "duration in the process).  Any other body (tid and comm keys too) stops its\n"
+	      "thread while it runs in uprobe (the trap path, ~10 us a hit).  -v says which.\n"
 	      "Exit status: 0; 1 when the program cannot run; 2 for a bad command line.\n",
 	      out);
 }
@@ -138,8 +140,16 @@ struct fastplan {
 	bool valkey; /* the value is the last key */
 	bool has_val;
 	bool bucket_sum; /* valkey a bucket's low bound: vals[0] sums the values themselves */
+	bool log2floor; /* valkey is a hist bucket's bit length (agent/agg.h), not a value */
 	unsigned size; /* the table's entries, per process */
+	int folded; /* the latency pair's entry probe: runs as its return's $duration (-1: no) */
+	bool skip; /* this is such an entry probe: nothing to add, its return counts it */
 };
+
+static bool has_glob(const char *s)
+{
+	return strpbrk(s, "*?[") != NULL;
+}
 
 static int count_map_refs(const struct bt_node *n, int map)
 {
@@ -211,6 +221,7 @@ static bool fast_plan(const struct bt_prog *p, unsigned pi, struct fastplan *fp)
 	int refs = 0;
 
 	memset(fp, 0, sizeof(*fp));
+	fp->folded = -1;
 	if (pr->pred || !pr->body || pr->body->n != 1)
 		return false;
 	for (unsigned j = 0; j < pr->nap; j++) {
@@ -281,6 +292,142 @@ static bool fast_plan(const struct bt_prog *p, unsigned pi, struct fastplan *fp)
 		fp->size = 8192;
 	snprintf(fp->trigger, sizeof(fp->trigger), "hist:keys=%s:vals=%s:size=%u", keys, vals,
 		 fp->size);
+	return true;
+}
+
+static bool is_builtin(const struct bt_node *n, int b)
+{
+	return n && n->k == BT_N_BUILTIN && n->ival == b;
+}
+
+/* @m[tid] (m < 0: any map) */
+static bool is_map_tid(const struct bt_node *n, int m)
+{
+	return n && n->k == BT_N_MAP && (m < 0 || n->id == m) && n->n == 1 &&
+	       is_builtin(n->v[0], BT_B_TID);
+}
+
+/* nsecs - @m[tid] */
+static bool is_since(const struct bt_node *n, int m)
+{
+	return n && n->k == BT_N_BIN && n->op == T_MINUS && is_builtin(n->a, BT_B_NSECS) &&
+	       is_map_tid(n->b, m);
+}
+
+static int prog_map_refs(const struct bt_prog *p, int map)
+{
+	int refs = 0;
+
+	for (unsigned i = 0; i < p->nprobes; i++)
+		refs += count_map_refs(p->probes[i].pred, map) +
+			count_map_refs(p->probes[i].body, map);
+	return refs;
+}
+
+static int count_var_refs(const struct bt_node *n, int var)
+{
+	int c = 0;
+
+	if (!n)
+		return 0;
+	if (n->k == BT_N_VAR && n->id == var)
+		c++;
+	c += count_var_refs(n->a, var) + count_var_refs(n->b, var) + count_var_refs(n->c, var);
+	for (unsigned i = 0; i < n->n; i++)
+		c += count_var_refs(n->v[i], var);
+	return c;
+}
+
+/* Both probes' attach points the same functions, in the same order, entry and return. */
+static bool same_functions(const struct bt_probe *e, const struct bt_probe *r)
+{
+	if (e->nap != r->nap)
+		return false;
+	for (unsigned j = 0; j < e->nap; j++)
+		if (e->ap[j].kind != BT_P_UPROBE || r->ap[j].kind != BT_P_URETPROBE ||
+		    strcmp(e->ap[j].target, r->ap[j].target) || strcmp(e->ap[j].func, r->ap[j].func) ||
+		    has_glob(e->ap[j].func))
+			return false;
+	return true;
+}
+
+/*
+ * The latency pair, gethostlatency.bt's shape:
+ *   uprobe:X:f { @start[tid] = nsecs; }
+ *   uretprobe:X:f /@start[tid]/ { [$d = nsecs - @start[tid];] @h = hist(nsecs - @start[tid] | $d);
+ *                                 delete(@start[tid]); }
+ * with @start and @h used nowhere else.  The return probe pi becomes a hist trigger keyed
+ * by $duration.log2floor (the agent keeps a return probe's entry time: section 1 of
+ * docs/design.md), bpftrace's hist buckets; the entry probe runs nowhere (fp->folded
+ * names it, so its probes are still counted).  Per thread, as @start[tid] is: the same
+ * answers for a function that does not call itself; a recursive one pairs each return
+ * with its own entry, where bpftrace pairs it with the last entry of the thread.
+ */
+static bool fast_latency(const struct bt_prog *p, unsigned pi, struct fastplan *fp, bool sum)
+{
+	const struct bt_probe *r = &p->probes[pi], *e = NULL;
+	const struct bt_node *b = r->body, *st, *h;
+	unsigned s = 0;
+	int start, var = -1, ei = -1, cleared = 0;
+
+	memset(fp, 0, sizeof(*fp));
+	fp->folded = -1;
+	if (!is_map_tid(r->pred, -1) || !b || b->n < 2 || b->n > 3)
+		return false;
+	start = r->pred->id;
+	st = b->v[s];
+	if (b->n == 3) {
+		if (st->k != BT_N_ASSIGN || st->op != T_ASSIGN || st->a->k != BT_N_VAR ||
+		    !is_since(st->b, start))
+			return false;
+		var = st->a->id;
+		st = b->v[++s];
+	}
+	/* @h = hist(...) */
+	if (st->k != BT_N_ASSIGN || st->op != T_ASSIGN || st->a->k != BT_N_MAP || st->a->n ||
+	    st->b->k != BT_N_CALL || st->b->op != F_HIST || st->b->n != 1 ||
+	    p->maps[st->a->id].kind != BT_M_HIST || prog_map_refs(p, st->a->id) != 1)
+		return false;
+	h = st->b->v[0];
+	if (var >= 0 ? !(h->k == BT_N_VAR && h->id == var) || count_var_refs(b, var) != 2
+		     : !is_since(h, start))
+		return false;
+	fp->map = st->a->id;
+	/* delete(@start[tid]) */
+	st = b->v[++s];
+	if (st->k != BT_N_CALL || st->op != F_DELETE || st->n != 1 || !is_map_tid(st->v[0], start))
+		return false;
+	/* the entry: @start[tid] = nsecs, alone; END may clear(@start) (empty here) */
+	for (unsigned i = 0; i < p->nprobes; i++) {
+		const struct bt_probe *q = &p->probes[i];
+
+		if (q->nap == 1 && q->ap[0].kind == BT_P_END && !q->pred && q->body)
+			for (unsigned j = 0; j < q->body->n; j++) {
+				st = q->body->v[j];
+				if (st->k == BT_N_CALL && st->op == F_CLEAR && st->n == 1 &&
+				    st->v[0]->k == BT_N_MAP && st->v[0]->id == start)
+					cleared++;
+			}
+		if (i == pi || !count_map_refs(q->body, start) || q->ap[0].kind == BT_P_END)
+			continue;
+		if (e || q->pred || !q->body || q->body->n != 1)
+			return false;
+		st = q->body->v[0];
+		if (st->k != BT_N_ASSIGN || st->op != T_ASSIGN || !is_map_tid(st->a, start) ||
+		    !is_builtin(st->b, BT_B_NSECS))
+			return false;
+		e = q;
+		ei = (int)i;
+	}
+	if (!e || prog_map_refs(p, start) != 4 + cleared || !same_functions(e, r))
+		return false;
+	fp->valkey = true;
+	fp->log2floor = true;
+	fp->size = 128; /* 65 bit lengths */
+	fp->bucket_sum = sum;
+	snprintf(fp->trigger, sizeof(fp->trigger), "hist:keys=$duration.log2floor:vals=%s:size=%u",
+		 sum ? "$duration" : "hitcount", fp->size);
+	fp->folded = ei;
 	return true;
 }
 
@@ -513,6 +660,7 @@ struct adder {
 	FILE *out;
 	bool flush;
 	const struct fastplan *fast; /* the probe's, or NULL: the trap path */
+	bool unfast; /* a spec of the probe's could not take its trigger */
 	char err[1024];
 };
 
@@ -567,23 +715,61 @@ static int add_one(void *ctx, const char *spec)
 			fprintf(stderr, "uprobe run: %s: the trap path: %s\n", k->name, err);
 		}
 	}
-	if (!k->fast)
+	if (!k->fast) {
+		a->unfast = a->fast != NULL;
 		up_trace_set_hit_fn(a->tr, i, on_hit, k);
+	}
 	a->added++;
 	if (a->verbose > 0)
 		fprintf(stderr, "uprobe run: %s: %s\n", k->name, spec);
 	return 0;
 }
 
-static bool has_glob(const char *s)
-{
-	return strpbrk(s, "*?[") != NULL;
-}
-
 /* The program's user-space attach points, into the session. */
+static int add_probes_of(struct adder *a, struct bt_prog *p, pid_t pid, struct fastplan *plans,
+			 unsigned i);
+
 static int add_probes(struct adder *a, struct bt_prog *p, pid_t pid, struct fastplan *plans)
 {
-	for (unsigned i = 0; i < p->nprobes; i++)
+	for (unsigned i = 0; i < p->nprobes; i++) {
+		unsigned before = a->added;
+		int rc;
+
+		if (plans && plans[i].skip)
+			continue;
+		a->unfast = false;
+		rc = add_probes_of(a, p, pid, plans, i);
+		if (rc)
+			return rc;
+		/* the latency pair's entry: as many probes as its return (bpftrace's count);
+		   where a return could not take its trigger (on the trap path), the entry
+		   runs as written, so that @start[tid] is there */
+		if (plans && plans[i].trigger[0] && plans[i].folded >= 0 && a->unfast) {
+			unsigned e = (unsigned)plans[i].folded;
+
+			plans[e].trigger[0] = '\0'; /* still skipped by this loop: added here */
+			if (a->verbose > 0)
+				fprintf(stderr, "uprobe run: probe %u: the entry of %s's latency "
+					"pair: on the trap path, as its return\n", e + 1,
+					p->maps[plans[i].map].name);
+			rc = add_probes_of(a, p, pid, plans, e);
+			if (rc)
+				return rc;
+		} else if (plans && plans[i].trigger[0] && plans[i].folded >= 0) {
+			a->added += a->added - before;
+			if (a->verbose > 0)
+				fprintf(stderr, "uprobe run: probe %d: the entry of %s's latency pair: "
+					"its return's $duration, in the process\n", plans[i].folded + 1,
+					p->maps[plans[i].map].name);
+		}
+	}
+	return 0;
+}
+
+static int add_probes_of(struct adder *a, struct bt_prog *p, pid_t pid, struct fastplan *plans,
+			 unsigned i)
+{
+	{
 		for (unsigned j = 0; j < p->probes[i].nap; j++) {
 			const struct bt_attach *ap = &p->probes[i].ap[j];
 			char path[PATH_MAX], text[PATH_MAX + 512];
@@ -628,6 +814,7 @@ static int add_probes(struct adder *a, struct bt_prog *p, pid_t pid, struct fast
 				fprintf(stderr, "uprobe run: %s: left out:\n%s", ap->text, e);
 			}
 		}
+	}
 	return 0;
 }
 
@@ -655,6 +842,8 @@ static int feed_one(void *ctx, const struct up_hist_key *k, uint64_t hits, const
 		v = (int64_t)k->num[fd->fp->nmapkeys];
 	else if (fd->fp->has_val)
 		v = (int64_t)vals[0];
+	if (fd->fp->log2floor) /* a bit length: its bucket's low bound */
+		v = v <= 0 ? 0 : v >= 64 ? INT64_MAX : (int64_t)(1ull << (v - 1));
 	e = bt_table_get(fd->m, key, fd->fp->nmapkeys, true);
 	if (!e) {
 		fd->fails++;
@@ -1037,8 +1226,12 @@ static int run_run(int argc, char **argv)
 
 		plans = calloc(prog->nprobes, sizeof(*plans));
 		for (unsigned i = 0; plans && !no_fast && i < prog->nprobes; i++)
-			if (!fast_plan(prog, i, &plans[i]))
+			if (!fast_plan(prog, i, &plans[i]) &&
+			    !fast_latency(prog, i, &plans[i], listen_at != NULL))
 				plans[i].trigger[0] = '\0';
+		for (unsigned i = 0; plans && !no_fast && i < prog->nprobes; i++)
+			if (plans[i].trigger[0] && plans[i].folded >= 0)
+				plans[plans[i].folded].skip = true;
 
 		rc = up_trace_new(&opts, &tr);
 		if (rc) {

@@ -555,7 +555,7 @@ static inline __attribute__((always_inline)) void agg1_count(const struct upa_ct
 	unsigned ti;
 
 	if (a->key[0].xform == UPA_AGG_LOG2)
-		v = upa_agg_log2(v);
+		v = upa_agg_log2_key(v, a->key[0].buckets);
 	else if (a->key[0].xform == UPA_AGG_BUCKETS)
 		v = upa_agg_bucket(v, a->key[0].buckets);
 	ti = own_table(ctl, a, slot);
@@ -623,7 +623,7 @@ static void aggregate(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *
 			v = 0; /* a read that faulted counts as 0, on the trap path too */
 		}
 		if (k->xform == UPA_AGG_LOG2)
-			v = upa_agg_log2(v);
+			v = upa_agg_log2_key(v, k->buckets);
 		else if (k->xform == UPA_AGG_BUCKETS)
 			v = upa_agg_bucket(v, k->buckets);
 		key[n++] = v;
@@ -1291,7 +1291,7 @@ __attribute__((used, no_caller_saved_registers)) uint64_t upa_return_lean(uint64
 			__atomic_store_n(&e->key, UPA_RT_TOMB, __ATOMIC_RELEASE);
 			dur = (uint64_t)((unsigned __int128)t * ctl->ns_mult >> 32);
 			if (a->key[0].xform == UPA_AGG_LOG2 && table < a->ntables - 1) {
-				v = upa_agg_log2(dur);
+				v = upa_agg_log2_key(dur, a->key[0].buckets);
 				h = upa_agg_hash(&v, 1);
 				s = (uint64_t *)a->tables +
 				    (((uint64_t)table << a->order) + (h & ((1ull << a->order) - 1))) *
