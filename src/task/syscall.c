@@ -198,9 +198,11 @@ static int run_remote(struct up_task *t, struct user_regs_struct *r, bool step, 
 	   signal that is blocked resets its disposition to SIG_DFL (the kernel's
 	   force_sig_info_to_task), which took the program's own SIGTRAP handler, and the
 	   safety net's, with every remote system call */
-	uint64_t mask, all = ~0ULL & ~(1ULL << (SIGTRAP - 1)), start = r->rip;
+	uint64_t mask = 0, all = ~0ULL & ~(1ULL << (SIGTRAP - 1)), start = r->rip;
 	int err, st, pending = 0;
 
+	/* mask starts defined: valgrind does not know that GETSIGMASK writes it, and it goes
+	   into the process (remote_note) */
 	if (up__ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof(mask), &mask) < 0)
 		return -errno;
 	if (e->ops->remote_note)
