@@ -1969,8 +1969,16 @@ int up_proc_detach(struct up_proc *p)
 			}
 		} else if (t->stop == UP_ST_SIGNAL) {
 			sig = t->sig;
-			if (sig && t->info_clobbered && t->info.si_signo == sig)
+			if (sig == SIGTRAP && t->rewound) {
+				/* an int3's stop, put back on the int3 (up__park_safe) and not
+				   handled: with the int3 out it runs the original instruction
+				   from there -- its SIGTRAP passed on would kill the program */
+				sig = 0;
+				if (rewound_untouched(t))
+					t->regs_valid = t->regs_dirty = t->rewound = false;
+			} else if (sig && t->info_clobbered && t->info.si_signo == sig) {
 				up__ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->info);
+			}
 		} else if (t->stop == UP_ST_EVENT && sigtrap_pending(t->tid)) {
 			sig = drain_sigtrap(e, t);
 		}
