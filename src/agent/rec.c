@@ -22,9 +22,12 @@ int up_rec_mem_read(const uint8_t *mem, size_t memlen, uint64_t addr, void *buf,
 		at += sizeof(*m);
 		if (m->flags & UPA_MEM_FAULT)
 			continue;
-		at += UPA_ALIGN8(m->len);
-		if (at > memlen)
+		/* its bytes within the record: compared before any sum (a len near 2^32
+		   wrapped UPA_ALIGN8's 32-bit addition to 0 and was read past the record:
+		   fuzz_region) */
+		if (m->len > memlen - at)
 			break;
+		at += UPA_ALIGN8((uint64_t)m->len);
 		/* no sum that could wrap: a raw file's addresses are anything */
 		if (addr < m->addr || addr - m->addr > m->len)
 			continue;
