@@ -75,6 +75,19 @@ void cli_listen_serve_with(struct cli_listen *l,
 			   int (*render)(void *arg, FILE *f, bool om, unsigned max_series), void *arg);
 void cli_listen_stop(struct cli_listen *l);
 
+/*
+ * A tracing loop's signals (signals.c): cli_on_stop sets cli_stop_sig to the signal (a
+ * stop); cli_on_tick (an interval) sets cli_tick_due and, cli_on_scrape (--listen) alone,
+ * cli_stop_sig to CLI_STOP_TICK when no stop is pending, so that the loop's wait returns
+ * without ending.  Install them without SA_RESTART.
+ */
+#define CLI_STOP_TICK (-1)
+extern volatile int cli_stop_sig;
+extern volatile int cli_tick_due;
+void cli_on_stop(int sig);
+void cli_on_tick(int sig);
+void cli_on_scrape(int sig);
+
 /* Prints "Try 'uprobe help CMD'." style hint and returns CLI_USAGE. */
 int cli_usage_error(const struct cli_cmd *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -32,31 +32,7 @@
 #include "trace/spec.h"
 #include "sym/sym.h"
 
-static volatile int stop_sig;
-static volatile int tick_due;
-#define STOP_TICK (-1) /* an interval's tick, not a stop */
 #define STOP_EXIT (-2) /* the program called exit() */
-
-static void on_stop_signal(int sig)
-{
-	stop_sig = sig;
-}
-
-/* SIGUSR2: a scrape of --listen waits (listen.c); the loop returns to serve it */
-static void on_scrape(int sig)
-{
-	(void)sig;
-	if (!stop_sig)
-		stop_sig = STOP_TICK;
-}
-
-static void on_tick(int sig)
-{
-	(void)sig;
-	tick_due = 1;
-	if (!stop_sig)
-		stop_sig = STOP_TICK;
-}
 
 static void run_usage(FILE *out)
 {
@@ -457,8 +433,8 @@ static void on_hit(void *arg, const struct up_trace_hit *h)
 	bt_rt_run(k->rt, k->probe, &c);
 	if (k->flush)
 		fflush(k->out);
-	if (bt_rt_exiting(k->rt) && (!stop_sig || stop_sig == STOP_TICK))
-		stop_sig = STOP_EXIT;
+	if (bt_rt_exiting(k->rt) && (!cli_stop_sig || cli_stop_sig == CLI_STOP_TICK))
+		cli_stop_sig = STOP_EXIT;
 }
 
 static char *read_all(FILE *f)
@@ -1094,7 +1070,7 @@ static int run_run(int argc, char **argv)
 	struct up_trace *tr = NULL;
 	struct adder ad = { 0 };
 	FILE *out = stdout, *outf = NULL;
-	struct sigaction sa = { .sa_handler = on_stop_signal };
+	struct sigaction sa = { .sa_handler = cli_on_stop };
 	char **cargv = NULL;
 	unsigned nprobes = 0, nuser = 0;
 	uint64_t period_ns = 0;
@@ -1304,7 +1280,7 @@ static int run_run(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	if (listen_at) {
-		struct sigaction wa = { .sa_handler = on_scrape }; /* no SA_RESTART */
+		struct sigaction wa = { .sa_handler = cli_on_scrape }; /* no SA_RESTART */
 		char lerr[256];
 
 		sigaction(SIGUSR2, &wa, NULL);
@@ -1331,7 +1307,7 @@ static int run_run(int argc, char **argv)
 		}
 	}
 	if (period_ns) {
-		struct sigaction ta = { .sa_handler = on_tick };
+		struct sigaction ta = { .sa_handler = cli_on_tick };
 		struct itimerval it;
 
 		it.it_interval.tv_sec = (time_t)(period_ns / 1000000000ull);
@@ -1349,23 +1325,23 @@ static int run_run(int argc, char **argv)
 			bool tick, scrape;
 
 			if (tr) {
-				rc = up_trace_run(tr, &stop_sig);
+				rc = up_trace_run(tr, &cli_stop_sig);
 				if (rc != -EINTR)
 					break;
-			} else if (!stop_sig) {
+			} else if (!cli_stop_sig) {
 				pause();
 			}
 			scrape = srv && cli_listen_due(srv);
-			if (!tick_due && !scrape)
+			if (!cli_tick_due && !scrape)
 				break;
 			sigfillset(&all);
 			sigprocmask(SIG_BLOCK, &all, &old);
-			if (stop_sig == STOP_TICK)
-				stop_sig = 0;
-			tick = tick_due;
-			tick_due = 0;
+			if (cli_stop_sig == CLI_STOP_TICK)
+				cli_stop_sig = 0;
+			tick = cli_tick_due;
+			cli_tick_due = 0;
 			sigprocmask(SIG_SETMASK, &old, NULL);
-			if (stop_sig)
+			if (cli_stop_sig)
 				break;
 			if (scrape) {
 				struct run_metrics rm = { tr, prog, &ad };

@@ -25,30 +25,6 @@
 #include "trace/session.h"
 #include "trace/spec.h"
 
-static volatile int stop_sig;
-static volatile int tick_due;
-#define STOP_TICK (-1) /* stop_sig: not a stop, an -i period ended */
-
-static void on_stop_signal(int sig)
-{
-	stop_sig = sig;
-}
-
-/* SIGUSR2: a scrape of --listen waits (listen.c); the loop returns to serve it */
-static void on_scrape(int sig)
-{
-	(void)sig;
-	if (!stop_sig)
-		stop_sig = STOP_TICK;
-}
-
-static void on_tick(int sig)
-{
-	(void)sig;
-	tick_due = 1;
-	if (!stop_sig)
-		stop_sig = STOP_TICK;
-}
 
 /* "2", "0.5", "2s", "500ms": an -i period in ms; 0 when malformed. */
 static unsigned long parse_period(const char *s)
@@ -500,7 +476,7 @@ static int run_kernel(struct spec_list *specs, pid_t pid, char **cmd, bool json,
 	} else {
 		if (child && write(go[1], "g", 1) != 1)
 			status = CLI_FAIL;
-		up_kb_run(kb, &stop_sig, pid);
+		up_kb_run(kb, &cli_stop_sig, pid);
 		if (count)
 			up_kb_counts(kb, out);
 	}
@@ -569,7 +545,7 @@ static int run_trace(int argc, char **argv)
 	bool count = false, kernel = false;
 	const char *filter = NULL;
 	struct up_trace *tr = NULL;
-	struct sigaction sa = { .sa_handler = on_stop_signal };
+	struct sigaction sa = { .sa_handler = cli_on_stop };
 	int c, rc, status = CLI_OK;
 	pid_t child = 0;
 	const char *listen_at = NULL;
@@ -794,7 +770,7 @@ static int run_trace(int argc, char **argv)
 			setvbuf(opts.out, NULL, _IOFBF, 1 << 16), opts.flush = true;
 	}
 	if (listen_at) {
-		struct sigaction wa = { .sa_handler = on_scrape }; /* no SA_RESTART */
+		struct sigaction wa = { .sa_handler = cli_on_scrape }; /* no SA_RESTART */
 		char err[256];
 
 		sigaction(SIGUSR2, &wa, NULL);
@@ -895,7 +871,7 @@ static int run_trace(int argc, char **argv)
 	}
 	started = true;
 	if (period) {
-		struct sigaction ta = { .sa_handler = on_tick };
+		struct sigaction ta = { .sa_handler = cli_on_tick };
 		struct itimerval it = { { (time_t)(period / 1000), (suseconds_t)(period % 1000) * 1000 },
 					{ (time_t)(period / 1000), (suseconds_t)(period % 1000) * 1000 } };
 
@@ -907,19 +883,19 @@ static int run_trace(int argc, char **argv)
 
 		bool tick;
 
-		rc = up_trace_run(tr, &stop_sig);
-		if (rc != -EINTR || (!tick_due && !(srv && cli_listen_due(srv))))
+		rc = up_trace_run(tr, &cli_stop_sig);
+		if (rc != -EINTR || (!cli_tick_due && !(srv && cli_listen_due(srv))))
 			break;
 		/* a period ended or a scrape waits, not a stop: a stop that comes meanwhile
 		   is kept */
 		sigfillset(&all);
 		sigprocmask(SIG_BLOCK, &all, &old);
-		if (stop_sig == STOP_TICK)
-			stop_sig = 0;
-		tick = tick_due;
-		tick_due = 0;
+		if (cli_stop_sig == CLI_STOP_TICK)
+			cli_stop_sig = 0;
+		tick = cli_tick_due;
+		cli_tick_due = 0;
 		sigprocmask(SIG_SETMASK, &old, NULL);
-		if (stop_sig)
+		if (cli_stop_sig)
 			break;
 		if (srv)
 			cli_listen_serve(srv, tr);
@@ -930,14 +906,14 @@ static int run_trace(int argc, char **argv)
 		struct itimerval off = { { 0, 0 }, { 0, 0 } };
 
 		setitimer(ITIMER_REAL, &off, NULL);
-		if (stop_sig == STOP_TICK)
-			stop_sig = 0;
+		if (cli_stop_sig == CLI_STOP_TICK)
+			cli_stop_sig = 0;
 	}
 	if (rc == -EPIPE) {
 		/* the reader went away (| head): stop tracing, leave the command running */
 		status = 128 + SIGPIPE;
-		if (!stop_sig)
-			stop_sig = SIGPIPE;
+		if (!cli_stop_sig)
+			cli_stop_sig = SIGPIPE;
 	} else if (rc && rc != -EINTR) {
 		cli_err("trace", "tracing stopped: %s", strerror(-rc));
 	}
@@ -991,15 +967,15 @@ out:
 
 		up_trace_free(tr); /* detaches: the command runs on unprobed */
 		tr = NULL;
-		if (st < 0 && !status && stop_sig != SIGTERM && stop_sig != SIGPIPE) {
+		if (st < 0 && !status && cli_stop_sig != SIGTERM && cli_stop_sig != SIGPIPE) {
 			/* Ctrl-C reached the command too: wait for what it does with it */
 			while (waitpid(child, &st, 0) < 0 && errno == EINTR)
 				;
 		}
 		if (!status && st >= 0)
 			status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		else if (!status && stop_sig)
-			status = 128 + stop_sig;
+		else if (!status && cli_stop_sig)
+			status = 128 + cli_stop_sig;
 	}
 	up_trace_free(tr);
 	if (outf)
