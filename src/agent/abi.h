@@ -213,7 +213,7 @@ struct upa_rt {
 #define UPA_HIJACK_AT	 240
 #define UPA_HIJACK_FRAME (128 + 7 * 8 + UPA_R9 * 8)
 #define UPA_ENTRY_OFF 256
-#define UPA_CODE_SIZE 20480 /* the blob's mapping: it must fit */
+#define UPA_CODE_SIZE 32768 /* the blob's mapping: it must fit */
 
 /*
  * Aggregation (UPA_P_AGG): a hit updates the entry of its key in a table, instead of
