@@ -22,12 +22,15 @@ same computation inline.
   sleep   a thread asleep in a function whose return a fast-path return probe hijacked:
           the detach puts the return back and unmaps everything; woken, the function
           returns home with its result.
+  early   SIGINT at a random moment before the tracer has armed (0.3-1.1x the time it
+          takes here), while it attaches and arms: it ends with status 0 and the process is as before (a stop that came
+          before the tracer's handler once killed it, the probes half-armed).
 The figures (time a cycle, VmSize, RssShmem, mappings before and after) are printed."""
 import os, re, signal, subprocess, sys, time
 
 uprobe, prog = sys.argv[1], sys.argv[2]
 cycles = int(sys.argv[3]) if len(sys.argv) > 3 else 50
-scenarios = sys.argv[4:] or ["cycles", "park", "sleep"]
+scenarios = sys.argv[4:] or ["cycles", "park", "sleep", "early"]
 
 work = "%s:det_work" % prog
 short = "%s:det_short" % prog
@@ -255,6 +258,63 @@ def sleep_scenario():
           "back, everything unmapped in %.2f s; woken, it returned home right" % took)
 
 
+def early_scenario():
+    import random
+    t = start()
+    m0, vm0 = maps(t.pid), status(t.pid, "VmSize")
+    runs, fast, killed = 30, 0, 0
+    # how long a tracer takes to arm here, per mode: the SIGINTs fall in that window
+    span = {}
+    for mode in ORDER:
+        t0 = time.time()
+        tr = subprocess.Popen([uprobe, "trace", "-v", "-p", str(t.pid)] + MODES[mode],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        err = ""
+        while not armed(err, MODES[mode]):
+            line = tr.stderr.readline()
+            if not line:
+                fail("early (%s): the tracer ended before it armed\n%s" % (mode, err))
+            err += line
+        span[mode] = time.time() - t0
+        tr.send_signal(signal.SIGINT)
+        if tr.wait(timeout=30) != 0:
+            fail("early (%s): the tracer exited %d" % (mode, tr.returncode))
+    for i in range(runs):
+        mode = ORDER[i % len(ORDER)]
+        delay = random.uniform(0.3, 1.1) * span[mode]
+        tr = subprocess.Popen([uprobe, "trace", "-v", "-p", str(t.pid)] + MODES[mode],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        tr.send_signal(signal.SIGINT)
+        try:
+            _, err = tr.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            tr.kill()
+            fail("early: the tracer did not end after a SIGINT at %.0f ms" % (delay * 1000))
+        if "on the fast path" in err:
+            fast += 1
+        # before it writes into the process a SIGINT ends the tracer as it ends any
+        # program; from the attach on, the tracer detaches and ends 0
+        if tr.returncode == -signal.SIGINT:
+            if "armed at" in err:
+                fail("early (%s): SIGINT at %.0f ms killed the tracer after it armed\n%s" %
+                     (mode, delay * 1000, err))
+            killed += 1
+        elif tr.returncode != 0:
+            fail("early (%s): SIGINT at %.0f ms: the tracer exited %d (0 expected: it "
+                 "detaches)\n%s" % (mode, delay * 1000, tr.returncode, err))
+        if maps(t.pid) != m0 or status(t.pid, "VmSize") != vm0:
+            fail("early (%s): SIGINT at %.0f ms: the maps changed: %s\n%s" %
+                 (mode, delay * 1000, ours(maps(t.pid), m0), err))
+        text_as_file(t.pid)
+    finish(t)
+    print("early: %d SIGINTs while a tracer started and armed: %d before it touched the "
+          "process (it died of it), %d during or after the attach (it detached, status 0; "
+          "%d of them armed on the fast path): the process as before and right" %
+          (runs, killed, runs - killed, fast))
+
+
 for s in scenarios:
-    {"cycles": cycles_scenario, "park": park_scenario, "sleep": sleep_scenario}[s]()
+    {"cycles": cycles_scenario, "park": park_scenario, "sleep": sleep_scenario,
+     "early": early_scenario}[s]()
 print("PASS")

@@ -87,6 +87,11 @@ extern volatile int cli_tick_due;
 void cli_on_stop(int sig);
 void cli_on_tick(int sig);
 void cli_on_scrape(int sig);
+/* SIGINT, SIGTERM and SIGHUP to cli_on_stop.  restart: during the attach and the arming,
+   so that a stop there is kept for the loop instead of failing a wait half-way (a
+   stop before the handler existed killed the tracer with the probes half-armed);
+   then without, so that the loop's wait returns. */
+void cli_catch_stops(bool restart);
 
 /* Prints "Try 'uprobe help CMD'." style hint and returns CLI_USAGE. */
 int cli_usage_error(const struct cli_cmd *cmd, const char *fmt, ...)

@@ -4,6 +4,8 @@
  * a stop (SIGINT, SIGTERM, SIGHUP), an interval's tick (SIGALRM), a --listen scrape
  * (SIGUSR2).  The handlers only set the flags; the loop reads them.
  */
+#include <signal.h>
+
 #include "cli.h"
 
 volatile int cli_stop_sig;
@@ -27,4 +29,13 @@ void cli_on_tick(int sig)
 	cli_tick_due = 1;
 	if (!cli_stop_sig)
 		cli_stop_sig = CLI_STOP_TICK;
+}
+
+void cli_catch_stops(bool restart)
+{
+	struct sigaction sa = { .sa_handler = cli_on_stop, .sa_flags = restart ? SA_RESTART : 0 };
+
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 }

@@ -545,7 +545,6 @@ static int run_trace(int argc, char **argv)
 	bool count = false, kernel = false;
 	const char *filter = NULL;
 	struct up_trace *tr = NULL;
-	struct sigaction sa = { .sa_handler = cli_on_stop };
 	int c, rc, status = CLI_OK;
 	pid_t child = 0;
 	const char *listen_at = NULL;
@@ -750,9 +749,7 @@ static int run_trace(int argc, char **argv)
 	/* a closed output pipe must not kill us with probes still in the target */
 	signal(SIGPIPE, SIG_IGN);
 	if (kernel) {
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
-		sigaction(SIGHUP, &sa, NULL);
+		cli_catch_stops(false);
 		status = run_kernel(&specs, npids ? pids[0] : 0, optind < argc ? argv + optind : NULL,
 				    opts.json, count, out);
 		goto out;
@@ -839,6 +836,8 @@ static int run_trace(int argc, char **argv)
 	if (status)
 		goto out;
 
+	/* from the first byte written into a process on, a stop detaches */
+	cli_catch_stops(true);
 	for (unsigned i = 0; i < npids; i++) {
 		rc = up_trace_attach(tr, pids[i]);
 		if (rc) {
@@ -856,10 +855,8 @@ static int run_trace(int argc, char **argv)
 			goto out;
 		}
 	}
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
 	rc = up_trace_start(tr);
+	cli_catch_stops(false);
 	report_arming(tr, &opts, rc);
 	if (rc) {
 		if (rc != -ECANCELED)
