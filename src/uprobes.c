@@ -1981,6 +1981,11 @@ int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop)
 	}
 }
 
+void uprobe_ctx_finish(struct uprobe_ctx *ctx)
+{
+	up_site_finish(&ctx->sites);
+}
+
 void uprobe_ctx_break(struct uprobe_ctx *ctx)
 {
 	ctx->brk = true;

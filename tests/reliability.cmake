@@ -117,7 +117,7 @@ if(TARGET rel_detach)
   add_test(NAME reliability.detach.maps
     COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_detach_maps.py
       $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:rel_detach> 50)
-  set_tests_properties(reliability.detach.maps PROPERTIES TIMEOUT 240)
+  set_tests_properties(reliability.detach.maps PROPERTIES TIMEOUT 420)
 endif()
 
 # fault injection into the tracer (LD_PRELOAD): one failed allocation, one ptrace request

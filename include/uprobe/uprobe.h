@@ -443,6 +443,10 @@ UPROBE_API int uprobe_ctx_set_wait_hook(struct uprobe_ctx *ctx, void (*hook)(voi
 UPROBE_API int uprobe_ctx_dispatch(struct uprobe_ctx *ctx);
 /* Runs until no process is traced (0), or *stop became nonzero (-EINTR). */
 UPROBE_API int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop);
+/* The end of a trace, before the detach: the fast path writes no more records, and
+   the handlers get every record still waiting, now, while the processes run on (a
+   detach would deliver them with every thread stopped).  Probes stay in place. */
+UPROBE_API void uprobe_ctx_finish(struct uprobe_ctx *ctx);
 /* From a handler or callback: makes uprobe_ctx_run return -EINTR after this event. */
 UPROBE_API void uprobe_ctx_break(struct uprobe_ctx *ctx);
 

@@ -27,6 +27,8 @@
 			  trampoline's stubs say which at the return) */
 #define UPA_F_BLOCK 8u /* a record that finds its ring full waits for room (--when-full=block)
 			  while the tracer shows life (ctl.alive), instead of being dropped */
+#define UPA_F_QUIET 16u /* the tracer is ending: a hit writes no record, and loses none
+			   (what the rings hold is read while the process runs on) */
 
 /* UPA_F_BLOCK: a wait for room sleeps this long at a time (a futex on the ring's wseq,
    which the tracer wakes when it moves a tail a waiter waits on), and gives up once

@@ -552,6 +552,13 @@ void up_agent_set_block(struct up_agent *a, bool on)
 			ring_wake(a, k, true);
 }
 
+void up_agent_quiet(struct up_agent *a)
+{
+	flags_set(a, a->flags | UPA_F_QUIET);
+	for (unsigned k = 0; k < UPA_RINGS; k++) /* a waiter for room looks again */
+		ring_wake(a, k, true);
+}
+
 void up_agent_heartbeat(struct up_agent *a)
 {
 	if (!(a->flags & UPA_F_BLOCK))

@@ -339,6 +339,17 @@ void up_site_drain_all(struct up_site_ctx *c)
 		c->rec_seen_ns = up_mono_ns();
 }
 
+void up_site_finish(struct up_site_ctx *c)
+{
+	for (struct up_sites *s = c->spaces; s; s = s->next)
+		if (s->agent)
+			up_agent_quiet(s->agent);
+	/* a thread that looked at the flag before it changed may still be writing a
+	   record: the drain takes what is complete, the detach's the rest */
+	for (struct up_sites *s = c->spaces; s; s = s->next)
+		up_site_drain(s);
+}
+
 bool up_site_any_agent(const struct up_site_ctx *c)
 {
 	for (const struct up_sites *s = c->spaces; s; s = s->next)

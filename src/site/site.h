@@ -301,6 +301,10 @@ bool up_site_spool_deliver(struct up_site_ctx *c, uint64_t until_ns);
 /* Every address space's rings drained; how full they were noted for up_site_drain_ms. */
 void up_site_drain_all(struct up_site_ctx *c);
 bool up_site_any_agent(const struct up_site_ctx *c);
+/* The trace ends: no thread writes another record, and what the rings and the spool
+   hold is delivered now, while the processes run on unthrottled, rather than by the
+   detach, with every thread stopped. */
+void up_site_finish(struct up_site_ctx *c);
 /* How soon the rings are read again while nothing stops (ms). */
 int up_site_drain_ms(const struct up_site_ctx *c);
 /* The agent's hijacked returns go home in p (its table of returns left as it is). */

@@ -236,6 +236,16 @@ int up_trace_run(struct up_trace *tr, volatile int *stop)
 	return rc;
 }
 
+void up_trace_finish(struct up_trace *tr)
+{
+	if (!tr->ctx)
+		return;
+	uprobe_ctx_finish(tr->ctx);
+	tr_flush_pending(tr);
+	if (tr->opts.out && fflush(tr->opts.out) && !tr->out_failed)
+		tr->out_failed = errno ? errno : EIO;
+}
+
 int up_trace_status(const struct up_trace *tr)
 {
 	return tr->status;

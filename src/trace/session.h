@@ -135,6 +135,10 @@ void up_trace_arming(const struct up_trace *tr, struct up_trace_arming *out);
 
 /* Runs until every traced process has gone (0) or *stop became nonzero (-EINTR). */
 int up_trace_run(struct up_trace *tr, volatile int *stop);
+/* The tracing is over (a stop, the end): every record still in the processes' rings
+   and the spool is formatted now, while they run on, before counts, tables and the
+   detach. */
+void up_trace_finish(struct up_trace *tr);
 
 /* The launched command's wait status, -1 while unknown. */
 int up_trace_status(const struct up_trace *tr);

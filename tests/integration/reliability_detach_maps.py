@@ -262,7 +262,7 @@ def early_scenario():
     import random
     t = start()
     m0, vm0 = maps(t.pid), status(t.pid, "VmSize")
-    runs, fast, killed = 30, 0, 0
+    runs, fast, killed = 15, 0, 0
     # how long a tracer takes to arm here, per mode: the SIGINTs fall in that window
     span = {}
     for mode in ORDER:

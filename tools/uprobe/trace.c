@@ -914,6 +914,8 @@ static int run_trace(int argc, char **argv)
 	} else if (rc && rc != -EINTR) {
 		cli_err("trace", "tracing stopped: %s", strerror(-rc));
 	}
+	if (rc != -EPIPE)
+		up_trace_finish(tr);
 out:
 	if (count && tr && !status)
 		up_trace_print_counts(tr, out);

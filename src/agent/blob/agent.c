@@ -351,7 +351,8 @@ static struct upa_rec *wait_room(struct upa_ctl *ctl, struct upa_ring *rg, uint3
 		__atomic_fetch_sub(&rg->waiters, 1, __ATOMIC_SEQ_CST);
 		if (r || (r = reserve(rg, size, shared, at)))
 			return r;
-		if (!(__atomic_load_n(&ctl->flags, __ATOMIC_RELAXED) & UPA_F_BLOCK) ||
+		if ((__atomic_load_n(&ctl->flags, __ATOMIC_RELAXED) & (UPA_F_BLOCK | UPA_F_QUIET)) !=
+			    UPA_F_BLOCK ||
 		    __atomic_load_n(&ctl->gone, __ATOMIC_RELAXED))
 			return 0;
 		now = tsc();
@@ -678,9 +679,13 @@ static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 	if (slot >= 0 && ctl->ring[slot + 1].base)
 		rg = &ctl->ring[slot + 1];
 	shared = rg == &ctl->ring[0];
+	if (__atomic_load_n(&ctl->flags, __ATOMIC_RELAXED) & UPA_F_QUIET)
+		return; /* after the end of the trace: not an event, not a loss */
 	r = reserve(rg, d->max_record, shared, &at);
 	if (!r && (ctl->flags & UPA_F_BLOCK) && !ctl->gone)
 		r = wait_room(ctl, rg, d->max_record, shared, &at);
+	if (!r && (__atomic_load_n(&ctl->flags, __ATOMIC_RELAXED) & UPA_F_QUIET))
+		return; /* it waited for room until the trace ended */
 	if (!r) {
 		__atomic_fetch_add(&rg->lost, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&d->lost, 1, __ATOMIC_RELAXED);
