@@ -68,13 +68,22 @@ static bool uses_entry_args(const struct tspec *ts)
 	return false;
 }
 
+/* Why a probe could not be placed, in the user's terms. */
+static const char *reg_error(int rc)
+{
+	if (rc == -EEXIST)
+		return "an int3 is already there: the program's own, a debugger's, or a kernel "
+		       "uprobe's (listed in /sys/kernel/tracing/uprobe_events)";
+	return strerror(-rc);
+}
+
 static void on_registered(struct uprobe *u, int reg, int result)
 {
 	struct tprobe *p = u->data;
 
 	if (reg && result)
 		tr_log(p->tr, "'%s': cannot probe 0x%" PRIx64 " in process %d: %s", p->ts->text,
-		       u->vaddr, (int)u->pid, strerror(-result));
+		       u->vaddr, (int)u->pid, reg_error(result));
 }
 
 /* A USDT probe's semaphore goes up where the probe is placed (trace/refctr.h). */
@@ -194,7 +203,7 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 	rc = register_uprobe(tr->ctx, &p->u);
 	if (rc && rc != -EINPROGRESS) {
 		tr_log(tr, "'%s': cannot probe 0x%" PRIx64 " in process %d: %s", ts->text, vaddr,
-		       (int)tp->pid, strerror(-rc));
+		       (int)tp->pid, reg_error(rc));
 		tr_probe_free(p);
 		tp->armed[i] = true; /* do not try again in this image */
 		ts->arm_failed = true;
