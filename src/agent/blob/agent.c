@@ -674,13 +674,13 @@ static void record(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *fra
 	uint32_t sp, used;
 	int shared;
 
+	if (__atomic_load_n(&ctl->flags, __ATOMIC_RELAXED) & UPA_F_QUIET)
+		return; /* after the end of the trace: not an event, not a loss */
 	if (slot == SLOT_UNKNOWN)
 		slot = thread_slot(ctl);
 	if (slot >= 0 && ctl->ring[slot + 1].base)
 		rg = &ctl->ring[slot + 1];
 	shared = rg == &ctl->ring[0];
-	if (__atomic_load_n(&ctl->flags, __ATOMIC_RELAXED) & UPA_F_QUIET)
-		return; /* after the end of the trace: not an event, not a loss */
 	r = reserve(rg, d->max_record, shared, &at);
 	if (!r && (ctl->flags & UPA_F_BLOCK) && !ctl->gone)
 		r = wait_room(ctl, rg, d->max_record, shared, &at);
