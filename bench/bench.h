@@ -44,6 +44,10 @@ enum bench_tool {
 	T_CLI_RAW0,   /* the three as they were before the spool: --when-full=drop, and */
 	T_CLI_TEXT0,  /* (text, json) --spool-size 0: formatted straight from the rings */
 	T_CLI_JSON0,
+	T_KERNEL_FILE,	 /* the kernel's uprobe tracer, trace_pipe copied to a file, at its
+			    default buffer size (1.4 MiB a CPU here) */
+	T_KERNEL_FILE64, /* the same with a 64 MiB buffer a CPU */
+	T_BPF_PRINTF,	 /* bpftrace printf() of the six arguments, -o FILE */
 	T_KERNEL,
 	T_BPFTRACE,
 	T_AGG_LOG2,   /* uprobe trace -t: a log2 histogram of the first argument, in-process */
@@ -119,6 +123,9 @@ extern uint64_t bench_rec_lost; /* records the last fast-path records run droppe
 /* bench_kernel.c: NULL when usable, or the reason it is not */
 const char *bench_kernel_setup(struct bench *b);
 double bench_kernel_run(struct bench *b, int wi, long n);
+/* The kernel's tracer to a file through trace_pipe, its buffer kb KiB a CPU (0: the
+   kernel's default); the lines it did not get in *lost. */
+double bench_kernel_pipe_run(struct bench *b, int wi, long n, long kb, uint64_t *lost);
 /* inserts n probes at sites into pid, then removes them; seconds in *ins and *rem */
 void bench_kernel_reg(struct bench *b, pid_t pid, const uint64_t *sites, long n,
 		      double *ins, double *rem);

@@ -42,6 +42,7 @@ const char *const bench_tool_names[T_NTOOLS] = {
 	"uprobe fast path", "fast path, records", "records, burst", "trace --format raw",
 	"trace, text",	    "trace, json",
 	"raw, drop",	    "text, no spool",	"json, no spool",
+	"kernel, to a file", "kernel, 64M buf", "bpftrace printf",
 	"kernel (tracefs)", "bpftrace",
 	"uprobe log2 hist", "uprobe keyed count", "uprobe latency", "bpftrace hist()",
 	"bpftrace @[k]=count", "bpftrace latency", "uprobe run @[k]=count",
@@ -54,6 +55,7 @@ const char *const bench_tool_keys[T_NTOOLS] = {
 	"baseline", "uprobe",	     "uprobe_pinned",   "uprobe_cli",	 "uprobe_fast", "uprobe_fast_rec",
 	"uprobe_fast_burst", "uprobe_cli_raw", "uprobe_cli_text", "uprobe_cli_json",
 	"uprobe_cli_raw_drop", "uprobe_cli_text_drop", "uprobe_cli_json_drop",
+	"kernel_file", "kernel_file64", "bpftrace_printf",
 	"kernel",   "bpftrace",	     "uprobe_hist_log2", "uprobe_hist_keyed", "uprobe_hist_latency",
 	"bpftrace_hist_log2", "bpftrace_hist_keyed", "bpftrace_hist_latency", "uprobe_run_keyed", "uprobe_run_latency", "gdb",		"floor",	 "floor_following",
 	"floor_samecpu", "floor_diffcpu",
@@ -776,6 +778,51 @@ static double run_bpftrace(struct bench *b, struct bench_workload *w, long n)
 	return bench_read_loop_ns(b);
 }
 
+/*
+ * bpftrace printing the six arguments of every call, -o FILE (its output as a user
+ * keeps it): the lines in the file are what it kept; bpftrace says how many events its
+ * perf buffer lost ("Lost N events"), and lines + lost must make every call.
+ */
+static double run_bpf_printf(struct bench *b, struct bench_workload *w, long n)
+{
+	char script[PATH_MAX + 256], cmd[PATH_MAX + 64], path[64], *line = NULL, *out;
+	char *argv[] = { "bpftrace", "-o", path, "-e", script, "-c", cmd, NULL };
+	size_t cap = 0;
+	long lines = 0, said = 0;
+	const char *p;
+	FILE *f;
+	int status;
+
+	snprintf(path, sizeof(path), "/tmp/uprobe-bench-bpf.%d", (int)getpid());
+	snprintf(script, sizeof(script),
+		 "uprobe:%s:%s { printf(\"%%d %%d %%d %%d %%d %%d\\n\", arg0, arg1, arg2, arg3, "
+		 "arg4, arg5); }", b->target, w->sym);
+	snprintf(cmd, sizeof(cmd), "%s %s %ld", b->target, w->mode, n);
+	out = run_capture(argv, &status);
+	for (p = out; (p = strstr(p, "Lost ")); p += 5)
+		said += atol(p + 5);
+	free(out);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		bench_die("bpftrace printf on (%s): status 0x%x (BENCH_VERBOSE=1 shows why)",
+			  w->key, status);
+	f = fopen(path, "r");
+	if (!f)
+		bench_die("bpftrace printf: no %s", path);
+	while (getline(&line, &cap, f) > 0)
+		lines += strspn(line, "-0123456789") > 0 && strchr(line, ' ');
+	free(line);
+	fclose(f);
+	unlink(path);
+	if (lines > n)
+		bench_die("bpftrace printf on (%s) %s: %ld lines of %ld calls", w->key, w->label,
+			  lines, n);
+	if (said && lines + said != n)
+		fprintf(stderr, "bench: bpftrace printf on (%s): %ld lines + %ld it says it lost "
+			"!= %ld calls\n", w->key, lines, said, n);
+	bench_rec_lost = (uint64_t)(n - lines);
+	return bench_read_loop_ns(b);
+}
+
 /* ---- gdb ---- */
 
 static double run_gdb(struct bench *b, struct bench_workload *w, long n)
@@ -941,6 +988,12 @@ static double run_one(struct bench *b, int wi, int tool, long n)
 				   tool == T_CLI_TEXT0 || tool == T_CLI_JSON0);
 	case T_KERNEL:
 		return bench_kernel_run(b, wi, n);
+	case T_KERNEL_FILE:
+	case T_KERNEL_FILE64:
+		return bench_kernel_pipe_run(b, wi, n, tool == T_KERNEL_FILE64 ? 65536 : 0,
+					     &bench_rec_lost);
+	case T_BPF_PRINTF:
+		return run_bpf_printf(b, w, n);
 	case T_BPFTRACE:
 		return run_bpftrace(b, w, n);
 	case T_AGG_LOG2:
@@ -1170,8 +1223,10 @@ static void setup(struct bench *b, const char *build)
 				       w->kind == BK_MALLOC;
 		c[T_FAST].used = w->kind == BK_ENTRY || w->kind == BK_MT || w->kind == BK_ARGS;
 		c[T_FAST_REC].used = c[T_FAST_BURST].used = w->kind != BK_MALLOC;
-		for (int t = T_CLI_RAW; t <= T_CLI_JSON0; t++)
+		for (int t = T_CLI_RAW; t <= T_BPF_PRINTF; t++)
 			c[t].used = w->kind == BK_ARGS;
+		c[T_KERNEL_FILE].skip = c[T_KERNEL_FILE64].skip = b->kernel_skip;
+		c[T_BPF_PRINTF].skip = b->bpftrace_skip;
 		c[T_KERNEL].used = true;
 		c[T_KERNEL].skip = b->kernel_skip;
 		c[T_BPFTRACE].used = true;
@@ -1210,6 +1265,13 @@ static void calibrate(struct bench *b)
 				c->n = gdb_n;
 				continue;
 			}
+			if (t == T_KERNEL_FILE || t == T_KERNEL_FILE64 || t == T_BPF_PRINTF) {
+				/* the peers to a file: a burst at full speed, as long as the
+				   kernel's default buffer is short (what they keep of it is
+				   the row's point), at most seconds at their cost a hit */
+				c->n = getenv("BENCH_FILE_N") ? atol(getenv("BENCH_FILE_N")) : 200000;
+				continue;
+			}
 			per = run_one(b, i, t, probe_n) / (double)probe_n;
 			c->n = (long)(b->run_seconds * 1e9 / (per > 0.1 ? per : 0.1));
 			if (c->n < 2000)
@@ -1234,7 +1296,7 @@ static void measure(struct bench *b)
 					continue;
 				c->ns[r] = run_one(b, i, t, c->n);
 				if (t == T_FAST_REC || t == T_FAST_BURST ||
-				    (t >= T_CLI_RAW && t <= T_CLI_JSON0)) {
+				    (t >= T_CLI_RAW && t <= T_BPF_PRINTF)) {
 					c->lost += bench_rec_lost;
 					c->hits += (uint64_t)c->n;
 				}

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #define TRACEFS "/sys/kernel/tracing"
 
 static char group[32], rgroup[32], inst[128];
+static char default_kb[32]; /* a new instance's buffer_size_kb: the kernel's default */
 static bool defined[BENCH_MAX_W], inst_made;
 static char defined_name[BENCH_MAX_W][64]; /* the event defined for workload i */
 static long reg_defined; /* registration events r0.. still defined */
@@ -131,6 +133,18 @@ const char *bench_kernel_setup(struct bench *b)
 		return reason;
 	}
 	inst_made = true;
+	{
+		char path[256];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/buffer_size_kb", inst);
+		f = fopen(path, "r");
+		if (!f || !fgets(default_kb, sizeof(default_kb), f))
+			snprintf(default_kb, sizeof(default_kb), "1410");
+		default_kb[strcspn(default_kb, " \n")] = 0;
+		if (f)
+			fclose(f);
+	}
 	inst_write("buffer_size_kb", "8192", O_TRUNC);
 	inst_write("options/event-fork", "1", O_TRUNC);
 	for (int i = 0; i < b->nw; i++) {
@@ -288,4 +302,77 @@ void bench_kernel_cleanup(void)
 			if (event_line(line) == 0)
 				defined[i] = false;
 		}
+}
+
+/*
+ * The kernel's uprobe tracer as a user runs it to a file: the event enabled, a reader
+ * copying the instance's trace_pipe (its text lines) to a file while the program runs,
+ * the per-CPU buffer at kb KiB (0: the kernel's default, as a new instance has it).
+ * What the reader did not get (overwritten while it fell behind) is lost.
+ */
+double bench_kernel_pipe_run(struct bench *b, int wi, long n, long kb, uint64_t *lost)
+{
+	struct bench_workload *w = &b->w[wi];
+	char name[64], rel[192], pidbuf[32], kbuf[32], path[256], out[64], buf[1 << 16];
+	long lines = 0;
+	int go, status, fd, ofd, done = 0;
+	pid_t pid;
+
+	event_name(name, sizeof(name), w->key);
+	snprintf(rel, sizeof(rel), "events/%s/%s/enable", group, name);
+	snprintf(kbuf, sizeof(kbuf), "%ld", kb);
+	if (inst_write("buffer_size_kb", kb ? kbuf : default_kb, O_TRUNC))
+		bench_die("cannot set %s/buffer_size_kb to %s", inst, kb ? kbuf : default_kb);
+	if (inst_write("trace", "", O_TRUNC))
+		bench_die("cannot clear %s/trace", inst);
+	snprintf(path, sizeof(path), "%s/trace_pipe", inst);
+	fd = open(path, O_RDONLY | O_NONBLOCK);
+	if (fd < 0)
+		bench_die("cannot open %s: %s", path, strerror(errno));
+	snprintf(out, sizeof(out), "/tmp/uprobe-bench-kpipe.%d", (int)getpid());
+	ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (ofd < 0)
+		bench_die("cannot create %s: %s", out, strerror(errno));
+	pid = bench_child_start(b, w->mode, n, &go);
+	snprintf(pidbuf, sizeof(pidbuf), "%d\n", (int)pid);
+	if (inst_write("set_event_pid", pidbuf, O_TRUNC))
+		bench_die("cannot write %s/set_event_pid", inst);
+	if (inst_write(rel, "1", O_TRUNC))
+		bench_die("cannot enable %s in %s", name, inst);
+	bench_child_go(go);
+	/* read while it runs; once it has ended, until the pipe is dry */
+	for (;;) {
+		struct pollfd pfd = { fd, POLLIN, 0 };
+		ssize_t r = read(fd, buf, sizeof(buf));
+
+		if (r > 0) {
+			for (ssize_t i = 0; i < r; i++)
+				lines += buf[i] == '\n';
+			if (write(ofd, buf, (size_t)r) != r)
+				bench_die("cannot write %s", out);
+			continue;
+		}
+		if (r < 0 && errno != EAGAIN && errno != EINTR)
+			bench_die("read %s: %s", path, strerror(errno));
+		if (done)
+			break;
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			inst_write(rel, "0", O_TRUNC);
+			done = 1;
+			continue;
+		}
+		poll(&pfd, 1, 10);
+	}
+	close(fd);
+	close(ofd);
+	unlink(out);
+	inst_write("buffer_size_kb", "8192", O_TRUNC);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		bench_die("kernel tracer to a file on (%s): the target ended with status 0x%x",
+			  w->key, status);
+	if (lines > n)
+		bench_die("kernel tracer to a file on (%s) %s: %ld lines of %ld calls", w->key,
+			  w->label, lines, n);
+	*lost = (uint64_t)(n - lines);
+	return bench_read_loop_ns(b);
 }

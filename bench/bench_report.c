@@ -20,6 +20,7 @@ static const char *const colors[T_NTOOLS] = {
 	[T_CLI_RAW] = "#bcbd22",      [T_CLI_TEXT] = "#dbdb8d",	  [T_CLI_JSON] = "#17becf",
 	[T_CLI_RAW0] = "#8c6d31",     [T_CLI_TEXT0] = "#bd9e39",  [T_CLI_JSON0] = "#e7cb94",
 	[T_BPFTRACE] = "#2ca02c",     [T_GDB] = "#ff7f0e",
+	[T_KERNEL_FILE] = "#756bb1",  [T_KERNEL_FILE64] = "#bcbddc", [T_BPF_PRINTF] = "#74c476",
 	[T_AGG_LOG2] = "#b2182b",     [T_AGG_KEY] = "#ef8a62",	  [T_AGG_LAT] = "#fddbc7",
 	[T_BPF_LOG2] = "#1b7837",     [T_BPF_KEY] = "#7fbf7b",	  [T_BPF_LAT] = "#d9f0d3",	  [T_RUN_KEY] = "#762a83",	  [T_RUN_LAT] = "#c2a5cf",	  [T_FLOOR] = "#ffbb78",
 	[T_FLOOR_FOLLOW] = "#e7ba52", [T_FLOOR_SAME] = "#8c564b", [T_FLOOR_DIFF] = "#c49c94",
@@ -59,7 +60,7 @@ static const struct bench_cell *floor_cell(const struct bench *b)
 }
 
 enum { R_UK, R_UB, R_GU, R_UF, R_KF, R_KR, R_GF, R_BH, R_BK, R_BL, R_KH, R_TK, R_JK, R_RK,
-       NRATIOS };
+       R_TKF, R_TBP, NRATIOS };
 /* uprobe: the trap path (a stop a hit); fast: a counting probe on the fast path;
    records: a recording probe on the fast path (the agent and the ring) */
 static const char *const ratio_names[NRATIOS] = { "uprobe/kernel", "uprobe/bpftrace",
@@ -69,7 +70,8 @@ static const char *const ratio_names[NRATIOS] = { "uprobe/kernel", "uprobe/bpftr
 						  "bpftrace/uprobe keyed", "bpftrace/uprobe latency",
 						  "kernel event/uprobe hist",
 						  "trace text/kernel", "trace json/kernel",
-						  "trace raw/kernel" };
+						  "trace raw/kernel", "trace text/kernel file",
+						  "trace text/bpftrace printf" };
 
 /* NAN where a side is missing */
 static void ratios(const struct bench *b, int wi, double *r)
@@ -100,6 +102,11 @@ static void ratios(const struct bench *b, int wi, double *r)
 		r[R_TK] = has(&c[T_CLI_TEXT]) && has(k) ? c[T_CLI_TEXT].med / k->med : NAN;
 		r[R_JK] = has(&c[T_CLI_JSON]) && has(k) ? c[T_CLI_JSON].med / k->med : NAN;
 		r[R_RK] = has(&c[T_CLI_RAW]) && has(k) ? c[T_CLI_RAW].med / k->med : NAN;
+		/* each to a file as a user runs it (the peers' losses are in their rows) */
+		r[R_TKF] = has(&c[T_CLI_TEXT]) && has(&c[T_KERNEL_FILE]) ?
+				   c[T_CLI_TEXT].med / c[T_KERNEL_FILE].med : NAN;
+		r[R_TBP] = has(&c[T_CLI_TEXT]) && has(&c[T_BPF_PRINTF]) ?
+				   c[T_CLI_TEXT].med / c[T_BPF_PRINTF].med : NAN;
 	}
 }
 
@@ -142,6 +149,11 @@ static void print_table(const struct bench *b)
 	       "the program from the\nspool (text, json); the file's count + lost checked; "
 	       "ns/hit is the program's.  raw, drop /\ntext, json, no spool: the same "
 	       "as before the spool (--when-full=drop; --spool-size 0).\n"
+	       "kernel, to a file / 64M buf: the kernel's event (e's 6 arguments) with a reader "
+	       "copying its\ntrace_pipe to a file while the program runs, the per-CPU buffer at "
+	       "the kernel's default\n(a new instance's) / at 64 MiB; what the reader did not "
+	       "get is lost.  bpftrace printf: the\n6 arguments printed, -o FILE; what is not "
+	       "in the file is lost.\n"
 	       "uprobe log2 hist / keyed count / latency: `uprobe trace -t` with keys=a.log2 "
 	       "(the first argument),\nkeys=a (its low byte: 256 keys) and, on a return probe, "
 	       "keys=$duration.log2 (per call: entry\nand return), aggregated in-process; the "
@@ -174,7 +186,7 @@ static void print_table(const struct bench *b)
 			       fmt_ns(lo, sizeof(lo), c->lo), fmt_ns(hi, sizeof(hi), c->hi),
 			       t == T_BASE ? " ns per iteration, unprobed" : "");
 			if ((t == T_FAST_REC || t == T_FAST_BURST ||
-			     (t >= T_CLI_RAW && t <= T_CLI_JSON0)) && c->hits)
+			     (t >= T_CLI_RAW && t <= T_BPF_PRINTF)) && c->hits)
 				printf(" lost %.2f%%", 100.0 * (double)c->lost / (double)c->hits);
 			printf("\n");
 		}
@@ -315,7 +327,7 @@ static void write_json(const struct bench *b, const char *path)
 			fprintf(f, ", \"loop_ns\": ");
 			json_samples(f, c->ns, b->rounds, 1);
 			if (t == T_FAST_REC || t == T_FAST_BURST ||
-			    (t >= T_CLI_RAW && t <= T_CLI_JSON0))
+			    (t >= T_CLI_RAW && t <= T_BPF_PRINTF))
 				fprintf(f, ", \"records_lost\": %llu, \"records_hits\": %llu",
 					(unsigned long long)c->lost, (unsigned long long)c->hits);
 			fputc('}', f);

@@ -6,7 +6,8 @@
 # (default 200 hits per gdb run), BENCH_REG_ROUNDS (default min(BENCH_ROUNDS, 3)),
 # BENCH_NO_INSTALL=1 (do not apt-get install bpftrace, an optional peer not needed by
 # make test), BENCH_TOOLS=KEY,... (only those tools, e.g. uprobe_fast,uprobe_fast_rec;
-# the keys are those of results.json; no registration part).
+# the keys are those of results.json; no registration part), BENCH_FILE_N (default
+# 200000: the calls of the kernel's and bpftrace's to-a-file rows).
 # Results: stdout, BUILD/bench/results.json and BUILD/bench/results.svg.
 set -e
 build=${1:-build}
