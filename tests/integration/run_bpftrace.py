@@ -135,7 +135,8 @@ def fast_liners(w):
              'uprobe:W:work_size { @mx = max(arg0); } uprobe:W:work_size { @mn = min(arg0); } '
              'uprobe:W:work_key { @c = count(); } uprobe:W:work_key { @a[arg0] = avg(arg0); } '
              'uprobe:W:work_key { @k2[arg0, arg0 % 2] = count(); } '
-             'uprobe:W:work_key { @m7[arg0 & 7] = count(); }')
+             'uprobe:W:work_key { @m7[arg0 & 7] = count(); } '
+             'uprobe:W:neg_call { @neg = hist(arg0); }')
 
 
 def cmd_fast(uprobe, work):
@@ -145,8 +146,8 @@ def cmd_fast(uprobe, work):
     a = run([uprobe, "run", "-v", "-e", prog, "-c", work])
     b = run([uprobe, "run", "--no-fast", "-e", prog, "-c", work])
     inproc = a.stderr.count(b": in the process (")
-    check(inproc == 12, "12 of the 13 probes in the process (-v says so): %d" % inproc)
-    if inproc != 12:
+    check(inproc == 13, "13 of the 14 probes in the process (-v says so): %d" % inproc)
+    if inproc != 13:
         print(a.stderr.decode(errors="replace"))
     check(a.returncode == 0 and a.stdout == b.stdout, "in the process: the trap path's maps")
     if a.stdout != b.stdout:

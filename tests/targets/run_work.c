@@ -16,6 +16,8 @@
  *                       renaming itself "renamed" (prctl), and a thread it names
  *                       "other" (pthread_setname_np from the main thread) 11 times:
  *                       by comm 2 5 10 15 7 11, by thread 9 5 10 15 11
+ *   neg_call(x)         x from -5000 to 39000 by 1000 (hist() of values negative as
+ *                       bpftrace's int64: its "(..., 0)" bucket)
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -54,6 +56,12 @@ __attribute__((noinline)) int named_call(int k)
 {
 	__asm__ volatile("" ::: "memory");
 	return k;
+}
+
+__attribute__((noinline)) long neg_call(long x)
+{
+	__asm__ volatile("" ::: "memory");
+	return x;
 }
 
 static void *named_worker(void *arg)
@@ -119,5 +127,7 @@ int main(void)
 	for (int i = 0; i < 6; i++)
 		sum += work_wait(i < 4 ? 1100 : 5000);
 	named_threads();
+	for (long i = -5; i < 40; i++)
+		sum += neg_call(i * 1000);
 	return sum == 42; /* 0: the sum is not 42 */
 }
