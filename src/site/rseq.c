@@ -78,11 +78,12 @@ void agent_find_rseq(struct up_sites *mm)
 
 struct tid_find {
 	struct up_sites *mm;
-	uint64_t addr; /* _thread_db_pthread_tid in the process */
+	bool exe_seen;	/* the first file mapped, the executable, was looked at */
+	uint64_t addr;	/* _thread_db_pthread_tid in the process */
 };
 
-/* In glibc's libc.so: the descriptor libthread_db reads, { bits, count, offset } of
-   struct pthread's tid. */
+/* In glibc's libc.so (or a static executable: the first file mapped): the descriptor
+   libthread_db reads, { bits, count, offset } of struct pthread's tid. */
 static int tid_map_fn(void *arg, const struct up_map *m)
 {
 	struct tid_find *tf = arg;
@@ -91,13 +92,18 @@ static int tid_map_fn(void *arg, const struct up_map *m)
 	struct up_map n = *m;
 	uint64_t off, at = m->start;
 	struct up_sym s;
+	bool libc;
 
-	if (!base || m->offset || strncmp(base, "/libc.so", 8))
+	if (!base || m->offset)
 		return 0;
+	libc = !strncmp(base, "/libc.so", 8);
+	if (!libc && tf->exe_seen)
+		return 0;
+	tf->exe_seen = true;
 	if (!(elf = up_ubp_file(&tf->mm->ctx->files, tf->mm->p, m)) ||
 	    up_sym_elf_lookup_object(elf, "_thread_db_pthread_tid", &s) ||
 	    up_sym_elf_vaddr_to_offset(elf, s.value, &off))
-		return -ENOENT;
+		return libc ? -ENOENT : 0;
 	for (; !up_proc_find_map(tf->mm->p, at, &n) && !strcmp(n.path, m->path); at = n.end)
 		if (off >= n.offset && off - n.offset < n.end - n.start) {
 			tf->addr = n.start + (off - n.offset);
