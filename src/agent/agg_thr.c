@@ -4,8 +4,8 @@
  * ctl (agent/abi.h) that the agent reads at each hit keyed by them.  The ctl is the
  * region's first page, in the tracer's mapping too.
  */
-#include "agent/abi.h"
 #include "agent/agg_thr.h"
+#include "agent/abi.h"
 #include "agent/ring.h"
 
 static struct upa_ctl *ctl_of(const struct up_agent *a)

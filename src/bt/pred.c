@@ -43,12 +43,18 @@ static uint32_t leaf(struct comp *c, struct bt_node *n)
 static int cmp_op(int tok)
 {
 	switch (tok) {
-	case T_EQ: return UPROBE_EQ;
-	case T_NE: return UPROBE_NE;
-	case T_LT: return UPROBE_LT;
-	case T_LE: return UPROBE_LE;
-	case T_GT: return UPROBE_GT;
-	case T_GE: return UPROBE_GE;
+	case T_EQ:
+		return UPROBE_EQ;
+	case T_NE:
+		return UPROBE_NE;
+	case T_LT:
+		return UPROBE_LT;
+	case T_LE:
+		return UPROBE_LE;
+	case T_GT:
+		return UPROBE_GT;
+	case T_GE:
+		return UPROBE_GE;
 	}
 	return -1;
 }
@@ -65,9 +71,9 @@ static int comp(struct comp *c, struct bt_node *n)
 		if (l < 0 || r < 0 || (i = node_new(c)) < 0)
 			return -1;
 		nd = &c->f->node[i];
-		nd->kind = n->k == BT_N_UN ? UP_FILTER_NOT
-			   : n->op == T_LAND ? UP_FILTER_AND
-					     : UP_FILTER_OR;
+		nd->kind = n->k == BT_N_UN ? UP_FILTER_NOT :
+			   n->op == T_LAND ? UP_FILTER_AND :
+					     UP_FILTER_OR;
 		nd->l = (int16_t)l;
 		nd->r = (int16_t)r;
 		return i;
