@@ -58,6 +58,10 @@ enum bench_tool {
 	T_BPF_LAT,
 	T_RUN_KEY,    /* uprobe run: bpftrace's keyed count, unchanged, as it runs in-process */
 	T_RUN_LAT,    /* uprobe run: bpftrace's latency pair, unchanged (a $duration in-process) */
+	T_RUN_COMM,   /* uprobe run: @h[comm] = count(), the agent's per-thread comm */
+	T_RUN_TID,    /* uprobe run: @h[tid] = count(), the thread's id from its TLS block */
+	T_RUN_HIST,   /* uprobe run: @h = hist(arg0), in-process */
+	T_BPF_COMM,   /* bpftrace @h[comm] = count() (bpftrace @h = hist(arg0) is T_BPF_LOG2) */
 	T_GDB,
 	T_FLOOR,
 	T_FLOOR_FOLLOW, /* the tracer placed as the engine does: on the tracee's last CPU */

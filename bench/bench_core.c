@@ -46,7 +46,8 @@ const char *const bench_tool_names[T_NTOOLS] = {
 	"kernel (tracefs)", "bpftrace",
 	"uprobe log2 hist", "uprobe keyed count", "uprobe latency", "bpftrace hist()",
 	"bpftrace @[k]=count", "bpftrace latency", "uprobe run @[k]=count",
-	"uprobe run latency",
+	"uprobe run latency", "uprobe run @[comm]", "uprobe run @[tid]", "uprobe run hist()",
+	"bpftrace @[comm]",
 	"gdb dprintf",
 	"ptrace floor",	    "floor, following", "floor-samecpu",    "floor-diffcpu",
 	"uprobe stack key", "stack key, fp walk", "bpftrace @[ustack]",
@@ -57,7 +58,8 @@ const char *const bench_tool_keys[T_NTOOLS] = {
 	"uprobe_cli_raw_drop", "uprobe_cli_text_drop", "uprobe_cli_json_drop",
 	"kernel_file", "kernel_file64", "bpftrace_printf",
 	"kernel",   "bpftrace",	     "uprobe_hist_log2", "uprobe_hist_keyed", "uprobe_hist_latency",
-	"bpftrace_hist_log2", "bpftrace_hist_keyed", "bpftrace_hist_latency", "uprobe_run_keyed", "uprobe_run_latency", "gdb",		"floor",	 "floor_following",
+	"bpftrace_hist_log2", "bpftrace_hist_keyed", "bpftrace_hist_latency", "uprobe_run_keyed", "uprobe_run_latency",
+	"uprobe_run_comm", "uprobe_run_tid", "uprobe_run_hist", "bpftrace_comm", "gdb",		"floor",	 "floor_following",
 	"floor_samecpu", "floor_diffcpu",
 	"uprobe_hist_stack", "uprobe_hist_stack_fp", "bpftrace_hist_stack",
 };
@@ -622,6 +624,9 @@ static double run_bpf_agg(struct bench *b, struct bench_workload *w, long n, int
 	else if (tool == T_BPF_STACK)
 		snprintf(script, sizeof(script), "uprobe:%s %s{ @h[ustack] = count(); }", where,
 			 filt);
+	else if (tool == T_BPF_COMM)
+		snprintf(script, sizeof(script), "uprobe:%s %s{ @h[comm] = count(); }", where,
+			 filt);
 	else
 		snprintf(script, sizeof(script), "uprobe:%s %s{ @h = hist(arg0); }", where, filt);
 	snprintf(cmd, sizeof(cmd), "%s %s %ld", b->target, w->mode, n);
@@ -675,6 +680,12 @@ static double run_run_key(struct bench *b, struct bench_workload *w, long n, int
 			 "uprobe:%s { @s[tid] = nsecs; } uretprobe:%s /@s[tid]/ "
 			 "{ @h = hist(nsecs - @s[tid]); delete(@s[tid]); } END { clear(@s); }",
 			 where, where);
+	else if (tool == T_RUN_COMM)
+		snprintf(script, sizeof(script), "uprobe:%s { @h[comm] = count(); }", where);
+	else if (tool == T_RUN_TID)
+		snprintf(script, sizeof(script), "uprobe:%s { @h[tid] = count(); }", where);
+	else if (tool == T_RUN_HIST)
+		snprintf(script, sizeof(script), "uprobe:%s { @h = hist(arg0); }", where);
 	else
 		snprintf(script, sizeof(script), "uprobe:%s { @h[arg0 & 255] = count(); }", where);
 	snprintf(cmd, sizeof(cmd), "%s %s %ld", b->target, w->mode, n);
@@ -1004,12 +1015,16 @@ static double run_one(struct bench *b, int wi, int tool, long n)
 	case T_BPF_KEY:
 	case T_BPF_LAT:
 	case T_BPF_STACK:
+	case T_BPF_COMM:
 		return run_bpf_agg(b, w, n, tool);
 	case T_AGG_STACK:
 	case T_AGG_STACK_FP:
 		return run_agg(b, w, n, tool);
 	case T_RUN_KEY:
 	case T_RUN_LAT:
+	case T_RUN_COMM:
+	case T_RUN_TID:
+	case T_RUN_HIST:
 		return run_run_key(b, w, n, tool);
 	case T_GDB:
 		return run_gdb(b, w, n);
@@ -1238,6 +1253,9 @@ static void setup(struct bench *b, const char *build)
 			for (int t = T_BPF_LOG2; t <= T_BPF_LAT; t++)
 				c[t].skip = b->bpftrace_skip;
 			c[T_RUN_KEY].used = c[T_RUN_LAT].used = true;
+			for (int t = T_RUN_COMM; t <= T_BPF_COMM; t++)
+				c[t].used = true;
+			c[T_BPF_COMM].skip = b->bpftrace_skip;
 		}
 		c[T_GDB].used = true;
 		if (w->kind == BK_RET)

@@ -22,7 +22,7 @@ static const char *const colors[T_NTOOLS] = {
 	[T_BPFTRACE] = "#2ca02c",     [T_GDB] = "#ff7f0e",
 	[T_KERNEL_FILE] = "#756bb1",  [T_KERNEL_FILE64] = "#bcbddc", [T_BPF_PRINTF] = "#74c476",
 	[T_AGG_LOG2] = "#b2182b",     [T_AGG_KEY] = "#ef8a62",	  [T_AGG_LAT] = "#fddbc7",
-	[T_BPF_LOG2] = "#1b7837",     [T_BPF_KEY] = "#7fbf7b",	  [T_BPF_LAT] = "#d9f0d3",	  [T_RUN_KEY] = "#762a83",	  [T_RUN_LAT] = "#c2a5cf",	  [T_FLOOR] = "#ffbb78",
+	[T_BPF_LOG2] = "#1b7837",     [T_BPF_KEY] = "#7fbf7b",	  [T_BPF_LAT] = "#d9f0d3",	  [T_RUN_KEY] = "#762a83",	  [T_RUN_LAT] = "#c2a5cf",	  [T_RUN_COMM] = "#9970ab",	  [T_RUN_TID] = "#e7d4e8",	  [T_RUN_HIST] = "#40004b",	  [T_BPF_COMM] = "#a6dba0",	  [T_FLOOR] = "#ffbb78",
 	[T_FLOOR_FOLLOW] = "#e7ba52", [T_FLOOR_SAME] = "#8c564b", [T_FLOOR_DIFF] = "#c49c94",
 	[T_AGG_STACK] = "#9970ab", [T_AGG_STACK_FP] = "#c2a5cf", [T_BPF_STACK] = "#5aae61",
 };

@@ -1924,6 +1924,16 @@ int uprobe_stacks_sync(struct uprobe_ctx *ctx, pid_t pid)
 	return up ? up_site_unwind_sync(&mm_of(up)->sites) : -ESRCH;
 }
 
+int uprobe_comm_changed(struct uprobe_ctx *ctx, pid_t pid)
+{
+	struct uproc *up = uproc_of_pid(ctx, pid);
+
+	if (!up)
+		return -ESRCH;
+	up_site_comm_changed(&mm_of(up)->sites);
+	return 0;
+}
+
 int uprobe_current_return(struct uprobe_ctx *ctx, uint64_t slot, uint64_t value, uint64_t *ret)
 {
 	struct uproc *up = ctx->in_handler ? uproc_of_pid(ctx, ctx->cur_pid) : NULL;

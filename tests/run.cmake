@@ -11,6 +11,7 @@ foreach(t run_work run_host)
     COMPILE_OPTIONS "-O2;-g;-Wall")
 endforeach()
 target_link_libraries(run_host PRIVATE pthread)
+target_link_libraries(run_work PRIVATE pthread)
 
 find_program(UPROBE_RUN_PY NAMES python3)
 set(_run_tests)

@@ -170,6 +170,8 @@ enum uprobe_agg_src {
 	UPROBE_AGG_FETCH,    /* capture->fetch[fetch]'s value (a string: its bytes) */
 	UPROBE_AGG_DURATION, /* a return probe: ns from the function's entry to its return */
 	UPROBE_AGG_STACK,    /* keys only: the return addresses, innermost first */
+	UPROBE_AGG_TID,	     /* keys only: the thread's id (words 1) */
+	UPROBE_AGG_COMM,     /* keys only: the thread's comm, 16 bytes NUL-padded (words 2) */
 };
 enum uprobe_agg_xform { UPROBE_AGG_RAW, UPROBE_AGG_LOG2, UPROBE_AGG_BUCKETS };
 #define UPROBE_AGG_LOG2_FLOOR 1 /* uprobe_agg_key.buckets of a LOG2 key: floor, not ceil */
@@ -403,6 +405,12 @@ UPROBE_API int uprobe_current_duration(struct uprobe_ctx *ctx, uint64_t *ns);
  * 0; nothing to do where no probe of the process walks stacks on the fast path.
  */
 UPROBE_API int uprobe_stacks_sync(struct uprobe_ctx *ctx, pid_t pid);
+/*
+ * A thread of pid may have a new comm (a prctl(PR_SET_NAME) or pthread_setname_np
+ * returned): the fast path's comm keys ask the kernel again at each thread's next hit.
+ * 0, or -ESRCH.
+ */
+UPROBE_API int uprobe_comm_changed(struct uprobe_ctx *ctx, pid_t pid);
 /*
  * Inside a handler: value, read from the current thread's stack at slot, is the
  * trampoline a return probe put in place of a return address (the trap path's, or a

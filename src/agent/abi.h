@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define UPA_MAGIC 0x746e656761707575ull /* "uupagent" */
-#define UPA_VERSION 7
+#define UPA_VERSION 8
 
 /* ctl.flags */
 #define UPA_F_FS0 1u /* %fs:0 names the thread (every thread has a TLS block); else its rsp */
@@ -61,6 +61,21 @@ struct upa_ring {
 #define UPA_RT_OWNERS_ 16 /* UPA_RT_OWNERS, defined below */
 #define UPA_RINGS (1 + UPA_RT_OWNERS_) /* the shared one, and one a thread slot (UPA_RT_OWNERS) */
 
+/*
+ * What the thread in slot k of ctl->rt_owner knows of itself, for the aggregation keys
+ * tid and comm (UPA_AGG_TID, UPA_AGG_COMM), written by that thread alone: its tid when
+ * it cached comm (the kernel's word in its TLS block, ctl->tid_off: a new thread on a
+ * dead one's TLS block has another), ctl->comm_gen then, and its comm as
+ * prctl(PR_GET_NAME) gave it.  tid 0: nothing cached (written first when it is
+ * refreshed, last when it is done, so that a signal handler's hit between the two
+ * refreshes again rather than key by half a name).
+ */
+struct upa_thr {
+	uint32_t tid;
+	uint32_t gen;
+	uint64_t comm[2]; /* TASK_COMM_LEN bytes, NUL-padded */
+};
+
 struct upa_ctl {
 	uint64_t magic;
 	uint32_t version;
@@ -95,7 +110,15 @@ struct upa_ctl {
 	   tracer, draining again, clears it */
 	uint64_t alive;
 	uint32_t gone;
+	/* tid and comm keys: where each thread's tid is in its TLS block (glibc's struct
+	   pthread tid, _thread_db_pthread_tid; the kernel writes it at clone and clears it
+	   at exit), 0 unknown (a gettid a hit); comm_gen is bumped by the tracer whenever a
+	   thread's comm may have changed (a prctl or pthread_setname_np returned), and a
+	   thread whose cache is older asks the kernel again */
+	uint32_t tid_off;
+	uint32_t comm_gen;
 	uint32_t pad2;
+	struct upa_thr thr[UPA_RT_OWNERS_];
 	_Alignas(64) struct upa_ring ring[UPA_RINGS]; /* a cache line for each head, tail */
 };
 
@@ -155,7 +178,7 @@ struct upa_cond {
 #define UPA_P_ENTRY_ARGS 16u /* a return probe: the entry's argument registers are kept,
 				and at the return are frame words UPA_ENTRY_ARG.. */
 #define UPA_ENTRY_ARG UPA_FS_BASE /* 6 words the return trampolines never restore */
-#define UPA_P_AGG1 8u	/* ... and it is the common case: no condition, one key from a
+#define UPA_P_AGG1 8u	/* ... and it is the common case: no condition, one key (the tid, the comm) from a
 			   register or the duration (log2, buckets or raw), no val */
 
 /*
@@ -241,7 +264,8 @@ struct upa_rt {
 #define UPA_AGG_VALS 6
 #define UPA_AGG_KEY_WORDS 96 /* in all: three 256-byte strings, or a 32-frame stack */
 
-enum upa_agg_src { UPA_AGG_FETCH, UPA_AGG_DURATION, UPA_AGG_STACK };
+/* TID: the thread's id (1 word); COMM: its comm (2 words, TASK_COMM_LEN bytes) */
+enum upa_agg_src { UPA_AGG_FETCH, UPA_AGG_DURATION, UPA_AGG_STACK, UPA_AGG_TID, UPA_AGG_COMM };
 enum upa_agg_xform { UPA_AGG_RAW, UPA_AGG_LOG2, UPA_AGG_BUCKETS };
 enum upa_agg_op { UPA_AGG_SUM, UPA_AGG_MIN, UPA_AGG_MAX };
 

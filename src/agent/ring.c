@@ -698,6 +698,8 @@ int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa
 		if (!d->ncond && g.nkeys == 1 && !g.nvals && g.key[0].src == UPA_AGG_DURATION &&
 		    (d->flags & UPA_P_RETURN))
 			d->flags |= UPA_P_AGG1;
+		if (!d->ncond && g.nkeys == 1 && !g.nvals && (g.key[0].src == UPA_AGG_TID || g.key[0].src == UPA_AGG_COMM))
+			d->flags |= UPA_P_AGG1;
 		if (!d->ncond && g.nkeys == 1 && !g.nvals && g.key[0].src == UPA_AGG_FETCH &&
 		    g.key[0].fetch < d->nfetch) {
 			const struct upa_fetch *k = &f[g.key[0].fetch];

@@ -9,6 +9,7 @@
  *             that give each map its kind, and errors in bpftrace's caret form
  *   interp.c  the body run at a hit: expressions, statements, builtins, printf
  *   maps.c    the maps: keyed values and aggregations, printed as bpftrace prints them
+ *   pred.c    predicates compiled for trace/filter.h's evaluator, which --filter shares
  *
  * What is taken: probes uprobe/u, uretprobe/ur (wildcards), usdt/U, BEGIN, END,
  * interval:s:N, interval:ms:N; maps global or keyed by one or more values, scratch
@@ -80,11 +81,17 @@ struct bt_attach {
 	int line, col, len;
 };
 
+struct up_filter;
+
 struct bt_probe {
 	struct bt_attach *ap;
 	unsigned nap;
 	struct bt_node *pred; /* NULL: none */
 	struct bt_node *body; /* a BLOCK */
+	/* pred compiled for the predicate evaluator `uprobe trace --filter` shares
+	   (pred.c, trace/filter.h): its nodes, and the expressions its fields are */
+	struct up_filter *cpred;
+	struct bt_node **pleaf;
 };
 
 struct bt_map {
@@ -115,6 +122,9 @@ struct bt_prog {
  * "NAME:LINE:COL-COL: ERROR: MESSAGE\nTHE LINE\n   ~~~\n" (-ENOMEM: err says so).
  */
 int bt_parse(const char *src, const char *name, struct bt_prog **out, char *err, size_t errlen);
+/* pred.c: p's predicate into p->cpred and p->pleaf (bt_parse does it); 0 or -ENOMEM. */
+int bt_pred_compile(struct bt_probe *p);
+void bt_pred_free(struct bt_probe *p);
 void bt_prog_free(struct bt_prog *p);
 /* Formats an error at a node or a place as bpftrace does. */
 int bt_errf(const struct bt_prog *p, int line, int col, int len, char *err, size_t errlen,

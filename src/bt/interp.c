@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "bt/bt.h"
+#include "trace/filter.h"
 #include "bt/tokens.h"
 #include "trace/session.h"
 
@@ -764,6 +765,28 @@ static void eval(struct bt_rt *rt, struct bt_node *n, struct bt_val *v)
 	}
 }
 
+/* The predicate's fields (bt/pred.c): its operands, evaluated as the evaluator asks. */
+struct pred_ctx {
+	struct bt_rt *rt;
+	const struct bt_probe *p;
+};
+
+static void pred_field(void *ctx, uint32_t i, struct up_pred_val *out)
+{
+	const struct pred_ctx *pc = ctx;
+	struct bt_val v;
+
+	eval(pc->rt, pc->p->pleaf[i], &v);
+	if (v.t == BT_T_INT) {
+		out->u = (uint64_t)v.i;
+		out->is_signed = v.sign;
+		return;
+	}
+	out->is_str = true;
+	out->s = v.s ? v.s : "";
+	out->len = strlen(out->s);
+}
+
 void bt_rt_run(struct bt_rt *rt, unsigned probe, const struct bt_ctx *c)
 {
 	struct bt_probe *p = &rt->p->probes[probe];
@@ -774,9 +797,10 @@ void bt_rt_run(struct bt_rt *rt, unsigned probe, const struct bt_ctx *c)
 	rt->c = c;
 	rt->used = 0;
 	memset(rt->vars, 0, (rt->p->nvars + 1) * sizeof(*rt->vars));
-	if (p->pred) {
-		eval(rt, p->pred, &v);
-		if (!truth(&v))
+	if (p->cpred) {
+		struct pred_ctx pc = { rt, p };
+
+		if (!up_filter_eval_fn(p->cpred, pred_field, &pc))
 			return;
 	}
 	eval(rt, p->body, &v);

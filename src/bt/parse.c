@@ -1403,6 +1403,7 @@ void bt_prog_free(struct bt_prog *p)
 			free(p->probes[i].ap[j].func);
 		}
 		free(p->probes[i].ap);
+		bt_pred_free(&p->probes[i]);
 		node_free(p->probes[i].pred);
 		node_free(p->probes[i].body);
 	}
@@ -1529,6 +1530,12 @@ int bt_parse(const char *src, const char *name, struct bt_prog **out, char *err,
 		bt_prog_free(p);
 		return ps.failed;
 	}
+	for (unsigned i = 0; i < p->nprobes; i++)
+		if (bt_pred_compile(&p->probes[i])) {
+			snprintf(err, errlen, "%s", strerror(ENOMEM));
+			bt_prog_free(p);
+			return -ENOMEM;
+		}
 	*out = p;
 	return 0;
 }

@@ -106,6 +106,7 @@ void int3_forget(struct up_sites *mm);
 
 /* rseq.c */
 void agent_find_rseq(struct up_sites *mm);
+void agent_find_tid(struct up_sites *mm);
 
 /* chain.c */
 unsigned chain_of(struct up_sites *mm, uint64_t vaddr, struct up_patched **v);

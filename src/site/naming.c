@@ -15,6 +15,7 @@
 
 #include "sym/sym.h"
 
+#include "agent/agg_thr.h"
 #include "site/internal.h"
 
 /* Is thread t counted among those without TLS?  (NULL, or no memory to list it: a
@@ -91,7 +92,8 @@ void up_site_name_thread(struct up_sites *mm, struct up_task *t)
 	uint64_t key = 0, offset_at, size_at;
 	int64_t offset = 0;
 	uint32_t size = 0;
-	int32_t cpu;
+	int32_t cpu, tid = 0;
+	uint32_t off;
 	bool tls;
 
 	if (!mm->agent || up_task_get_regs(t, &r))
@@ -122,6 +124,21 @@ void up_site_name_thread(struct up_sites *mm, struct up_task *t)
 	    (up_task_read(t, offset_at, &offset, sizeof(offset)) ||
 	     up_task_read(t, r.fs_base + (uint64_t)offset + 4, &cpu, sizeof(cpu))))
 		up_agent_no_rseq(mm->agent); /* lsl, then */
+	/* and, once glibc has set it, its tid where glibc's descriptor says (else a
+	   gettid a hit); libc is mapped once a thread has TLS */
+	if (!mm->tid_looked) {
+		mm->tid_looked = true;
+		agent_find_tid(mm);
+	}
+	if ((off = up_agent_tid_off_get(mm->agent)) &&
+	    !up_task_read(t, r.fs_base + off, &tid, sizeof(tid)) && tid &&
+	    tid != up_task_tid(t)) {
+		up_agent_tid_off(mm->agent, 0);
+		if (mm->ctx->opts->verbose)
+			site_log(mm->ctx, "process %d: thread %d has %d where glibc keeps its tid: "
+					  "tid keys take a gettid a hit",
+				 (int)mm->pid, (int)up_task_tid(t), (int)tid);
+	}
 	up_agent_thread(mm->agent, key, up_task_tid(t));
 	agent_all_tls(mm);
 }
@@ -194,4 +211,10 @@ uint64_t up_site_tls_point(struct up_sites *mm)
 	if (!entry || fast_overlapping(mm, entry, entry + 1))
 		return 0;
 	return entry;
+}
+
+void up_site_comm_changed(struct up_sites *mm)
+{
+	if (mm && mm->agent)
+		up_agent_comm_changed(mm->agent);
 }

@@ -333,12 +333,15 @@ static int build_agg(const struct uprobe *u, struct upa_agg *g, char *why, size_
 
 		if ((k->src == UPROBE_AGG_FETCH && k->fetch >= cap->nfetch) ||
 		    (k->src == UPROBE_AGG_DURATION && !u->ret_handler) || !k->words ||
-		    k->words > 255) {
+		    k->words > 255 || (k->src == UPROBE_AGG_TID && k->words != 1) ||
+		    (k->src == UPROBE_AGG_COMM && k->words != 2)) {
 			snprintf(why, whylen, "key %u cannot be computed in-process", i + 1);
 			return -EINVAL;
 		}
 		o->src = k->src == UPROBE_AGG_STACK	 ? UPA_AGG_STACK
 			 : k->src == UPROBE_AGG_DURATION ? UPA_AGG_DURATION
+			 : k->src == UPROBE_AGG_TID	 ? UPA_AGG_TID
+			 : k->src == UPROBE_AGG_COMM	 ? UPA_AGG_COMM
 							 : UPA_AGG_FETCH;
 		o->xform = k->xform == UPROBE_AGG_LOG2	    ? UPA_AGG_LOG2
 			   : k->xform == UPROBE_AGG_BUCKETS ? UPA_AGG_BUCKETS
@@ -359,7 +362,8 @@ static int build_agg(const struct uprobe *u, struct upa_agg *g, char *why, size_
 
 		if ((v->src == UPROBE_AGG_FETCH && v->fetch >= cap->nfetch) ||
 		    (v->src == UPROBE_AGG_DURATION && !u->ret_handler) ||
-		    v->src == UPROBE_AGG_STACK) {
+		    v->src == UPROBE_AGG_STACK || v->src == UPROBE_AGG_TID ||
+		    v->src == UPROBE_AGG_COMM) {
 			snprintf(why, whylen, "value %u cannot be computed in-process", i + 1);
 			return -EINVAL;
 		}

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * rseq: where glibc keeps each thread's rseq area, so that the agent reads the cpu
- * there (two loads) instead of with lsl.  It only reads the process's mappings and
- * symbols; it never writes the process.
+ * there (two loads) instead of with lsl; and where it keeps each thread's tid (the
+ * aggregation key tid, and comm's cache check).  It only reads the process's mappings,
+ * symbols and memory; it never writes the process.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "agent/agg_thr.h"
 #include "sym/sym.h"
 
 #include "site/internal.h"
@@ -72,4 +74,62 @@ void agent_find_rseq(struct up_sites *mm)
 	if (mm->ctx->opts->verbose)
 		site_log(mm->ctx, "process %d: records take the cpu from glibc's rseq area",
 		      (int)mm->pid);
+}
+
+struct tid_find {
+	struct up_sites *mm;
+	bool exe_seen;	/* the first file mapped, the executable, was looked at */
+	uint64_t addr;	/* _thread_db_pthread_tid in the process */
+};
+
+/* In glibc's libc.so (or a static executable: the first file mapped): the descriptor
+   libthread_db reads, { bits, count, offset } of struct pthread's tid. */
+static int tid_map_fn(void *arg, const struct up_map *m)
+{
+	struct tid_find *tf = arg;
+	const char *base = strrchr(m->path, '/');
+	struct up_sym_elf *elf;
+	struct up_map n = *m;
+	uint64_t off, at = m->start;
+	struct up_sym s;
+	bool libc;
+
+	if (!base || m->offset)
+		return 0;
+	libc = !strncmp(base, "/libc.so", 8);
+	if (!libc && tf->exe_seen)
+		return 0;
+	tf->exe_seen = true;
+	if (!(elf = up_ubp_file(&tf->mm->ctx->files, tf->mm->p, m)) ||
+	    up_sym_elf_lookup_object(elf, "_thread_db_pthread_tid", &s) ||
+	    up_sym_elf_vaddr_to_offset(elf, s.value, &off))
+		return libc ? -ENOENT : 0;
+	for (; !up_proc_find_map(tf->mm->p, at, &n) && !strcmp(n.path, m->path); at = n.end)
+		if (off >= n.offset && off - n.offset < n.end - n.start) {
+			tf->addr = n.start + (off - n.offset);
+			return 1;
+		}
+	return -ENOENT;
+}
+
+/*
+ * glibc keeps each thread's tid in its struct pthread, at the offset its
+ * _thread_db_pthread_tid says (720 on x86-64 glibc 2.36); the kernel writes it at the
+ * clone (CLONE_PARENT_SETTID) and clears it when the thread is gone
+ * (CLONE_CHILD_CLEARTID), so a load at %fs:off is the thread's id with no syscall.
+ * Each thread named afterwards is checked to have its tid there (up_site_name_thread).
+ */
+void agent_find_tid(struct up_sites *mm)
+{
+	struct tid_find tf = { .mm = mm };
+	uint32_t d[3];
+
+	if (up_proc_for_each_map(mm->p, tid_map_fn, &tf) != 1 ||
+	    up_proc_read(mm->p, tf.addr, d, sizeof(d)) || d[0] != 32 || d[1] != 1 || !d[2] ||
+	    d[2] > 4096 - 4)
+		return;
+	up_agent_tid_off(mm->agent, d[2]);
+	if (mm->ctx->opts->verbose)
+		site_log(mm->ctx, "process %d: tid keys read glibc's thread descriptor at %%fs:%u",
+			 (int)mm->pid, d[2]);
 }

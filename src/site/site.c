@@ -157,6 +157,7 @@ void up_sites_forget(struct up_sites *s)
 	fast_forget(s);
 	up_agent_free(s->agent);
 	s->agent = NULL;
+	s->tid_looked = false;
 	up_uwarea_free(s->uw);
 	s->uw = NULL;
 	s->notls = 0;
@@ -248,6 +249,7 @@ uint64_t up_sites_teardown(struct up_sites *s, struct up_task *t, bool last)
 	up_xol_unmap(&s->xol, t);
 	up_agent_free(s->agent);
 	s->agent = NULL;
+	s->tid_looked = false;
 	up_uwarea_free(s->uw);
 	s->uw = NULL;
 	free(s->recp);

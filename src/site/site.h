@@ -130,6 +130,7 @@ struct up_sites {
 	unsigned ncounters;
 	bool fast_used;	    /* trampolines were live: the XOL area outlives a detach */
 	struct up_agent *agent; /* the recording probes' shared ring, NULL: none yet */
+	bool tid_looked;	/* glibc's tid offset was looked for (a thread had TLS) */
 	struct up_uwarea *uw;	/* stacks: the unwind tables the agent walks by, NULL none */
 	struct up_patched **recp; /* by record id: the site, NULL once gone */
 	uint32_t nrecp;
@@ -283,6 +284,8 @@ bool up_site_fault_home(struct up_sites *s, struct up_task *t, struct user_regs_
 /* ---- thread naming (naming.c) ---- */
 /* The agent learns t's name (a new thread, or every thread when the agent comes). */
 void up_site_name_thread(struct up_sites *s, struct up_task *t);
+/* A thread's comm may have changed: the agent's comm keys ask again. */
+void up_site_comm_changed(struct up_sites *s);
 /* A new thread t (stopped, not run yet): the rings threads about to record will write
    are made present, t writing them (up_agent_rings_ready), once a probe records. */
 void up_site_thread_new(struct up_sites *s, struct up_task *t);

@@ -158,6 +158,12 @@ static int build_agg(struct tprobe *p)
 		case UP_HIST_SRC_ARG: {
 			enum up_fetch_op op = sp->args[f->arg].ops[0].op;
 
+			if (op == UP_FOP_COMM && sp->args[f->arg].nops == 1) {
+				/* the thread's comm: the agent's per-thread cache */
+				k->src = UPROBE_AGG_COMM;
+				k->words = 2;
+				break;
+			}
 			if (op == UP_FOP_COMM || op == UP_FOP_DATA)
 				return -ENOTSUP; /* the tracer's own values */
 			k->src = UPROBE_AGG_FETCH;
@@ -175,8 +181,11 @@ static int build_agg(struct tprobe *p)
 			k->src = UPROBE_AGG_STACK;
 			k->words = UP_HIST_STACK_DEPTH;
 			break;
+		case UP_HIST_SRC_PID:
+			k->src = UPROBE_AGG_TID;
+			break;
 		default:
-			return -ENOTSUP; /* common_pid: the agent knows threads by their TLS */
+			return -ENOTSUP;
 		}
 	}
 	for (unsigned i = 0; i < hi->nvals; i++) {

@@ -328,55 +328,136 @@ bool up_filter_uses(const struct up_filter *f, uint32_t fetch)
 	return false;
 }
 
-static bool str_holds(const struct up_filter_node *n, const char *s, size_t len)
+/* A comparison (or TRUTH) of a and, where the node names one, b (else its value). */
+static bool pred_holds(const struct up_filter_node *n, const struct up_pred_val *a,
+		       const struct up_pred_val *b)
 {
-	bool eq;
+	uint64_t x, y;
+	bool sg;
 
-	if (n->op == UP_FILTER_GLOB)
-		/* the kernel's glob_match: * ? [...] with ranges and [!...], no escapes */
-		return fnmatch(n->str, s, FNM_NOESCAPE) == 0;
-	eq = strlen(n->str) == len && !memcmp(n->str, s, len);
-	return n->op == UPROBE_EQ ? eq : !eq;
+	if (a->err || (b && b->err))
+		return false;
+	if (n->op == UP_FILTER_TRUTH)
+		return a->is_str ? a->s && a->len && a->s[0] : a->u != 0;
+	if (a->is_str || (b ? b->is_str : !n->is_num)) {
+		const char *as = a->is_str && a->s ? a->s : "", *bs;
+		size_t al = a->is_str && a->s ? a->len : 0, bl;
+		bool eq;
+
+		if (b) {
+			bs = b->is_str && b->s ? b->s : "";
+			bl = b->is_str && b->s ? b->len : 0;
+		} else {
+			bs = n->str;
+			bl = strlen(n->str);
+		}
+		if (n->op == UP_FILTER_GLOB)
+			/* the kernel's glob_match: * ? [...] with ranges and [!...], no escapes */
+			return fnmatch(bs, as, FNM_NOESCAPE) == 0;
+		eq = al == bl && !memcmp(as, bs, al);
+		return n->op == UPROBE_EQ ? eq : n->op == UPROBE_NE ? !eq : false;
+	}
+	x = a->u;
+	y = b ? b->u : (uint64_t)n->value;
+	sg = a->is_signed || (b ? b->is_signed : n->const_signed);
+	switch (n->op) {
+	case UPROBE_EQ:
+		return x == y;
+	case UPROBE_NE:
+		return x != y;
+	case UPROBE_LT:
+		return sg ? (int64_t)x < (int64_t)y : x < y;
+	case UPROBE_LE:
+		return sg ? (int64_t)x <= (int64_t)y : x <= y;
+	case UPROBE_GT:
+		return sg ? (int64_t)x > (int64_t)y : x > y;
+	case UPROBE_GE:
+		return sg ? (int64_t)x >= (int64_t)y : x >= y;
+	case UPROBE_AND:
+		return (x & y) != 0;
+	}
+	return false;
 }
 
-static bool eval(const struct up_filter *f, int i, const struct up_fetch_value *vals,
-		 uint64_t duration, const char *comm)
+static bool eval(const struct up_filter *f, int i, up_pred_field_fn fn, void *ctx)
 {
 	const struct up_filter_node *n = &f->node[i];
+	struct up_pred_val a, b;
 
 	switch (n->kind) {
 	case UP_FILTER_AND:
-		return eval(f, n->l, vals, duration, comm) && eval(f, n->r, vals, duration, comm);
+		return eval(f, n->l, fn, ctx) && eval(f, n->r, fn, ctx);
 	case UP_FILTER_OR:
-		return eval(f, n->l, vals, duration, comm) || eval(f, n->r, vals, duration, comm);
+		return eval(f, n->l, fn, ctx) || eval(f, n->r, fn, ctx);
 	case UP_FILTER_NOT:
-		return !eval(f, n->l, vals, duration, comm);
+		return !eval(f, n->l, fn, ctx);
 	default:
 		break;
 	}
-	if (n->fetch == UP_FILTER_COMM)
-		return str_holds(n, comm ? comm : "", comm ? strlen(comm) : 0);
-	if (n->is_str) {
-		const struct up_fetch_value *v = &vals[n->fetch];
+	memset(&a, 0, sizeof(a));
+	fn(ctx, n->fetch, &a);
+	if (!n->rfield)
+		return pred_holds(n, &a, NULL);
+	memset(&b, 0, sizeof(b));
+	fn(ctx, n->rfetch, &b);
+	return pred_holds(n, &a, &b);
+}
 
-		if (v->err || !v->str)
-			return false;
-		return str_holds(n, v->str, strnlen(v->str, v->str_len));
-	}
-	{
-		struct uprobe_cond c = { .fetch = n->fetch,
-					 .op = (enum uprobe_cmp)n->op,
-					 .value = n->value };
+bool up_filter_eval_fn(const struct up_filter *f, up_pred_field_fn fn, void *ctx)
+{
+	return !f->n || eval(f, f->root, fn, ctx);
+}
 
-		return up_filter_holds(&c, 1, vals, duration);
+/* The event's fields: its fetched values, the return's duration, the thread's name. */
+struct event_fields {
+	const struct up_fetch_value *vals;
+	uint64_t duration;
+	const char *comm;
+};
+
+static void event_field(void *ctx, uint32_t field, struct up_pred_val *out)
+{
+	const struct event_fields *ef = ctx;
+	const struct up_fetch_value *v;
+	unsigned size;
+
+	if (field == UP_FILTER_COMM) {
+		out->is_str = true;
+		out->s = ef->comm ? ef->comm : "";
+		out->len = strlen(out->s);
+		return;
 	}
+	if (field == UPROBE_COND_DURATION) {
+		out->u = ef->duration;
+		return;
+	}
+	v = &ef->vals[field];
+	if (v->err) {
+		out->err = true;
+		return;
+	}
+	if (v->type.kind == UP_TYPE_STRING) {
+		out->is_str = true;
+		out->err = !v->str;
+		out->s = v->str;
+		out->len = v->str ? strnlen(v->str, v->str_len) : 0;
+		return;
+	}
+	out->u = v->u;
+	out->is_signed = v->type.kind == UP_TYPE_S;
+	size = v->type.size ? v->type.size : 8;
+	if (out->is_signed && size < 8 && (out->u >> (size * 8 - 1) & 1))
+		out->u |= ~0ull << (size * 8);
 }
 
 bool up_filter_eval(const struct up_filter *f, const struct up_fetch_value *vals, uint64_t duration,
 		    const char *comm)
 {
-	return !f->n || eval(f, f->root, vals, duration, comm);
+	struct event_fields ef = { vals, duration, comm };
+
+	return up_filter_eval_fn(f, event_field, &ef);
 }
+
 bool up_filter_holds(const struct uprobe_cond *conds, unsigned n, const struct up_fetch_value *vals,
 		     uint64_t duration)
 {

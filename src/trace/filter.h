@@ -31,6 +31,8 @@
 #define UP_FILTER_DEPTH	  16 /* nested parentheses and ! */
 
 #define UP_FILTER_GLOB 0x40	   /* node.op of `~`; the others are enum uprobe_cmp */
+#define UP_FILTER_TRUTH 0x41	   /* node.op: the field alone, true when nonzero (a string:
+				      not empty) -- bpftrace's `/@start[tid]/` */
 #define UP_FILTER_COMM 0xfffffffeu /* node.fetch: the thread's name */
 
 enum up_filter_kind { UP_FILTER_PRED, UP_FILTER_AND, UP_FILTER_OR, UP_FILTER_NOT };
@@ -43,7 +45,12 @@ struct up_filter_node {
 	int16_t l, r;	/* AND/OR: both operands; NOT: l */
 	int pos;	/* PRED: the field's place in the text; others: the operator's */
 	int vpos;	/* PRED: the value's */
-	uint32_t fetch; /* PRED, resolved: the argument, UPROBE_COND_DURATION or UP_FILTER_COMM */
+	uint32_t fetch; /* PRED, resolved: the argument, UPROBE_COND_DURATION or UP_FILTER_COMM
+			   (up_filter_eval); any field number of the caller's (up_filter_eval_fn) */
+	bool rfield;	/* PRED: the right operand is field rfetch, not the value */
+	bool const_signed; /* PRED: a numeric value compares signed (bpftrace's literals);
+			      the kernel's compare as the field's type says */
+	uint32_t rfetch;
 	int64_t value;
 	char name[UP_SPEC_ARG_NAME_MAX + 1];
 	char str[UP_FILTER_STR_MAX + 1]; /* the value's text (a number's too) */
@@ -69,8 +76,31 @@ int up_filter_conds(const struct up_filter *f, struct uprobe_cond *conds, unsign
 /* Does f mention its field fetch (an argument index, UPROBE_COND_DURATION, UP_FILTER_COMM)? */
 bool up_filter_uses(const struct up_filter *f, uint32_t fetch);
 
+/*
+ * The one evaluator of predicates: `uprobe trace --filter` (the kernel's syntax, parsed
+ * here) and `uprobe run`'s predicates (bpftrace's, compiled into the same nodes by
+ * src/bt/pred.c) both hold or fail here.  A front end gives each field's value through
+ * fn: a number (is_signed: compared signed), or a string (s, len; NUL-terminated at
+ * len); err: it could not be read, and no predicate on it holds.
+ */
+struct up_pred_val {
+	bool err;
+	bool is_str;
+	bool is_signed;
+	uint64_t u;
+	const char *s;
+	size_t len;
+};
+typedef void (*up_pred_field_fn)(void *ctx, uint32_t field, struct up_pred_val *out);
+
+/* Does f hold, its fields' values given by fn (a filter of no nodes always holds)?
+   Operators: && || ! evaluated left to right, short-circuit; a comparison of two
+   numbers is signed where either side is; strings take == != (exact) and ~ (a glob). */
+bool up_filter_eval_fn(const struct up_filter *f, up_pred_field_fn fn, void *ctx);
+
 /* Does resolved f hold on a hit's values, its return's duration (ns) and its thread's
-   name (NULL: unknown, compared as "")?  A fault never holds a predicate. */
+   name (NULL: unknown, compared as "")?  A fault never holds a predicate.
+   (up_filter_eval_fn with the event's fields.) */
 bool up_filter_eval(const struct up_filter *f, const struct up_fetch_value *vals, uint64_t duration,
 		    const char *comm);
 

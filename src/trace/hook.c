@@ -87,6 +87,17 @@ int up_trace_hit_sym(const struct up_trace_hit *h, uint64_t addr, char *name, si
 	return 0;
 }
 
+int up_trace_hit_comm_changed(const struct up_trace_hit *h)
+{
+	struct up_trace *tr = h->tr;
+
+	/* the trap path's names, read again at their next use (tids are unique across
+	   processes, so every entry can go) */
+	for (unsigned i = 0; i < COMM_CACHE; i++)
+		tr->comms[i].comm[0] = '\0';
+	return uprobe_comm_changed(tr->ctx, h->pid);
+}
+
 int up_trace_hit_cpu(const struct up_trace_hit *h)
 {
 	int cpu = -1;

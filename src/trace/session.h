@@ -237,5 +237,8 @@ int up_trace_hit_sym(const struct up_trace_hit *h, uint64_t addr, char *name, si
 unsigned up_trace_hit_args(const struct up_trace_hit *h, uint64_t *out, unsigned max);
 /* The cpu the hit's thread last ran on (read from /proc), -1 when unknown. */
 int up_trace_hit_cpu(const struct up_trace_hit *h);
+/* A thread of the hit's process may have a new name (the hit is the return of a call
+   that sets one): the session's names and the fast path's comm keys are read again. */
+int up_trace_hit_comm_changed(const struct up_trace_hit *h);
 
 #endif

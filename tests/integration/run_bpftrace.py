@@ -9,7 +9,8 @@
   fast      bodies of one aggregation, run in the process: the trap path's maps; the
             entry/return latency pair (gethostlatency.bt's shape, with and without a
             scratch variable, an END that clears @start) as the return's in-process
-            $duration
+            $duration; @[comm] and @[tid] in the process against --no-fast and
+            bpftrace on threads renamed while they run (tids compared as counts)
   tools     Debian's bpftrace tools, read from the installed package: bashreadline.bt
             on an interactive bash fed commands, gethostlatency.bt on getaddrinfo
             calls, threadsnoop.bt on thread creation; their lines equal bpftrace's
@@ -114,6 +115,9 @@ def one_liners(w):
         f('BEGIN { printf("begin\\n"); } uprobe:W:work_key, uprobe:W:work_ret '
           '{ @[probe] = count(); } uprobe:W:work_s* { @w[probe] = count(); } '
           'END { printf("end\\n"); }'),
+        # keyed by the thread's name, in the process: threads named by prctl and by
+        # pthread_setname_np from another thread
+        f('uprobe:W:named_call { @[comm] = count(); }'),
         # zero, clear, print in END, exit
         f('uprobe:W:work_key { @c[arg0] = count(); @d = count(); } '
           'uprobe:W:work_ret /arg0 == 29/ { exit(); } '
@@ -131,7 +135,8 @@ def fast_liners(w):
              'uprobe:W:work_size { @mx = max(arg0); } uprobe:W:work_size { @mn = min(arg0); } '
              'uprobe:W:work_key { @c = count(); } uprobe:W:work_key { @a[arg0] = avg(arg0); } '
              'uprobe:W:work_key { @k2[arg0, arg0 % 2] = count(); } '
-             'uprobe:W:work_key { @m7[arg0 & 7] = count(); }')
+             'uprobe:W:work_key { @m7[arg0 & 7] = count(); } '
+             'uprobe:W:neg_call { @neg = hist(arg0); }')
 
 
 def cmd_fast(uprobe, work):
@@ -141,8 +146,8 @@ def cmd_fast(uprobe, work):
     a = run([uprobe, "run", "-v", "-e", prog, "-c", work])
     b = run([uprobe, "run", "--no-fast", "-e", prog, "-c", work])
     inproc = a.stderr.count(b": in the process (")
-    check(inproc == 12, "12 of the 13 probes in the process (-v says so): %d" % inproc)
-    if inproc != 12:
+    check(inproc == 13, "13 of the 14 probes in the process (-v says so): %d" % inproc)
+    if inproc != 13:
         print(a.stderr.decode(errors="replace"))
     check(a.returncode == 0 and a.stdout == b.stdout, "in the process: the trap path's maps")
     if a.stdout != b.stdout:
@@ -155,6 +160,27 @@ def cmd_fast(uprobe, work):
             print(diff(c.stdout, a.stdout))
     else:
         print("note: " + why)
+    # @[comm] and @[tid] in the process: named_call's threads, named by prctl and by
+    # pthread_setname_np from another thread (the renames the agent must see)
+    for prog, by_tid in thread_liners(work):
+        a = run([uprobe, "run", "-v", "-e", prog, "-c", work])
+        b = run([uprobe, "run", "--no-fast", "-e", prog, "-c", work])
+        c = run([bt, "-e", prog, "-c", work]) if bt else None
+        check(a.stderr.count(b": in the process (") == 1, "in the process (-v): " + prog)
+        outs = [("--no-fast", b)] + ([("bpftrace", c)] if c else [])
+        for name, r in outs:
+            if by_tid:
+                # the tids are each run's own: the counts by thread, and how many threads
+                ca, cr = tid_counts(a.stdout), tid_counts(r.stdout)
+                check(a.returncode == 0 and ca == cr and len(ca) == 5,
+                      "%s: the counts by thread as %s's: %s, %s" % (prog, name, ca, cr))
+            else:
+                check(a.returncode == 0 and a.stdout == r.stdout,
+                      "%s: %s's map, names set by prctl and pthread_setname_np" % (prog, name))
+                if a.stdout != r.stdout:
+                    print(diff(r.stdout, a.stdout))
+        if not c:
+            print("note: " + why)
     for prog in latency_liners(work):
         # the durations are the clock's: under load a sleep overshoots by milliseconds
         # (up to hundreds, on every path, bpftrace's too), so the hists are compared
@@ -186,6 +212,19 @@ def cmd_fast(uprobe, work):
             print(diff(b.stdout, a.stdout))
             print(diff(c.stdout, a.stdout))
     finish()
+
+
+def thread_liners(w):
+    return [("uprobe:%s:named_call { @[comm] = count(); }" % w, False),
+            ("uprobe:%s:named_call { @t[tid] = count(); }" % w, True)]
+
+
+def tid_counts(out):
+    """@t[TID]: N lines: the counts, sorted, and that every tid is a distinct number."""
+    rows = re.findall(rb"^@t\[(\d+)\]: (\d+)$", out, re.M)
+    if len(set(t for t, _ in rows)) != len(rows):
+        return None
+    return sorted(int(n) for _, n in rows)
 
 
 UNITS = {b"": 1, b"K": 1 << 10, b"M": 1 << 20, b"G": 1 << 30, b"T": 1 << 40}

@@ -4,7 +4,9 @@
  * parentheses with the kernel's precedence, string and numeric predicates, every refusal
  * at the right column, resolution against an event's arguments (types and operators),
  * the agent's conjunction (up_filter_conds) only where the filter is one, and evaluation
- * against a brute-force reference over a grid of values.
+ * against a brute-force reference over a grid of values.  And the one evaluator both
+ * front ends share: a bpftrace predicate (src/bt/pred.c) and the kernel-syntax filter
+ * of the same logic hold on the same values.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -17,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "bt/bt.h"
+#include "bt/tokens.h"
 #include "trace/filter.h"
 
 static struct up_spec spec;
@@ -276,12 +280,93 @@ static void test_eval_grid(void **state)
 		}
 }
 
+/* A bpftrace predicate's fields, as interp.c evaluates them, for the shapes below:
+   arg0, arg1, comm, arg1 & INT, -INT. */
+struct bt_vals {
+	const struct bt_probe *p;
+	int32_t n;
+	uint64_t m;
+	const char *comm;
+};
+
+static void bt_field(void *ctx, uint32_t i, struct up_pred_val *out)
+{
+	const struct bt_vals *bv = ctx;
+	const struct bt_node *x = bv->p->pleaf[i];
+
+	if (x->k == BT_N_UN && x->op == T_MINUS && x->a->k == BT_N_INT) {
+		out->u = 0 - (uint64_t)x->a->ival; /* -N: a negative literal, signed */
+		out->is_signed = true;
+		return;
+	}
+	if (x->k == BT_N_BIN && x->op == T_AMP) {
+		out->u = bv->m & (uint64_t)x->b->ival;
+		return;
+	}
+	assert_int_equal(x->k, BT_N_BUILTIN);
+	if (x->ival == BT_B_COMM) {
+		out->is_str = true;
+		out->s = bv->comm;
+		out->len = strlen(bv->comm);
+	} else {
+		out->u = x->ival == BT_B_ARG0 ? (uint64_t)(int64_t)bv->n : bv->m;
+	}
+}
+
+static unsigned count_kind(const struct up_filter *x, int kind)
+{
+	unsigned c = 0;
+
+	for (unsigned i = 0; i < x->n; i++)
+		c += x->node[i].kind == kind;
+	return c;
+}
+
+/* The same logic in both syntaxes: the same tree of && || !, the same answers. */
+static void test_two_syntaxes(void **state)
+{
+	static const char *const comms[] = { "alpha", "bravo" };
+	char text[256], err[512];
+
+	(void)state;
+	setup_spec();
+	for (int a = -2; a <= 2; a++)
+		for (int b = 1; b <= 3; b++) {
+			struct bt_prog *prog = NULL;
+			const struct up_filter *c;
+
+			snprintf(text, sizeof(text),
+				 "uprobe:/bin/true:main /!(arg0 < %d || arg1 == %d) && "
+				 "(comm == \"bravo\" || !(arg0 != %d)) || arg1 & %d/ { @ = count(); }",
+				 a, b, b, b);
+			assert_int_equal(bt_parse(text, "stdin", &prog, err, sizeof(err)), 0);
+			c = prog->probes[0].cpred;
+			assert_non_null(c);
+			snprintf(text, sizeof(text),
+				 "!(n < %d || m == %d) && (comm == \"bravo\" || !(n != %d)) || m & %d",
+				 a, b, b, b);
+			ok(text);
+			for (int k = UP_FILTER_PRED; k <= UP_FILTER_NOT; k++)
+				assert_int_equal(count_kind(c, k), count_kind(&f, k));
+			for (int n = -3; n <= 3; n++)
+				for (uint64_t m = 0; m <= 4; m++)
+					for (int k = 0; k < 2; k++) {
+						struct bt_vals bv = { &prog->probes[0], n, m, comms[k] };
+
+						assert_int_equal(up_filter_eval_fn(c, bt_field, &bv),
+								 holds(n, m, "", comms[k], 0));
+					}
+			bt_prog_free(prog);
+		}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse),	cmocka_unit_test(test_parse_errors),
 		cmocka_unit_test(test_resolve), cmocka_unit_test(test_conds),
 		cmocka_unit_test(test_eval),	cmocka_unit_test(test_eval_grid),
+		cmocka_unit_test(test_two_syntaxes),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 

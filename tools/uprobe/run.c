@@ -119,6 +119,8 @@ struct fastplan {
 	bool log2floor; /* valkey is a hist bucket's bit length (agent/agg.h), not a value */
 	unsigned size; /* the table's entries, per process */
 	int folded; /* the latency pair's entry probe: runs as its return's $duration (-1: no) */
+	bool comm; /* a key is comm: the spec fetches $comm (the agent's cached comm) */
+	bool keystr[3]; /* the map's key i is a string (comm) */
 	bool skip; /* this is such an entry probe: nothing to add, its return counts it */
 };
 
@@ -165,9 +167,18 @@ static const char *fast_field(struct fastplan *fp, const struct bt_node *n, bool
 			strcat(fp->fetch, f);
 		return nm;
 	}
-	/* tid (common_pid) is the tracer's to read: the agent gives it no key */
 	if (n->k != BT_N_BUILTIN)
 		return NULL;
+	/* the thread's id and comm: the agent keeps them per thread (agent/abi.h,
+	   struct upa_thr) */
+	if (n->ival == BT_B_TID)
+		return "common_pid";
+	if (n->ival == BT_B_COMM) {
+		if (!strstr(fp->fetch, " cm="))
+			strcat(fp->fetch, " cm=$comm");
+		fp->comm = true;
+		return "cm";
+	}
 	if (n->ival == BT_B_RETVAL && ret) {
 		if (!strstr(fp->fetch, " rv="))
 			strcat(fp->fetch, " rv=$retval");
@@ -185,7 +196,7 @@ static const char *fast_field(struct fastplan *fp, const struct bt_node *n, bool
 	return NULL;
 }
 
-static bool fast_plan(const struct bt_prog *p, unsigned pi, struct fastplan *fp)
+static bool fast_plan(const struct bt_prog *p, unsigned pi, struct fastplan *fp, bool sum)
 {
 	const struct bt_probe *pr = &p->probes[pi];
 	const struct bt_node *st, *l, *r;
@@ -226,12 +237,13 @@ static bool fast_plan(const struct bt_prog *p, unsigned pi, struct fastplan *fp)
 		f = fast_field(fp, l->v[i], ret);
 		if (!f)
 			return false;
+		fp->keystr[i] = !strcmp(f, "cm");
 		snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys), "%s%s", i ? "," : "", f);
 	}
 	fp->nmapkeys = l->n;
 	if (r->n) {
 		f = fast_field(fp, r->v[0], ret);
-		if (!f)
+		if (!f || !strcmp(f, "cm") || !strcmp(f, "common_pid"))
 			return false;
 		fp->has_val = true;
 		if (m->kind == BT_M_LHIST && m->lmin >= 0 && m->lmin % m->lstep == 0 &&
@@ -245,7 +257,22 @@ static bool fast_plan(const struct bt_prog *p, unsigned pi, struct fastplan *fp)
 			snprintf(vbuf, sizeof(vbuf), "%s", f);
 			vals = vbuf;
 			fp->bucket_sum = true;
-		} else if (m->kind == BT_M_HIST || m->kind == BT_M_LHIST) {
+		} else if (m->kind == BT_M_HIST) {
+			/* bpftrace's buckets, [2^k, 2^(k+1)): the value's bit length
+			   (.log2floor, agent/agg.h), 65 keys at most; 64 is a value that is
+			   negative as bpftrace's int64 (its "(..., 0)") */
+			snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys),
+				 "%s%s.log2floor", l->n ? "," : "", f);
+			fp->valkey = true;
+			fp->log2floor = true;
+			fp->size = 128 << (l->n ? 6 : 0);
+			if (sum) {
+				/* and the values' sum, which the buckets lose (--listen) */
+				snprintf(vbuf, sizeof(vbuf), "%s", f);
+				vals = vbuf;
+				fp->bucket_sum = true;
+			}
+		} else if (m->kind == BT_M_LHIST) {
 			/* the value itself: the agent's .log2 is the kernel's ceil(log2 v),
 			   bpftrace's buckets are floor(log2 v) */
 			snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys), "%s%s",
@@ -701,6 +728,70 @@ static int add_one(void *ctx, const char *spec)
 	return 0;
 }
 
+static bool node_uses(const struct bt_node *n, int builtin)
+{
+	if (!n)
+		return false;
+	if (n->k == BT_N_BUILTIN && n->ival == builtin)
+		return true;
+	if (node_uses(n->a, builtin) || node_uses(n->b, builtin) || node_uses(n->c, builtin))
+		return true;
+	for (unsigned i = 0; i < n->n; i++)
+		if (node_uses(n->v[i], builtin))
+			return true;
+	return false;
+}
+
+/* Does a user-space probe of p read the builtin? */
+static bool prog_uses(const struct bt_prog *p, int builtin)
+{
+	for (unsigned i = 0; i < p->nprobes; i++)
+		if (p->probes[i].nap && (p->probes[i].ap[0].kind == BT_P_UPROBE ||
+					 p->probes[i].ap[0].kind == BT_P_URETPROBE ||
+					 p->probes[i].ap[0].kind == BT_P_USDT) &&
+		    (node_uses(p->probes[i].pred, builtin) || node_uses(p->probes[i].body, builtin)))
+			return true;
+	return false;
+}
+
+static void on_comm_set(void *arg, const struct up_trace_hit *h)
+{
+	(void)arg;
+	up_trace_hit_comm_changed(h);
+}
+
+/*
+ * comm is the thread's name at the hit, as bpftrace reads it from the kernel.  Both
+ * paths cache names per thread (the session per tid, the agent in its thread slots), so
+ * the calls that rename a thread are watched: at the return of libc's prctl (which
+ * pthread_setname_np calls for its own thread; __prctl is the same code) and of
+ * pthread_setname_np (which writes /proc/self/task/TID/comm for another thread), while
+ * the thread is stopped, both caches are told to read the names again
+ * (up_trace_hit_comm_changed).  Not counted as the program's probes, never printed.
+ * A name written by a raw syscall or by hand into /proc/self/task/TID/comm is not seen
+ * until the next such call.
+ */
+static void watch_comm(struct up_trace *tr, pid_t pid, int verbose)
+{
+	static const char *const fns[2] = { "prctl", "pthread_setname_np" };
+	char path[PATH_MAX], spec[PATH_MAX + 64], err[512];
+
+	if (!resolve_target("libc", pid, path, sizeof(path)))
+		return;
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(spec, sizeof(spec), "r:btcomm/%s %s:%s", i ? "setname" : "prctl", path,
+			 fns[i]);
+		if (up_trace_add(tr, spec, err, sizeof(err))) {
+			if (verbose > 0)
+				fprintf(stderr, "uprobe run: %s: not watched: %s\n", fns[i], err);
+			continue;
+		}
+		up_trace_set_hit_fn(tr, up_trace_nspecs(tr) - 1, on_comm_set, NULL);
+		if (verbose > 0)
+			fprintf(stderr, "uprobe run: comm: renames watched at %s\n", spec);
+	}
+}
+
 /* The program's user-space attach points, into the session. */
 static int add_probes_of(struct adder *a, struct bt_prog *p, pid_t pid, struct fastplan *plans,
 			 unsigned i);
@@ -810,6 +901,11 @@ static int feed_one(void *ctx, const struct up_hist_key *k, uint64_t hits, const
 
 	memset(key, 0, sizeof(key));
 	for (unsigned i = 0; i < fd->fp->nmapkeys; i++) {
+		if (fd->fp->keystr[i]) {
+			key[i].t = BT_T_STR;
+			key[i].s = k->str[i] ? k->str[i] : "";
+			continue;
+		}
 		key[i].t = BT_T_INT;
 		key[i].bits = 64;
 		key[i].i = (int64_t)k->num[i];
@@ -818,8 +914,8 @@ static int feed_one(void *ctx, const struct up_hist_key *k, uint64_t hits, const
 		v = (int64_t)k->num[fd->fp->nmapkeys];
 	else if (fd->fp->has_val)
 		v = (int64_t)vals[0];
-	if (fd->fp->log2floor) /* a bit length: its bucket's low bound */
-		v = v <= 0 ? 0 : v >= 64 ? INT64_MAX : (int64_t)(1ull << (v - 1));
+	if (fd->fp->log2floor) /* a bit length: its bucket's low bound (64: negative) */
+		v = v <= 0 ? 0 : v >= 64 ? -1 : (int64_t)(1ull << (v - 1));
 	e = bt_table_get(fd->m, key, fd->fp->nmapkeys, true);
 	if (!e) {
 		fd->fails++;
@@ -1202,7 +1298,7 @@ static int run_run(int argc, char **argv)
 
 		plans = calloc(prog->nprobes, sizeof(*plans));
 		for (unsigned i = 0; plans && !no_fast && i < prog->nprobes; i++)
-			if (!fast_plan(prog, i, &plans[i]) &&
+			if (!fast_plan(prog, i, &plans[i], listen_at != NULL) &&
 			    !fast_latency(prog, i, &plans[i], listen_at != NULL))
 				plans[i].trigger[0] = '\0';
 		for (unsigned i = 0; plans && !no_fast && i < prog->nprobes; i++)
@@ -1239,6 +1335,8 @@ static int run_run(int argc, char **argv)
 			goto out;
 		}
 		nprobes += ad.added;
+		if (ad.added && prog_uses(prog, BT_B_COMM))
+			watch_comm(tr, pid, verbose);
 		if (!nprobes) {
 			fputs("No probes to attach\n", stderr);
 			status = CLI_FAIL;

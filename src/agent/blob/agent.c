@@ -495,6 +495,82 @@ static inline __attribute__((always_inline)) int thread_slot(const struct upa_ct
 }
 
 
+#define NR_PRCTL 157
+#define NR_GETTID 186
+#define PR_GET_NAME 16
+
+/* The calling thread's id: the kernel's word in its TLS block where the tracer found
+   glibc's thread descriptor (ctl->tid_off), a load; else, or while that word is 0 (a
+   process caught before glibc set it up), a gettid. */
+static inline __attribute__((always_inline)) uint64_t thread_tid(const struct upa_ctl *ctl)
+{
+	uint64_t off = ctl->tid_off;
+
+	if (off && (ctl->flags & UPA_F_FS0)) {
+		int32_t t;
+
+		__asm__ volatile("movl %%fs:(%1), %0" : "=r"(t) : "r"(off));
+		if (t > 0)
+			return (uint64_t)t;
+	}
+	return (uint64_t)sys6(NR_GETTID, 0, 0, 0, 0, 0, 0);
+}
+
+/* A comm as the kernel gave it, NUL-padded from its first NUL. */
+static void comm_pad(uint64_t *w)
+{
+	uint8_t *b = (uint8_t *)w;
+	unsigned i = 0;
+
+	while (i < 16 && b[i])
+		i++;
+	for (; i < 16; i++)
+		b[i] = 0;
+}
+
+/* thread_comm's slow path: prctl(PR_GET_NAME), cached in th (NULL: none). */
+static __attribute__((noinline)) void thread_comm_ask(struct upa_thr *th, uint32_t tid,
+						      uint32_t gen, uint64_t *w)
+{
+	uint64_t b[2] = { 0, 0 };
+
+	if (sys6(NR_PRCTL, PR_GET_NAME, (long)b, 0, 0, 0, 0) < 0)
+		b[0] = b[1] = 0;
+	comm_pad(b);
+	w[0] = b[0];
+	w[1] = b[1];
+	if (!th)
+		return;
+	__atomic_store_n(&th->tid, 0, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	th->comm[0] = b[0];
+	th->comm[1] = b[1];
+	th->gen = gen;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&th->tid, tid, __ATOMIC_RELAXED);
+}
+
+/*
+ * The calling thread's comm into w[0..1]: its slot's cache (struct upa_thr) while the
+ * cache is this thread's (the tid in its TLS block) and no older than ctl->comm_gen,
+ * else prctl(PR_GET_NAME), cached.  comm_gen is read before the kernel is asked: a
+ * change the tracer announces after that is seen at the next hit.
+ */
+static inline __attribute__((always_inline)) void thread_comm(struct upa_ctl *ctl, int slot,
+							       uint64_t *w)
+{
+	uint32_t gen = __atomic_load_n(&ctl->comm_gen, __ATOMIC_ACQUIRE);
+	uint32_t tid = (uint32_t)thread_tid(ctl);
+	struct upa_thr *th = slot >= 0 ? &ctl->thr[slot] : 0;
+
+	if (th && th->tid == tid && th->gen == gen) {
+		w[0] = th->comm[0];
+		w[1] = th->comm[1];
+		return;
+	}
+	thread_comm_ask(th, tid, gen, w);
+}
+
 /* The aggregation table of a thread in slot: its own while there is one for it, else
    the shared one, the last. */
 static inline unsigned own_table(const struct upa_ctl *ctl, const struct upa_agg *a, int slot)
@@ -577,7 +653,25 @@ static void aggregate1(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t 
 	struct upa_agg *a = (struct upa_agg *)(f + d->nfetch);
 	uint64_t v = dur;
 
-	if (a->key[0].src == UPA_AGG_FETCH) {
+	if (a->key[0].src == UPA_AGG_COMM) {
+		uint64_t w[2], *e;
+		unsigned ti;
+
+		if (slot == SLOT_UNKNOWN)
+			slot = thread_slot(ctl);
+		thread_comm(ctl, slot, w);
+		ti = own_table(ctl, a, slot);
+		e = agg_slot(a, (uint64_t *)a->tables + ((uint64_t)ti * a->entry_words << a->order),
+			     w, 2, upa_agg_hash(w, 2));
+		if (!e)
+			__atomic_fetch_add(&a->dropped, 1, __ATOMIC_RELAXED);
+		else
+			add(&e[3], 1, ti == a->ntables - 1);
+		return;
+	}
+	if (a->key[0].src == UPA_AGG_TID) {
+		v = thread_tid(ctl);
+	} else if (a->key[0].src == UPA_AGG_FETCH) {
 		const struct upa_fetch *kf = &f[a->key[0].fetch];
 
 		v = mask(mask(frame[kf->reg] >> kf->reg_shift, kf->reg_size), kf->size);
@@ -608,8 +702,17 @@ static void aggregate(struct upa_ctl *ctl, struct upa_probe *d, const uint64_t *
 			n += k->words;
 			continue;
 		}
+		if (k->src == UPA_AGG_COMM) {
+			if (slot == SLOT_UNKNOWN)
+				slot = thread_slot(ctl);
+			thread_comm(ctl, slot, key + n);
+			n += 2;
+			continue;
+		}
 		if (k->src == UPA_AGG_DURATION) {
 			v = dur;
+		} else if (k->src == UPA_AGG_TID) {
+			v = thread_tid(ctl);
 		} else if (f[k->fetch].final == UPA_FINAL_STRING) {
 			const struct upa_fetch *sf = &f[k->fetch];
 
