@@ -1166,7 +1166,6 @@ static int run_run(int argc, char **argv)
 	struct up_trace *tr = NULL;
 	struct adder ad = { 0 };
 	FILE *out = stdout, *outf = NULL;
-	struct sigaction sa = { .sa_handler = cli_on_stop };
 	char **cargv = NULL;
 	unsigned nprobes = 0, nuser = 0;
 	uint64_t period_ns = 0;
@@ -1311,6 +1310,8 @@ static int run_run(int argc, char **argv)
 			status = CLI_FAIL;
 			goto out;
 		}
+		/* from the first byte written into a process on, a stop detaches */
+		cli_catch_stops(true);
 		if (pid) {
 			rc = up_trace_attach(tr, pid);
 			if (rc) {
@@ -1374,9 +1375,7 @@ static int run_run(int argc, char **argv)
 	else
 		fprintf(out, "Attaching %u probe%s...\n", nprobes, nprobes == 1 ? "" : "s");
 	fflush(out);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	cli_catch_stops(true);
 	if (listen_at) {
 		struct sigaction wa = { .sa_handler = cli_on_scrape }; /* no SA_RESTART */
 		char lerr[256];
@@ -1404,6 +1403,7 @@ static int run_run(int argc, char **argv)
 			goto out;
 		}
 	}
+	cli_catch_stops(false); /* the loop's wait returns for a stop */
 	if (period_ns) {
 		struct sigaction ta = { .sa_handler = cli_on_tick };
 		struct itimerval it;
@@ -1468,6 +1468,8 @@ static int run_run(int argc, char **argv)
 
 		setitimer(ITIMER_REAL, &off, NULL);
 	}
+	if (tr) /* what waits in the rings, handled while the processes run on */
+		up_trace_finish(tr);
 	/* the probes out before END: the process runs on, unprobed; what the processes
 	   aggregated comes into the maps first */
 	cli_listen_stop(srv); /* before the session goes: no scrape waits on it */
