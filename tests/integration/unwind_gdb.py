@@ -17,11 +17,11 @@ as (file, file offset): where gdb names a frame by a symbol uprobe's
 names have none (a zero-size __restore_rt), and the other way round, an offset is the
 one name both have.
 
-Also Debian's ls -lR and python3.11 -S into libc's malloc: every hit gdb stops at is a
-stack uprobe counted (as file offsets: neither program has symbols; 16 frames, a
-stacktrace key's depth).  bash is not compared: under gdb it takes other paths (two
-more variables bound at its start, one loop hit fewer), frames that are call sites on
-both sides.
+Also Debian's ls -lR, bash (tests/targets/unwind_bash.sh) and python3.11 -S into libc's
+malloc: every hit gdb stops at is a stack uprobe counted (as file offsets: none of the
+programs has symbols; 16 frames, a stacktrace key's depth).  bash binds its whole
+environment as variables and $BASH as the path it was run by: gdb's inferior gets
+neither the gdb script's variables nor a /bin that gdb would resolve to /usr/bin.
 """
 import collections
 import os
@@ -96,6 +96,9 @@ def gdb_stacks(argv, at, infile):
                "-ex", "set breakpoint pending on",
                # gdb sets them in the inferior's environment: ls would read them
                "-ex", "unset environment LINES", "-ex", "unset environment COLUMNS",
+               # nor the script's own two, which bash would bind as variables
+               "-ex", "unset environment UNWIND_GDB_AT",
+               "-ex", "unset environment UNWIND_GDB_IN",
                # exec'd as uprobe execs it, not by a shell that adds to the environment
                "-ex", "set startup-with-shell off",
                "-x", script, "-ex", "run", "--args"] + argv
@@ -266,7 +269,7 @@ for f, n in mixed:
 compare("unwind_prog, trap-path stacks under fast-path return probes", ours, g)
 
 want = {"c1", "c1b", "big", "via_ptr", "rec", "via_tail", "via_lib", "realign", "handler",
-        "lib_call"}
+        "lib_call", "twin_a", "twin_b"}
 seen = {f.split("+")[0] for frames, _ in u for f in frames}
 if not want <= seen:
     fail("frames never seen: %s" % (want - seen))
@@ -315,6 +318,10 @@ for label, argv in (
         # output to a pipe, no colour, no terminal width: the same mallocs in both runs
         ("ls -lR into malloc",
          ["/bin/ls", "-l", "-R", "--color=never", "/usr/share/doc/gdb", "/etc/ssl"]),
+        # /usr/bin's: gdb runs the path resolved, and bash's $BASH is it
+        ("bash into malloc", ["/usr/bin/bash", "--norc", "--noprofile",
+                              os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                           "..", "targets", "unwind_bash.sh")]),
         ("python3.11 into malloc", ["/usr/bin/python3.11", "-S", "-c", "pass"])):
     if os.path.exists(argv[0]) and os.path.exists(LIBC):
         into_malloc(label, argv)
