@@ -1038,10 +1038,14 @@ static inline __attribute__((always_inline)) int uw_lookup(void *ctx, uint64_t p
 {
 	struct uw *u = ctx;
 	struct upa_uw_cent *e;
+	struct up_unwind_row found; /* the walk's row stays in registers: not passed on */
 	int k;
 
-	if (!u->cache)
-		return uw_lookup_dir(u, pc, row);
+	if (!u->cache) {
+		k = uw_lookup_dir(u, pc, &found);
+		*row = found;
+		return k;
+	}
 	e = &u->cache->e[(pc ^ pc >> 8 ^ pc >> 16) & (UPA_UW_CACHE_N - 1)];
 	if (e->pc == pc) {
 		*row = *(const struct up_unwind_row *)e->row;
@@ -1049,7 +1053,8 @@ static inline __attribute__((always_inline)) int uw_lookup(void *ctx, uint64_t p
 		u->cfi = k == 1 && row->cfa != UP_UW_UNKNOWN && row->cfa != UP_UW_NONE;
 		return k;
 	}
-	k = uw_lookup_dir(u, pc, row);
+	k = uw_lookup_dir(u, pc, &found);
+	*row = found;
 	e->pc = 0;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	*(struct up_unwind_row *)e->row = *row;
