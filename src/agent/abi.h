@@ -371,9 +371,12 @@ struct upa_uw_cent {
  * the same the frames are too.  A walk whose reads were all plain loads of the
  * thread's stack pages (and that met no return stub) is kept; the next with the same
  * inputs loads those words again, all at once rather than a frame after another, and
- * takes the frames when every one is unchanged.  n 0: none kept.  Where stacks do
- * not repeat so, keeping costs a store a word read: it is then kept only now and then.
+ * takes the frames when every one is unchanged.  n 0: none kept.  A thread has
+ * UPA_UW_MEMOS of them, by (rsp, pc): a few hot call sites each keep theirs.  Where
+ * stacks do not repeat so, keeping costs a store a word read: it is then kept only now
+ * and then.
  */
+#define UPA_UW_MEMOS 8
 #define UPA_UW_MEMO_FRAMES 32
 #define UPA_UW_MEMO_READS 64
 struct upa_uw_memo {
@@ -393,7 +396,7 @@ struct upa_uw_cache {
 	uint32_t busy;
 	uint32_t pad;
 	struct upa_uw_cent e[UPA_UW_CACHE_N];
-	struct upa_uw_memo memo;
+	struct upa_uw_memo memo[UPA_UW_MEMOS];
 };
 
 #define UPA_UW_CACHES_SIZE (((sizeof(struct upa_uw_cache) * UPA_RT_OWNERS_) + 4095) & ~4095ul)

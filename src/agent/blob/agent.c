@@ -1182,7 +1182,7 @@ static __attribute__((noinline)) unsigned unwind(struct upa_ctl *ctl, const uint
 			}
 			u.cache = c;
 			if (w && !o && max <= UPA_UW_MEMO_FRAMES) {
-				m = &c->memo;
+				m = &c->memo[(sp >> 4 ^ pc >> 2) & (UPA_UW_MEMOS - 1)];
 				n = memo_take(&u, m, pc, sp, bp, at_entry, max, w);
 				if (n) {
 					m->miss = 0;
