@@ -20,6 +20,28 @@ if(UPROBE_GDB)
   set_tests_properties(trace.unwind_gdb PROPERTIES TIMEOUT 600)
 endif()
 
+# The same program built without unwind tables (-g: its CFI in .debug_frame), stripped,
+# its symbols and .debug_frame in a separate debug file beside it that .gnu_debuglink
+# names: the tables take .debug_frame's CFI for the code .eh_frame does not cover
+add_executable(unwind_dbgframe ${CMAKE_CURRENT_LIST_DIR}/targets/unwind_prog.c)
+set_target_properties(unwind_dbgframe PROPERTIES
+  COMPILE_OPTIONS "-O2;-g;-fomit-frame-pointer;-fno-asynchronous-unwind-tables;-fno-unwind-tables;-Wall"
+  LINK_OPTIONS "")
+target_link_libraries(unwind_dbgframe PRIVATE unwind_lib)
+add_custom_command(TARGET unwind_dbgframe POST_BUILD
+  COMMAND objcopy --only-keep-debug $<TARGET_FILE:unwind_dbgframe>
+    $<TARGET_FILE:unwind_dbgframe>.debug
+  COMMAND objcopy --strip-all --add-gnu-debuglink=$<TARGET_FILE:unwind_dbgframe>.debug
+    $<TARGET_FILE:unwind_dbgframe>
+  WORKING_DIRECTORY $<TARGET_FILE_DIR:unwind_dbgframe>
+  VERBATIM)
+if(UPROBE_GDB)
+  add_test(NAME trace.unwind_debug_frame
+    COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/unwind_gdb.py
+      $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:unwind_dbgframe> 3 prog-only)
+  set_tests_properties(trace.unwind_debug_frame PROPERTIES TIMEOUT 600)
+endif()
+
 # --format folded and --flamegraph: the folded lines are the stacktrace key's stacks, and
 # the SVG opened in headless Chromium (skipped without it) shows and zooms its frames
 add_test(NAME trace.flamegraph

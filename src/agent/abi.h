@@ -391,11 +391,38 @@ struct upa_uw_cent {
 	int32_t k;	 /* the lookup's: 1 a row, 0 code without one, -1 no code */
 };
 
+/*
+ * The thread's last stack key walked, by its inputs: a walk is a function of the
+ * directory, (pc, rsp, rbp, at_entry, max) and the words it read, so where those are
+ * the same the frames are too.  A walk whose reads were all plain loads of the
+ * thread's stack pages (and that met no return stub) is kept; the next with the same
+ * inputs loads those words again, all at once rather than a frame after another, and
+ * takes the frames when every one is unchanged.  n 0: none kept.  A thread has
+ * UPA_UW_MEMOS of them, by (rsp, pc): a few hot call sites each keep theirs.  Where
+ * stacks do not repeat so, keeping costs a store a word read: it is then kept only now
+ * and then.
+ */
+#define UPA_UW_MEMOS 8
+#define UPA_UW_MEMO_FRAMES 32
+#define UPA_UW_MEMO_READS 64
+struct upa_uw_memo {
+	uint64_t dir, pc, sp, bp;
+	uint32_t at_entry, max;
+	uint32_t n, nrd; /* frames, words read */
+	uint32_t miss;	 /* walks since one was taken from the memo: past 8, kept 1 in 16 */
+	uint32_t pad;
+	uint64_t out[UPA_UW_MEMO_FRAMES];
+	struct {
+		uint64_t addr, v;
+	} rd[UPA_UW_MEMO_READS];
+};
+
 struct upa_uw_cache {
 	uint64_t dir;
 	uint32_t busy;
 	uint32_t pad;
 	struct upa_uw_cent e[UPA_UW_CACHE_N];
+	struct upa_uw_memo memo[UPA_UW_MEMOS];
 };
 
 #define UPA_UW_CACHES_SIZE (((sizeof(struct upa_uw_cache) * UPA_RT_OWNERS_) + 4095) & ~4095ul)

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <gelf.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,8 +165,8 @@ static int add(void **v, size_t *n, size_t *cap, size_t elem, const void *x)
 	return 0;
 }
 
-static int scan(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct up_fde **fdes, size_t *nf,
-		size_t *capf)
+static int scan(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, bool eh, struct up_fde **fdes,
+		size_t *nf, size_t *capf)
 {
 	const unsigned char *ident = (const unsigned char *)elf_getident(elf, NULL);
 	int elf_class = gelf_getclass(elf);
@@ -179,7 +180,7 @@ static int scan(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct up_fde **fde
 		return 0;
 	while (off < data->d_size) {
 		Dwarf_CFI_Entry ent;
-		int r = dwarf_next_cfi(ident, data, true, off, &next, &ent);
+		int r = dwarf_next_cfi(ident, data, eh, off, &next, &ent);
 
 		if (r > 0)
 			break;
@@ -226,7 +227,7 @@ static int scan(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct up_fde **fde
 	return rc;
 }
 
-int up_fde_table(Elf *elf, struct up_fde **out, size_t *n)
+static int table(Elf *elf, const char *section, struct up_fde **out, size_t *n)
 {
 	struct up_fde *v = NULL;
 	size_t nv = 0, cap = 0, shstrndx;
@@ -244,9 +245,9 @@ int up_fde_table(Elf *elf, struct up_fde **out, size_t *n)
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS)
 			continue;
 		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!name || strcmp(name, ".eh_frame"))
+		if (!name || strcmp(name, section))
 			continue;
-		rc = scan(elf, scn, &sh, &v, &nv, &cap);
+		rc = scan(elf, scn, &sh, !strcmp(section, ".eh_frame"), &v, &nv, &cap);
 		break;
 	}
 	if (rc) {
@@ -276,4 +277,14 @@ const struct up_fde *up_fde_find(const struct up_fde *v, size_t n, uint64_t vadd
 	if (!lo || vaddr >= v[lo - 1].end)
 		return NULL;
 	return &v[lo - 1];
+}
+
+int up_fde_table(Elf *elf, struct up_fde **out, size_t *n)
+{
+	return table(elf, ".eh_frame", out, n);
+}
+
+int up_fde_table_debug(Elf *elf, struct up_fde **out, size_t *n)
+{
+	return table(elf, ".debug_frame", out, n);
 }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unwind tables built from a file's .eh_frame (unwind.h).  The FDEs are listed by
+ * Unwind tables built from a file's .eh_frame (unwind.h), and for the code it does not
+ * cover from the .debug_frame of the file's separate debug file (found as sym/elf.c
+ * finds one for symbols) or of the file itself.  The FDEs are listed by
  * sym/fde.c; libdw evaluates the CFI (dwarf_cfi_addrframe at each row's start, whose
  * dwarf_frame_info gives the row's [start, end)); each row's rules are then judged
  * against the few forms the walk knows, the rest being UNKNOWN.  Rows that say the
@@ -24,6 +26,7 @@
 
 #include "sym/fde.h"
 #include "sym/file.h"
+#include "sym/sym.h"
 #include "sym/unwind.h"
 
 #define REG_RBP 6
@@ -181,29 +184,119 @@ static void segments(Elf *elf, struct up_unwind_table *t)
 	}
 }
 
+/* An FDE and the CFI it is in: .eh_frame's (0) or .debug_frame's (1). */
+struct src_fde {
+	uint64_t start, end;
+	int src;
+};
+
+static int cmp_src(const void *a, const void *b)
+{
+	const struct src_fde *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/*
+ * The FDEs to build rows from: .eh_frame's, then .debug_frame's where no .eh_frame FDE
+ * overlaps them (the code built without unwind tables, whose CFI -g put in
+ * .debug_frame), sorted.  0 with a malloc'd array (maybe empty), or -ENOMEM.
+ */
+static int merge_fdes(Elf *elf, Elf *debug, struct src_fde **out, size_t *n)
+{
+	struct up_fde *eh = NULL, *dbg = NULL;
+	size_t neh = 0, ndbg = 0, k = 0;
+	struct src_fde *v;
+
+	*out = NULL;
+	*n = 0;
+	if (up_fde_table(elf, &eh, &neh) || (debug && up_fde_table_debug(debug, &dbg, &ndbg))) {
+		free(eh);
+		return -ENOMEM;
+	}
+	v = malloc((neh + ndbg + 1) * sizeof(*v));
+	if (!v) {
+		free(eh);
+		free(dbg);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < neh; i++)
+		v[k++] = (struct src_fde){ eh[i].start, eh[i].end, 0 };
+	for (size_t i = 0; i < ndbg; i++) {
+		const struct up_fde *f = up_fde_find(eh, neh, dbg[i].start);
+		size_t lo = 0, hi = neh;
+
+		if (f && f->end > dbg[i].start)
+			continue; /* inside one of .eh_frame's */
+		while (lo < hi) { /* the first .eh_frame FDE starting after it starts */
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (eh[mid].start <= dbg[i].start)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < neh && eh[lo].start < dbg[i].end)
+			continue;
+		v[k++] = (struct src_fde){ dbg[i].start, dbg[i].end, 1 };
+	}
+	free(eh);
+	free(dbg);
+	if (k)
+		qsort(v, k, sizeof(*v), cmp_src);
+	/* FDEs that overlap each other (a broken .debug_frame): the later ones go */
+	for (size_t i = 1, j = 1; i <= k; i++) {
+		if (i == k) {
+			k = j;
+			break;
+		}
+		if (v[i].start >= v[j - 1].end)
+			v[j++] = v[i];
+	}
+	*out = v;
+	*n = k;
+	return 0;
+}
+
 int up_unwind_build(void *e, struct up_unwind_table **out)
+{
+	return up_unwind_build_debug(e, NULL, out);
+}
+
+int up_unwind_build_debug(void *e, void *debug_elf, struct up_unwind_table **out)
 {
 	Elf *elf = e;
 	struct up_unwind_table *t;
 	struct rows r = { 0 };
-	struct up_fde *fde = NULL;
+	struct src_fde *fde = NULL;
 	size_t nfde = 0;
-	Dwarf_CFI *cfi;
+	Dwarf_CFI *cfi[2] = { NULL, NULL };
+	Dwarf *dw = NULL;
 	uint64_t base;
 	size_t nidx;
 	int err = 0;
 
 	*out = NULL;
-	if (up_fde_table(elf, &fde, &nfde))
+	if (merge_fdes(elf, debug_elf, &fde, &nfde))
 		return -ENOMEM;
-	cfi = nfde ? dwarf_getcfi_elf(elf) : NULL;
-	if (!cfi) {
+	for (size_t i = 0; i < nfde; i++) {
+		if (fde[i].src == 0 && !cfi[0])
+			cfi[0] = dwarf_getcfi_elf(elf);
+		if (fde[i].src == 1 && !dw) {
+			dw = dwarf_begin_elf(debug_elf, DWARF_C_READ, NULL);
+			cfi[1] = dw ? dwarf_getcfi(dw) : NULL;
+		}
+	}
+	if (!cfi[0] && !cfi[1]) {
 		free(fde);
+		if (dw)
+			dwarf_end(dw);
 		return -ENOENT;
 	}
 	base = fde[0].start;
 	for (size_t i = 0; i < nfde && !err; i++) {
 		uint64_t pc = fde[i].start, end = fde[i].end;
+		Dwarf_CFI *c = cfi[fde[i].src];
 
 		if (end - base > 0xffffffffu || pc < base)
 			break; /* rows hold 32-bit pcs: a file of 4 GiB of code is not ours */
@@ -213,7 +306,7 @@ int up_unwind_build(void *e, struct up_unwind_table **out)
 			Dwarf_Addr s, e2;
 			bool signal = false;
 
-			if (dwarf_cfi_addrframe(cfi, pc, &frame) ||
+			if (!c || dwarf_cfi_addrframe(c, pc, &frame) ||
 			    dwarf_frame_info(frame, &s, &e2, &signal) < 0) {
 				row.cfa = UP_UW_UNKNOWN;
 				e2 = end;
@@ -228,7 +321,10 @@ int up_unwind_build(void *e, struct up_unwind_table **out)
 			err = push(&r, &(struct up_unwind_row){ .pc = (uint32_t)(end - base) });
 	}
 	free(fde);
-	dwarf_cfi_end(cfi);
+	if (cfi[0])
+		dwarf_cfi_end(cfi[0]);
+	if (dw)
+		dwarf_end(dw); /* cfi[1] is the Dwarf's */
 	if (err) {
 		free(r.v);
 		return err;
@@ -275,15 +371,56 @@ struct entry {
 static struct entry *cache;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static struct up_unwind_table *build_fd(int fd)
+/* The separate debug file of path, as sym/elf.c finds one (gdb's places: by build-id,
+   by .gnu_debuglink), opened into *fd; NULL where there is none. */
+static Elf *debug_file(const char *path, const struct up_file_map *map, int *fd)
+{
+	struct up_sym_elf *se;
+	const char *dp;
+	Elf *d = NULL;
+
+	*fd = -1;
+	if (up_sym_elf_open_map(path, map, &se))
+		return NULL;
+	dp = up_sym_elf_debug_path(se);
+	if (dp)
+		*fd = up_file_open(dp, NULL, false);
+	up_sym_elf_close(se);
+	if (*fd >= 0) {
+		d = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
+		if (d && elf_kind(d) != ELF_K_ELF) {
+			elf_end(d);
+			d = NULL;
+		}
+		if (!d) {
+			close(*fd);
+			*fd = -1;
+		}
+	}
+	return d;
+}
+
+/* fd's table: its .eh_frame, and for the code that has none the .debug_frame of its
+   separate debug file, else its own (a program built -g without unwind tables). */
+static struct up_unwind_table *build_fd(int fd, const char *path, const struct up_file_map *map)
 {
 	struct up_unwind_table *t = NULL;
-	Elf *elf;
+	Elf *elf, *debug;
+	int dfd;
 
 	elf_version(EV_CURRENT);
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (elf && elf_kind(elf) == ELF_K_ELF && up_unwind_build(elf, &t))
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		elf_end(elf);
+		return NULL;
+	}
+	debug = debug_file(path, map, &dfd);
+	if (up_unwind_build_debug(elf, debug ? debug : elf, &t))
 		t = NULL;
+	if (debug) {
+		elf_end(debug);
+		close(dfd);
+	}
 	elf_end(elf);
 	return t;
 }
@@ -310,7 +447,7 @@ const struct up_unwind_table *up_unwind_get(const char *path, const struct up_fi
 		if (e) {
 			e->dev = st.st_dev;
 			e->ino = st.st_ino;
-			e->t = build_fd(fd);
+			e->t = build_fd(fd, path, map);
 			e->next = cache;
 			cache = e;
 		}

@@ -75,6 +75,10 @@ struct up_unwind_table {
    *out (rows may be 0: no CFI); -ENOMEM; -ENOENT where the file has no .eh_frame. */
 int up_unwind_build(void *elf, struct up_unwind_table **out);
 
+/* The same with debug_elf's .debug_frame (a separate debug file's, or NULL) for the code
+   .eh_frame does not cover; -ENOENT where neither has CFI. */
+int up_unwind_build_debug(void *elf, void *debug_elf, struct up_unwind_table **out);
+
 struct up_file_map;
 
 /* The table of the file a process maps (opened through up_file_open: the inode mapped),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""usage: unwind_gdb.py UPROBE UNWIND_PROG [ROUNDS]
+"""usage: unwind_gdb.py UPROBE UNWIND_PROG [ROUNDS [prog-only]]
 
 Stacks by the unwind tables equal gdb's bt, frame by frame up to main, on
 tests/targets/unwind_prog.c (built -O2 -fomit-frame-pointer: large frames, a call
@@ -17,11 +17,16 @@ as (file, file offset): where gdb names a frame by a symbol uprobe's
 names have none (a zero-size __restore_rt), and the other way round, an offset is the
 one name both have.
 
-Also Debian's ls -lR and python3.11 -S into libc's malloc: every hit gdb stops at is a
-stack uprobe counted (as file offsets: neither program has symbols; 16 frames, a
-stacktrace key's depth).  bash is not compared: under gdb it takes other paths (two
-more variables bound at its start, one loop hit fewer), frames that are call sites on
-both sides.
+UNWIND_PROG may be built without unwind tables (-fno-asynchronous-unwind-tables
+-fno-unwind-tables -g) and stripped, its CFI in a separate debug file's .debug_frame
+that its .gnu_debuglink names (tests/unwind.cmake's unwind_dbgframe): then the stacks
+must also come out otherwise with the program alone, without its debug file.
+
+Also (not with prog-only) Debian's ls -lR, bash (tests/targets/unwind_bash.sh) and python3.11 -S into libc's
+malloc: every hit gdb stops at is a stack uprobe counted (as file offsets: none of the
+programs has symbols; 16 frames, a stacktrace key's depth).  bash binds its whole
+environment as variables and $BASH as the path it was run by: gdb's inferior gets
+neither the gdb script's variables nor a /bin that gdb would resolve to /usr/bin.
 """
 import collections
 import os
@@ -36,6 +41,7 @@ UPROBE, PROG = sys.argv[1], os.path.abspath(sys.argv[2])
 DEPTH = 16  # src/trace/hist.h UP_HIST_STACK_DEPTH
 ENV = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "LC_ALL": "C"}
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+PROG_ONLY = len(sys.argv) > 4 and sys.argv[4] == "prog-only"
 
 GDB_PY = r'''
 import gdb, os, re
@@ -96,6 +102,9 @@ def gdb_stacks(argv, at, infile):
                "-ex", "set breakpoint pending on",
                # gdb sets them in the inferior's environment: ls would read them
                "-ex", "unset environment LINES", "-ex", "unset environment COLUMNS",
+               # nor the script's own two, which bash would bind as variables
+               "-ex", "unset environment UNWIND_GDB_AT",
+               "-ex", "unset environment UNWIND_GDB_IN",
                # exec'd as uprobe execs it, not by a shell that adds to the environment
                "-ex", "set startup-with-shell off",
                "-x", script, "-ex", "run", "--args"] + argv
@@ -118,7 +127,11 @@ def symbols(path):
         note = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
         m = re.search(r"Build ID: ([0-9a-f]{2})([0-9a-f]+)", note)
         debug = m and "/usr/lib/debug/.build-id/%s/%s.debug" % (m.group(1), m.group(2))
-        for opt, f in (([], path), (["-D"], path), ([], debug)):
+        link = re.search(r"\]\s+(\S+)", subprocess.run(
+            ["readelf", "-p", ".gnu_debuglink", path],
+            capture_output=True).stdout.decode(errors="replace"))
+        link = link and os.path.join(os.path.dirname(path), link.group(1))
+        for opt, f in (([], path), (["-D"], path), ([], debug), ([], link)):
             if not f or not os.path.exists(f):
                 continue  # the debug file's symbols: uprobe names by them too
             out = subprocess.run(["nm"] + opt + [f], capture_output=True, text=True).stdout
@@ -266,12 +279,31 @@ for f, n in mixed:
 compare("unwind_prog, trap-path stacks under fast-path return probes", ours, g)
 
 want = {"c1", "c1b", "big", "via_ptr", "rec", "via_tail", "via_lib", "realign", "handler",
-        "lib_call"}
+        "lib_call", "twin_a", "twin_b"}
 seen = {f.split("+")[0] for frames, _ in u for f in frames}
 if not want <= seen:
     fail("frames never seen: %s" % (want - seen))
 if any(f == "[unknown]" for frames, _ in u for f in frames):
     fail("an [unknown] frame in a program with tables everywhere")
+
+if symbols(PROG) and not subprocess.run(["nm", PROG], capture_output=True).stdout:
+    # its symbols and CFI are in its debug file: the program alone, with nothing beside
+    # it (leaf probed at its file offset), has no table for its own code, and its
+    # stacks stop at [unknown] (no frame pointers either) -- the debug file made them
+    with tempfile.TemporaryDirectory() as d:
+        alone = os.path.join(d, os.path.basename(PROG))
+        with open(PROG, "rb") as src, open(alone, "wb") as dst:
+            dst.write(src.read())
+        os.chmod(alone, 0o755)
+        off = vaddr_to_off(PROG, symbols(PROG)["leaf"])
+        u = uprobe_stacks_in([alone, str(ROUNDS)], "p:u/leaf %s:0x%x" % (alone, off), ())
+        if any(frames[-1] != "[unknown]" for frames, _ in u):
+            fail("without its debug file a stack did not stop at [unknown]: %s" % u[:3])
+        print("without its debug file: %d stacks (%d distinct) each stop at [unknown]" %
+              (sum(n for _, n in u), len(u)))
+
+if PROG_ONLY:
+    sys.exit(0)
 
 # Debian's ls, bash and python3.11 into malloc ------------------------------------------
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
@@ -315,6 +347,10 @@ for label, argv in (
         # output to a pipe, no colour, no terminal width: the same mallocs in both runs
         ("ls -lR into malloc",
          ["/bin/ls", "-l", "-R", "--color=never", "/usr/share/doc/gdb", "/etc/ssl"]),
+        # /usr/bin's: gdb runs the path resolved, and bash's $BASH is it
+        ("bash into malloc", ["/usr/bin/bash", "--norc", "--noprofile",
+                              os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                           "..", "targets", "unwind_bash.sh")]),
         ("python3.11 into malloc", ["/usr/bin/python3.11", "-S", "-c", "pass"])):
     if os.path.exists(argv[0]) and os.path.exists(LIBC):
         into_malloc(label, argv)

@@ -5,7 +5,10 @@
  * plain chains (c1 c2 c3, c1b c3), a 100 KB frame, a call through a pointer,
  * recursion, a tail call (tail jumps to leaf: tail is not on the stack), a call through
  * the PLT into a shared library that calls back, a stack realigned to 64 bytes (its
- * CFA is an expression on rbp), and a signal handler (through __restore_rt).
+ * CFA is an expression on rbp), a signal handler (through __restore_rt), and twins
+ * (twin_a, twin_b: leaf at the same pc, rsp and rbp from two callers, each twice in a
+ * row: the agent's memo of the last stack key walked must see the return addresses
+ * differ, and take the second of each).
  *
  *   unwind_prog N     N rounds
  */
@@ -111,6 +114,18 @@ NI int realign(int x)
 	return r + a[3];
 }
 
+NI int twin_a(int x)
+{
+	int r = leaf(x);
+	return r + 8;
+}
+
+NI int twin_b(int x)
+{
+	int r = leaf(x);
+	return r + 9;
+}
+
 static void handler(int sig)
 {
 	leaf(sig);
@@ -132,6 +147,10 @@ int main(int argc, char **argv)
 		via_lib(i);
 		realign(i);
 		raise(SIGUSR1);
+		twin_a(i);
+		twin_a(i);
+		twin_b(i);
+		twin_b(i);
 	}
 	return 0;
 }

@@ -1047,6 +1047,8 @@ struct uw {
 	int cfi; /* the frame being stepped has a row: its reads are the stack's */
 	const struct upa_uw_map *map; /* the last frame's */
 	struct upa_uw_cache *cache;   /* the thread's, NULL none */
+	struct upa_uw_memo *memo;     /* the reads kept for the memo, NULL none */
+	unsigned nrd;		      /* reads kept; past UPA_UW_MEMO_READS: not memoized */
 };
 
 static void uw_grow(struct uw *u, uint64_t to)
@@ -1080,8 +1082,20 @@ static inline __attribute__((always_inline)) int uw_read(void *ctx, uint64_t add
 		else
 			copy(buf, (const void *)addr, len);
 		bad = 0;
+		/* the memo keeps the words read (8 or 16 bytes), else is not kept */
+		if (u->memo && u->nrd + 2 <= UPA_UW_MEMO_READS && (len == 8 || len == 16)) {
+			u->memo->rd[u->nrd].addr = addr;
+			u->memo->rd[u->nrd++].v = ((const uint64_t *)buf)[0];
+			if (len == 16) {
+				u->memo->rd[u->nrd].addr = addr + 8;
+				u->memo->rd[u->nrd++].v = ((const uint64_t *)buf)[1];
+			}
+		} else {
+			u->memo = 0;
+		}
 	} else {
 		bad = read_mem(u->ctl, buf, addr, len);
+		u->memo = 0;
 	}
 	if (u->o) {
 		u->last = (struct upa_mem *)u->o->p;
@@ -1132,10 +1146,14 @@ static inline __attribute__((always_inline)) int uw_lookup(void *ctx, uint64_t p
 {
 	struct uw *u = ctx;
 	struct upa_uw_cent *e;
+	struct up_unwind_row found; /* the walk's row stays in registers: not passed on */
 	int k;
 
-	if (!u->cache)
-		return uw_lookup_dir(u, pc, row);
+	if (!u->cache) {
+		k = uw_lookup_dir(u, pc, &found);
+		*row = found;
+		return k;
+	}
 	e = &u->cache->e[(pc ^ pc >> 8 ^ pc >> 16) & (UPA_UW_CACHE_N - 1)];
 	if (e->pc == pc) {
 		*row = *(const struct up_unwind_row *)e->row;
@@ -1143,7 +1161,8 @@ static inline __attribute__((always_inline)) int uw_lookup(void *ctx, uint64_t p
 		u->cfi = k == 1 && row->cfa != UP_UW_UNKNOWN && row->cfa != UP_UW_NONE;
 		return k;
 	}
-	k = uw_lookup_dir(u, pc, row);
+	k = uw_lookup_dir(u, pc, &found);
+	*row = found;
 	e->pc = 0;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	*(struct up_unwind_row *)e->row = *row;
@@ -1186,6 +1205,7 @@ static inline __attribute__((always_inline)) uint64_t uw_ret(void *ctx, uint64_t
 
 	if (value - u->ctl->ret_tramp >= 2 * UPA_RT_LEAN)
 		return value; /* not a stub: the common case, inline */
+	u->memo = 0; /* the stub's return is in a table, not in the words read */
 	return uw_ret_stub(u, slot, value);
 }
 
@@ -1213,16 +1233,43 @@ static inline void stk_store(struct uw *u, int slot, uint64_t sp)
 				 __ATOMIC_RELAXED);
 }
 
+/* The thread's memo (abi.h struct upa_uw_memo) of a walk with these inputs, its words
+   still on the stack pages and unchanged: its frames into w, their number; else 0. */
+static inline unsigned memo_take(const struct uw *u, const struct upa_uw_memo *m, uint64_t pc,
+				 uint64_t sp, uint64_t bp, int at_entry, unsigned max,
+				 uint64_t *w)
+{
+	uint64_t diff = 0;
+	unsigned n = m->n, nrd = m->nrd;
+
+	if (!n || n > max || nrd > UPA_UW_MEMO_READS || m->dir != (uint64_t)u->dir ||
+	    m->pc != pc || m->sp != sp || m->bp != bp || m->at_entry != (uint32_t)at_entry ||
+	    m->max != max)
+		return 0;
+	for (unsigned i = 0; i < nrd; i++) /* in range first: nothing else is loaded */
+		if (m->rd[i].addr < u->lo || m->rd[i].addr > u->hi - 8)
+			return 0;
+	for (unsigned i = 0; i < nrd; i++) /* loads that do not wait on each other */
+		diff |= *(const volatile uint64_t *)m->rd[i].addr ^ m->rd[i].v;
+	if (diff)
+		return 0;
+	for (unsigned i = 0; i < n; i++)
+		w[i] = m->out[i];
+	return n;
+}
+
 /* The stack at the hit (pc; the frame's rsp and rbp) by the unwind tables: into w
    (frames, pc first) when not NULL, every read into o when not NULL.  The frames.
-   One copy (the walk and its callbacks inlined in it) for records and stack keys. */
+   One copy (the walk and its callbacks inlined in it) for records and stack keys.
+   A stack key (w, no o) is taken from the thread's memo where its inputs match. */
 static __attribute__((noinline)) unsigned unwind(struct upa_ctl *ctl, const uint64_t *frame, uint64_t pc, int at_entry,
 		       uint64_t *w, unsigned max, struct out *o, int slot)
 {
-	uint64_t sp = frame[UPA_RSP], buf[UPA_AGG_KEY_WORDS];
+	uint64_t sp = frame[UPA_RSP], bp = frame[UPA_RBP], buf[UPA_AGG_KEY_WORDS];
 	struct uw u = { ctl, (const struct upa_uw_dir *)__atomic_load_n(&ctl->uw_dir,
 									  __ATOMIC_ACQUIRE),
-			0, 0, o, 0, 0, 0, 0 };
+			0, 0, o, 0, 0, 0, 0, 0, 0 };
+	struct upa_uw_memo *m = 0;
 	unsigned n;
 
 	if (max > UPA_AGG_KEY_WORDS)
@@ -1242,10 +1289,37 @@ static __attribute__((noinline)) unsigned unwind(struct upa_ctl *ctl, const uint
 				c->dir = (uint64_t)u.dir;
 			}
 			u.cache = c;
+			if (w && !o && max <= UPA_UW_MEMO_FRAMES) {
+				m = &c->memo[(sp >> 4 ^ pc >> 2) & (UPA_UW_MEMOS - 1)];
+				n = memo_take(&u, m, pc, sp, bp, at_entry, max, w);
+				if (n) {
+					m->miss = 0;
+					goto done;
+				}
+				if (m->miss < 0x80000000u)
+					m->miss++;
+				if (m->miss <= 8 || !(m->miss & 15)) {
+					m->n = 0; /* kept anew below, or not at all */
+					u.memo = m;
+				}
+			}
 		}
 	}
-	n = up_unwind_walk(pc, sp, frame[UPA_RBP], at_entry, uw_lookup, &u, uw_read, uw_ret, &u,
+	n = up_unwind_walk(pc, sp, bp, at_entry, uw_lookup, &u, uw_read, uw_ret, &u,
 			   w ? w : buf, max);
+	if (m && u.memo && n) {
+		m->dir = (uint64_t)u.dir;
+		m->pc = pc;
+		m->sp = sp;
+		m->bp = bp;
+		m->at_entry = (uint32_t)at_entry;
+		m->max = max;
+		m->nrd = u.nrd;
+		for (unsigned i = 0; i < n; i++)
+			m->out[i] = w[i];
+		m->n = n;
+	}
+done:
 	if (u.cache) {
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		u.cache->busy = 0;
@@ -1265,7 +1339,7 @@ static __attribute__((noinline)) unsigned fp_walk(struct upa_ctl *ctl, const uin
 						  unsigned max, struct out *o, int slot)
 {
 	uint64_t sp = frame[UPA_RSP], fp = frame[UPA_RBP], pair[2];
-	struct uw u = { ctl, 0, 0, 0, o, 0, 1, 0, 0 };
+	struct uw u = { ctl, 0, 0, 0, o, 0, 1, 0, 0, 0, 0 };
 	unsigned n = 0;
 
 	if (!max)
