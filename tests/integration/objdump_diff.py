@@ -122,8 +122,9 @@ def main():
     ap.add_argument("--uprobe", required=True, help="the uprobe binary")
     ap.add_argument("--max-slow-pct", type=float,
                     help="fail when step+reject exceed this %% of all instructions")
-    ap.add_argument("--max-seconds", type=float, default=5.0,
-                    help="fail when `uprobe decode FILE` takes longer (default 5)")
+    ap.add_argument("--max-seconds", type=float,
+                    help="fail when `uprobe decode FILE` takes longer (by default the time "
+                    "is printed, not judged: ctest's timeout catches a hang)")
     ap.add_argument("file")
     args = ap.parse_args()
 
@@ -230,7 +231,7 @@ def main():
         print("FAIL: step+reject %.3f%% is not under %.3f%%" % (pct, args.max_slow_pct))
 
     print("  uprobe decode took %.2f s" % elapsed)
-    if elapsed > args.max_seconds:
+    if args.max_seconds is not None and elapsed > args.max_seconds:
         failed = True
         print("FAIL: uprobe decode took more than %.1f s" % args.max_seconds)
 
