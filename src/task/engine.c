@@ -1222,22 +1222,37 @@ static void settle_peeked(struct up_engine *e)
 		up__park_safe(t, st);
 }
 
+/*
+ * At most this many statuses a dispatch: threads that trap as fast as they are resumed
+ * (a loop on a trap-path site) never let the WNOHANG wait run dry, and the caller's loop
+ * -- its stop flag (SIGINT), the agent's records -- would never run again.  Found by
+ * fast.tactics' removal: a tracer that ignored its SIGINT for ever.  The rest is
+ * announced on the fd, so a poll returns at once.
+ */
+#define UP_DISPATCH_BATCH 64
+
 int up_engine_dispatch(struct up_engine *e)
 {
-	int n = 0;
+	int n = 0, handled = 0;
 
 	drain_pipe();
 	n += run_deferred(e);
 	for (;;) {
 		int st;
-		pid_t r = wait_any(&st, true);
+		pid_t r;
 
+		if (handled == UP_DISPATCH_BATCH) {
+			up__wake_fd();
+			break;
+		}
+		r = wait_any(&st, true);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			break;
 		handle_status(e, r, st);
 		settle_peeked(e);
+		handled++;
 		n++;
 		n += run_deferred(e);
 	}
