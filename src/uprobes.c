@@ -1748,12 +1748,8 @@ static int release(struct uprobe_ctx *ctx, struct uproc *up)
 				up_site_int3_remove(&up->sites, &q->site, NULL);
 			}
 		}
-		/* no int3 of ours is left: the program's own SIGTRAP disposition back,
-		   through any thread that can run a system call now */
-		rc = -ESRCH;
-		for (t = up_proc_first_task(up->p); t && rc; t = up_proc_next_task(t))
-			if (up_task_stopped(t))
-				rc = up_site_net_detach(&up->sites, t);
+		/* no int3 of ours is left: the teardown puts the program's own SIGTRAP
+		   disposition back before it unmaps the net (up_sites_teardown) */
 		up_sites_detach(&up->sites);
 		rc = teardown(ctx, up);
 		if (rc && ctx->releasing == up) {
