@@ -839,6 +839,12 @@ static int run_trace(int argc, char **argv)
 	if (status)
 		goto out;
 
+	/* before the attach: a stop that comes while it runs (it takes a while on a loaded
+	   host) is kept for the loop, not the default action that killed the tracer in
+	   the middle of it (reliability.detach.returns_fast: 'the tracer exited -2') */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	for (unsigned i = 0; i < npids; i++) {
 		rc = up_trace_attach(tr, pids[i]);
 		if (rc) {
@@ -856,9 +862,6 @@ static int run_trace(int argc, char **argv)
 			goto out;
 		}
 	}
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
 	rc = up_trace_start(tr);
 	report_arming(tr, &opts, rc);
 	if (rc) {
