@@ -1027,7 +1027,9 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 				return UP_RESUME_CONT;
 			}
 		}
-		up_task_set_signal(t, SIGTRAP); /* the program's own int3 */
+		/* the program's own int3: its handler, through the net, must be there */
+		up_site_net_hit(&mm->sites, t, true);
+		up_task_set_signal(t, SIGTRAP);
 		return UP_RESUME_CONT;
 	}
 	if (!(q->ncons == 1 && (q->cons[0]->flags & UPROBE_F_OWN)))
@@ -1245,6 +1247,10 @@ static enum up_resume cb_stop(void *arg, struct up_task *t, const struct up_stop
 	}
 	if (!up || !ut)
 		return UP_RESUME_CONT;
+	/* a trap that found SIGTRAP blocked took the safety net away: back first */
+	if (stop->kind == UP_STOP_BREAKPOINT ||
+	    (stop->kind == UP_STOP_SIGNAL && stop->sig == SIGTRAP))
+		up_site_net_hit(&mm_of(up)->sites, t, stop->kind == UP_STOP_SIGNAL);
 	ctx->cur_task = t;
 	switch (stop->kind) {
 	case UP_STOP_BREAKPOINT:

@@ -25,6 +25,8 @@
 #include <sys/syscall.h>
 #include <sys/ucontext.h>
 #include <sys/uio.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "site/internal.h"
 
@@ -473,6 +475,62 @@ int up_site_net_detach(struct up_sites *s, struct up_task *t)
 	n->installed = false;
 	net_tables_free(n); /* the mappings stay listed, for the teardown to unmap */
 	return 0;
+}
+
+/* Does pid catch SIGTRAP (/proc/PID/stat's sigcatch, field 34)?  1, 0, -1: cannot tell. */
+static int trap_caught(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	/* the comm may hold spaces: count from its ')'; field 3 follows ") " */
+	p = strrchr(buf, ')');
+	for (int field = 3; p && field <= 34; field++)
+		p = strchr(p + 1, ' ');
+	if (!p)
+		return -1;
+	return (strtoull(p + 1, NULL, 10) >> (SIGTRAP - 1)) & 1;
+}
+
+/*
+ * Costs one PTRACE_GETSIGMASK a hit, and a read of /proc/PID/stat a hit of a thread
+ * with signals blocked (inside a handler, mostly).  Not seen: a trap whose thread had
+ * SIGTRAP and nothing else blocked (the program's own SIGTRAP handler, run by the net
+ * with SIGTRAP blocked, hitting a probe): the mask is empty by now; the next hit with a
+ * mask, or the next SIGTRAP of the program's own (always), finds the reset.
+ */
+void up_site_net_hit(struct up_sites *s, struct up_task *t, bool always)
+{
+	struct up_net *n = &s->net;
+	uint64_t mask;
+	int64_t r;
+	int rc;
+
+	if (!n->installed)
+		return;
+	if (!always && (up_task_sigmask(t, &mask) || !mask))
+		return;
+	if (trap_caught(up_proc_pid(up_task_proc(t))) != 0)
+		return;
+	rc = up_task_rsys(t, SYS_rt_sigaction, SIGTRAP, n->data + offsetof(struct upn_hdr, ours), 0,
+			  8, 0, 0, &r);
+	if ((!n->reset++ && s->ctx->opts->verbose) || rc)
+		site_log(s->ctx,
+			 "process %d: thread %d trapped with SIGTRAP blocked, which reset its "
+			 "disposition to the default (the kernel's rule for a forced signal): "
+			 "%s",
+			 (int)s->pid, (int)up_task_tid(t),
+			 rc ? strerror(-rc) : "the safety net put back (said once)");
 }
 
 /*

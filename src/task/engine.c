@@ -2017,6 +2017,16 @@ pid_t up_task_tid(const struct up_task *t)
 	return t->tid;
 }
 
+int up_task_sigmask(struct up_task *t, uint64_t *mask)
+{
+	*mask = 0;
+	if (t->state != UP_TS_STOPPED)
+		return -ESRCH;
+	if (up__ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof(*mask), mask) < 0)
+		return -errno;
+	return 0;
+}
+
 struct up_proc *up_task_proc(const struct up_task *t)
 {
 	return t->proc;

@@ -245,6 +245,8 @@ int up_task_call(struct up_task *t, uint64_t fn, uint64_t end, uint64_t a0, uint
 /* ---- threads --------------------------------------------------------------------- */
 
 pid_t up_task_tid(const struct up_task *t);
+/* t's blocked signals (PTRACE_GETSIGMASK; t stopped): 0 or -errno. */
+int up_task_sigmask(struct up_task *t, uint64_t *mask);
 struct up_proc *up_task_proc(const struct up_task *t);
 void *up_task_data(const struct up_task *t);
 void up_task_set_data(struct up_task *t, void *data);
