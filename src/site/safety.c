@@ -43,6 +43,7 @@ _Static_assert(offsetof(ucontext_t, uc_sigmask) == 296, "ucontext layout");
 _Static_assert(REG_RAX == 13 && REG_RSP == 15 && REG_RIP == 16 && REG_EFL == 17, "gregs layout");
 _Static_assert(offsetof(struct user_regs_struct, orig_rax) == 15 * 8, "user_regs_struct layout");
 _Static_assert(UPN_SLOT_SIZE *UP_XOL_SLOTS == UP_XOL_AREA_SIZE, "XOL slots");
+_Static_assert(UPN_SI_MOVED == UP_SI_MOVED, "the mark of a moved thread");
 
 #define SITES_N (1u << UPN_SITES_ORDER)
 #define RETS_N	(1u << UPN_RETS_ORDER)

@@ -621,6 +621,32 @@ static int flush_regs(struct up_task *t)
 	return 0;
 }
 
+/*
+ * t's int3 stop, unreaped (peeked), ends with its registers changed: if the new rip
+ * follows an int3 of the client's, a tracer dying between the SETREGS and the resume
+ * would deliver the stop's SIGTRAP with that rip, which reads as a trap at that int3
+ * (the safety net healed it and ran the instruction before again: a 1-byte push run
+ * twice).  The siginfo says where the thread was sent first (UP_SI_MOVED), so every
+ * moment is told apart: before the mark, a trap as it was; between the mark and the
+ * registers, si_addr is not rip; after, it is.  One PTRACE_SETSIGINFO, only there.
+ */
+static void mark_moved(struct up_task *t)
+{
+	struct up_engine *e = t->proc->e;
+	siginfo_t si;
+
+	if (t->tid != peeked || !t->regs_valid || t->info.si_signo != SIGTRAP ||
+	    t->info.si_code != SI_KERNEL || !e->ops->is_breakpoint ||
+	    !e->ops->is_breakpoint(e->ctx, t, t->regs.rip - 1))
+		return;
+	memset(&si, 0, sizeof(si));
+	si.si_signo = SIGTRAP;
+	si.si_code = SI_KERNEL;
+	si.si_errno = UP_SI_MOVED;
+	si.si_addr = (void *)(uintptr_t)t->regs.rip;
+	up__ptrace(PTRACE_SETSIGINFO, t->tid, 0, &si);
+}
+
 /* Resumes a ptrace-stopped thread as its stop allows. */
 static int task_resume_raw(struct up_task *t, bool step)
 {
@@ -630,6 +656,8 @@ static int task_resume_raw(struct up_task *t, bool step)
 		return -ESRCH;
 	if (t->proc->tc)
 		up__mem_flush(t->proc); /* the thread runs what the cache holds */
+	if (t->stop == UP_ST_SIGNAL && !t->sig && t->regs_dirty)
+		mark_moved(t);
 	flush_regs(t);
 	if (t->stop == UP_ST_SIGNAL) {
 		sig = t->sig;

@@ -245,6 +245,14 @@ int up_task_call(struct up_task *t, uint64_t fn, uint64_t end, uint64_t a0, uint
 /* ---- threads --------------------------------------------------------------------- */
 
 pid_t up_task_tid(const struct up_task *t);
+/*
+ * A breakpoint stop whose thread goes on elsewhere (the client set its rip) right after
+ * an int3 the client knows, its stop not reaped (its SIGTRAP still the stop's): the
+ * siginfo gets si_errno UP_SI_MOVED and si_addr the new rip before the registers go in,
+ * so that a tracer dying before the resume leaves the signal saying where the thread
+ * was sent, not a trap at the int3 before it (the safety net: src/agent/net.h).
+ */
+#define UP_SI_MOVED 0x75706d76
 /* t's blocked signals (PTRACE_GETSIGMASK; t stopped): 0 or -errno. */
 int up_task_sigmask(struct up_task *t, uint64_t *mask);
 struct up_proc *up_task_proc(const struct up_task *t);

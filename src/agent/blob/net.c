@@ -257,6 +257,11 @@ __attribute__((used)) void upn_handler(int sig, int32_t *info, void *uc)
 	if (code > 0 && remote_end(h, uc, rip))
 		return;
 	if (code == UPN_SI_KERNEL) {
+		if (info[1] == UPN_SI_MOVED && *(uint64_t *)(info + 4) == rip) {
+			/* the tracer sent it there and died before letting it go */
+			h->stats[UPN_ST_MOVED]++;
+			return;
+		}
 		e = site_of(h, rip - 1);
 		if (e) {
 			if (!(e->flags & UPN_S_PINNED) && !heal(h, e)) {
@@ -294,11 +299,16 @@ __attribute__((used)) void upn_handler(int sig, int32_t *info, void *uc)
 		uint64_t ret = 0;
 
 		/* a step of ours: in a slot, or a call's return address into one, or any
-		   step while the program has no handler that could have asked for it.  (The
-		   kernel took the trap flag of a ptrace step out of the context already, and
-		   the thread's stepping with it: handle_signal, user_disable_single_step.) */
+		   step while the program has no handler that could have asked for it, or
+		   any step without the trap flag in the context.  (The kernel took the trap
+		   flag of a ptrace step out of the context already, and the thread's
+		   stepping with it: handle_signal, user_disable_single_step; a program that
+		   steps itself has set the flag, and it is in the context.)  Without that
+		   last, the step of an instruction run in place, or of a signal's drain out
+		   of a slot, ended by the tracer's death reached the program's own handler
+		   (a likely cause of the own-mode run that counted 33 traps of 32). */
 		if (in_slot(h, rip) || (!read_self(&ret, g[G_RSP], 8) && in_slot(h, ret)) ||
-		    h->prog.handler <= 1) {
+		    h->prog.handler <= 1 || !(g[G_EFL] & TF)) {
 			g[G_EFL] &= ~TF;
 			h->stats[UPN_ST_STEP]++;
 			return;
