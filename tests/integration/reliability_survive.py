@@ -118,8 +118,11 @@ for run in range(runs):
                               stderr=subprocess.PIPE, text=True)
     time.sleep(0.02)
     cgt0 = sigcgt(target.pid)
+    # SIGINT at its default however we were started (a shell's background job has it
+    # ignored, and a SIGINT before the tracer's handler would be lost)
     tracer = subprocess.Popen([uprobe, "trace"] + opts + ["-p", str(target.pid)] + specs,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # kill it anywhere from its attaching and arming to its steady state
     time.sleep(rng.uniform(0.0, 0.6))
     if mode == "detach":
