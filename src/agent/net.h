@@ -98,6 +98,7 @@ enum { UPN_ST_HEALED, UPN_ST_COPY, UPN_ST_RETURN, UPN_ST_STEP, UPN_ST_REMOTE, UP
 #define UPN_DATA_AT	0
 #define UPN_HANDLER_AT	8
 #define UPN_RESTORER_AT 16
+#define UPN_STUB_AT	24 /* the remote system calls' `syscall; int3; jmp .-1` */
 #define UPN_CODE_SIZE	4096u
 
 /* si_code of a SIGTRAP from int3 (the kernel's SI_KERNEL), and of a step. */

@@ -102,7 +102,7 @@ int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 {
 	struct up_net *n = &s->net;
 	struct upn_hdr h;
-	uint64_t word[3];
+	uint64_t word[4];
 	int64_t r;
 	int rc;
 
@@ -180,6 +180,8 @@ int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 		goto unmap;
 	}
 	n->installed = true;
+	/* the remote system calls from now on: a death in one leaves its thread to us */
+	up_proc_set_syscall_stub(s->p, n->code + word[3]);
 	/* both join the list of our mappings, unmapped at a detach once no thread can be
 	   inside (site.c's teardown, after up_site_net_detach put the disposition back) */
 	if (up_xol_note_map(&s->xol, n->data, UPN_DATA_SIZE, false) ||
@@ -474,6 +476,7 @@ int up_site_net_detach(struct up_sites *s, struct up_task *t)
 		return rc;
 	}
 	n->installed = false;
+	up_proc_set_syscall_stub(s->p, 0);
 	net_tables_free(n); /* the mappings stay listed, for the teardown to unmap */
 	return 0;
 }

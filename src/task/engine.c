@@ -968,6 +968,7 @@ static void handle_exec(struct up_engine *e, struct up_task *t)
 	up__proc_open_mem(p);
 	p->vdso_known = false;
 	p->syscall_insn = 0;
+	p->syscall_stub = 0;
 	p->mode = 0;
 	p->vfork_child = false;
 	p->refs++;
@@ -2043,6 +2044,11 @@ int up_proc_detach(struct up_proc *p)
 pid_t up_task_tid(const struct up_task *t)
 {
 	return t->tid;
+}
+
+void up_proc_set_syscall_stub(struct up_proc *p, uint64_t at)
+{
+	p->syscall_stub = at;
 }
 
 int up_task_sigmask(struct up_task *t, uint64_t *mask)

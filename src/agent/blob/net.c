@@ -336,9 +336,17 @@ __asm__(".section .text.head,\"ax\",@progbits\n"
 	"	.quad 0\n"
 	"	.quad upn_handler\n"  /* UPN_HANDLER_AT */
 	"	.quad upn_restorer\n" /* UPN_RESTORER_AT */
+	"	.quad upn_syscall\n"  /* UPN_STUB_AT */
 	"	.balign 16\n"
 	"upn_restorer:\n"
 	"	mov $15,%eax\n" /* NR_RT_SIGRETURN */
 	"	syscall\n"
 	"	hlt\n"
+	"	.balign 16\n"
+	/* the tracer's remote system calls (up_proc_set_syscall_stub): a death during one
+	   traps at the int3 (remote_end), whether or not the int3's stop was seen */
+	"upn_syscall:\n"
+	"	syscall\n"
+	"	int3\n"
+	"1:	jmp 1b-1\n"
 	".previous\n");
