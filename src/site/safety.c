@@ -98,6 +98,40 @@ static void net_tables_free(struct up_net *n)
 	n->ret_live = NULL;
 }
 
+static int site_write(struct up_sites *s, unsigned i);
+static int site_slot(const struct up_net *n, uint64_t vaddr, bool *found);
+
+/*
+ * The int3s written before the net could be installed (no thread could run its system
+ * calls then: up_site_int3_insert goes on without it) into its table, with their bytes,
+ * and the return trampoline's: a death found them missing and took one for the
+ * program's own (die: killed by SIGTRAP at sv_sig's int3, 1 run of 50).  Their copies
+ * and slots come when the tracer puts them again; healing needs only the byte.
+ */
+static void net_backfill(struct up_sites *s)
+{
+	struct up_net *n = &s->net;
+
+	for (unsigned k = 0; k < s->live.n; k++) {
+		uint64_t v = s->live.v[k].vaddr;
+		int orig = up_site_written_orig(s, v);
+		bool found;
+		int at;
+
+		if (orig < 0)
+			continue;
+		at = site_slot(n, v, &found);
+		if (at < 0 || found)
+			continue;
+		memset(&n->sites[at], 0, sizeof(n->sites[at]));
+		n->sites[at].vaddr = v;
+		n->sites[at].orig = (uint8_t)orig;
+		site_write(s, (unsigned)at);
+	}
+	if (n->ret_int3)
+		net_write(s, n->data + offsetof(struct upn_hdr, ret_int3), &n->ret_int3, 8);
+}
+
 int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 {
 	struct up_net *n = &s->net;
@@ -180,6 +214,7 @@ int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 		goto unmap;
 	}
 	n->installed = true;
+	net_backfill(s);
 	/* the remote system calls from now on: a death in one leaves its thread to us */
 	up_proc_set_syscall_stub(s->p, n->code + word[3]);
 	/* both join the list of our mappings, unmapped at a detach once no thread can be
@@ -333,6 +368,7 @@ int up_site_net_remote(struct up_sites *s, pid_t tid, uint64_t lo, uint64_t hi,
 
 int net_ret_int3(struct up_sites *s, uint64_t at)
 {
+	s->net.ret_int3 = at; /* for a net installed later (net_backfill) */
 	if (!s->net.installed)
 		return -ENOTSUP;
 	return net_write(s, s->net.data + offsetof(struct upn_hdr, ret_int3), &at, 8);
@@ -476,6 +512,7 @@ int up_site_net_detach(struct up_sites *s, struct up_task *t)
 		return rc;
 	}
 	n->installed = false;
+	n->ret_int3 = 0; /* the trampoline goes with the XOL area */
 	up_proc_set_syscall_stub(s->p, 0);
 	net_tables_free(n); /* the mappings stay listed, for the teardown to unmap */
 	return 0;

@@ -94,6 +94,7 @@ struct up_net {
 	struct upn_ret *rets;
 	uint64_t *ret_live; /* a bit an entry of rets: its return is pending */
 	unsigned reset;	    /* how often a trap with SIGTRAP blocked took ours away */
+	uint64_t ret_int3;  /* the return trampoline's int3, told before the net was */
 };
 
 /* A signal disposition the tracer changed in the process: the kernel's struct
