@@ -15,6 +15,7 @@
  * disposition back (up_site_net_detach) and leaves the two mappings to the teardown.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stddef.h>
@@ -25,7 +26,6 @@
 #include <sys/syscall.h>
 #include <sys/ucontext.h>
 #include <sys/uio.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "site/internal.h"
