@@ -1027,7 +1027,9 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 				return UP_RESUME_CONT;
 			}
 		}
-		up_task_set_signal(t, SIGTRAP); /* the program's own int3 */
+		/* the program's own int3: its handler, through the net, must be there */
+		up_site_net_hit(&mm->sites, t, true);
+		up_task_set_signal(t, SIGTRAP);
 		return UP_RESUME_CONT;
 	}
 	if (!(q->ncons == 1 && (q->cons[0]->flags & UPROBE_F_OWN)))
@@ -1245,6 +1247,10 @@ static enum up_resume cb_stop(void *arg, struct up_task *t, const struct up_stop
 	}
 	if (!up || !ut)
 		return UP_RESUME_CONT;
+	/* a trap that found SIGTRAP blocked took the safety net away: back first */
+	if (stop->kind == UP_STOP_BREAKPOINT ||
+	    (stop->kind == UP_STOP_SIGNAL && stop->sig == SIGTRAP))
+		up_site_net_hit(&mm_of(up)->sites, t, stop->kind == UP_STOP_SIGNAL);
 	ctx->cur_task = t;
 	switch (stop->kind) {
 	case UP_STOP_BREAKPOINT:
@@ -1748,12 +1754,8 @@ static int release(struct uprobe_ctx *ctx, struct uproc *up)
 				up_site_int3_remove(&up->sites, &q->site, NULL);
 			}
 		}
-		/* no int3 of ours is left: the program's own SIGTRAP disposition back,
-		   through any thread that can run a system call now */
-		rc = -ESRCH;
-		for (t = up_proc_first_task(up->p); t && rc; t = up_proc_next_task(t))
-			if (up_task_stopped(t))
-				rc = up_site_net_detach(&up->sites, t);
+		/* no int3 of ours is left: the teardown puts the program's own SIGTRAP
+		   disposition back before it unmaps the net (up_sites_teardown) */
 		up_sites_detach(&up->sites);
 		rc = teardown(ctx, up);
 		if (rc && ctx->releasing == up) {

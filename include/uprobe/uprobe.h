@@ -448,6 +448,7 @@ UPROBE_API int uprobe_ctx_fd(struct uprobe_ctx *ctx);
  */
 UPROBE_API int uprobe_ctx_set_wait_hook(struct uprobe_ctx *ctx, void (*hook)(void *arg, int fd),
 					void *arg);
+/* Handles what is ready, a bounded batch of it: the fd stays readable while more is. */
 UPROBE_API int uprobe_ctx_dispatch(struct uprobe_ctx *ctx);
 /* Runs until no process is traced (0), or *stop became nonzero (-EINTR). */
 UPROBE_API int uprobe_ctx_run(struct uprobe_ctx *ctx, volatile int *stop);

@@ -71,7 +71,7 @@ struct upn_hdr {
 	struct upn_sigaction ours; /* rt_sigaction's argument when the tracer installs */
 	uint32_t healed;	   /* every int3 of ours is out (the tracer is gone) */
 	uint32_t pad;
-	uint64_t stats[5]; /* UPN_ST_*: what the handler did, for tests */
+	uint64_t stats[6]; /* UPN_ST_*: what the handler did, for tests */
 	uint64_t last[3];  /* the last trap passed to the program: si_code,
 					   rip, the byte before rip (for a post-mortem) */
 	struct upn_remote {
@@ -86,7 +86,7 @@ struct upn_hdr {
 	} remote;
 };
 _Static_assert(sizeof(struct upn_hdr) <= 4096, "the header is one page");
-enum { UPN_ST_HEALED, UPN_ST_COPY, UPN_ST_RETURN, UPN_ST_STEP, UPN_ST_REMOTE };
+enum { UPN_ST_HEALED, UPN_ST_COPY, UPN_ST_RETURN, UPN_ST_STEP, UPN_ST_REMOTE, UPN_ST_MOVED };
 
 #define UPN_HDR_SIZE 4096u
 #define UPN_DATA_SIZE                                                  \
@@ -98,12 +98,18 @@ enum { UPN_ST_HEALED, UPN_ST_COPY, UPN_ST_RETURN, UPN_ST_STEP, UPN_ST_REMOTE };
 #define UPN_DATA_AT	0
 #define UPN_HANDLER_AT	8
 #define UPN_RESTORER_AT 16
+#define UPN_STUB_AT	24 /* the remote system calls' `syscall; int3; jmp .-1` */
 #define UPN_CODE_SIZE	4096u
 
 /* si_code of a SIGTRAP from int3 (the kernel's SI_KERNEL), and of a step. */
 #define UPN_SI_KERNEL  0x80
 #define UPN_TRAP_BRKPT 1
 #define UPN_TRAP_TRACE 2
+/* si_errno of an int3's SIGTRAP whose thread the tracer moved (an emulated
+   instruction, a slot), with the rip it moved it to in si_addr (the task layer's
+   UP_SI_MOVED): where that rip follows an int3, the net must not take it for a trap
+   there */
+#define UPN_SI_MOVED 0x75706d76
 
 static inline uint64_t upn_hash(uint64_t v)
 {

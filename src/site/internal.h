@@ -66,6 +66,7 @@ void net_site_del(struct up_sites *s, uint64_t vaddr);
 int net_ret_int3(struct up_sites *s, uint64_t at);
 void net_inherit(struct up_sites *child, const struct up_sites *parent);
 void net_forget(struct up_sites *s);
+int net_put_back(struct up_sites *s);
 
 /* patched.c */
 bool wants_record(const struct uprobe *u);

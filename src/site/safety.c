@@ -15,6 +15,7 @@
  * disposition back (up_site_net_detach) and leaves the two mappings to the teardown.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stddef.h>
@@ -25,6 +26,7 @@
 #include <sys/syscall.h>
 #include <sys/ucontext.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "site/internal.h"
 
@@ -41,6 +43,7 @@ _Static_assert(offsetof(ucontext_t, uc_sigmask) == 296, "ucontext layout");
 _Static_assert(REG_RAX == 13 && REG_RSP == 15 && REG_RIP == 16 && REG_EFL == 17, "gregs layout");
 _Static_assert(offsetof(struct user_regs_struct, orig_rax) == 15 * 8, "user_regs_struct layout");
 _Static_assert(UPN_SLOT_SIZE *UP_XOL_SLOTS == UP_XOL_AREA_SIZE, "XOL slots");
+_Static_assert(UPN_SI_MOVED == UP_SI_MOVED, "the mark of a moved thread");
 
 #define SITES_N (1u << UPN_SITES_ORDER)
 #define RETS_N	(1u << UPN_RETS_ORDER)
@@ -95,11 +98,45 @@ static void net_tables_free(struct up_net *n)
 	n->ret_live = NULL;
 }
 
+static int site_write(struct up_sites *s, unsigned i);
+static int site_slot(const struct up_net *n, uint64_t vaddr, bool *found);
+
+/*
+ * The int3s written before the net could be installed (no thread could run its system
+ * calls then: up_site_int3_insert goes on without it) into its table, with their bytes,
+ * and the return trampoline's: a death found them missing and took one for the
+ * program's own (die: killed by SIGTRAP at sv_sig's int3, 1 run of 50).  Their copies
+ * and slots come when the tracer puts them again; healing needs only the byte.
+ */
+static void net_backfill(struct up_sites *s)
+{
+	struct up_net *n = &s->net;
+
+	for (unsigned k = 0; k < s->live.n; k++) {
+		uint64_t v = s->live.v[k].vaddr;
+		int orig = up_site_written_orig(s, v);
+		bool found;
+		int at;
+
+		if (orig < 0)
+			continue;
+		at = site_slot(n, v, &found);
+		if (at < 0 || found)
+			continue;
+		memset(&n->sites[at], 0, sizeof(n->sites[at]));
+		n->sites[at].vaddr = v;
+		n->sites[at].orig = (uint8_t)orig;
+		site_write(s, (unsigned)at);
+	}
+	if (n->ret_int3)
+		net_write(s, n->data + offsetof(struct upn_hdr, ret_int3), &n->ret_int3, 8);
+}
+
 int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 {
 	struct up_net *n = &s->net;
 	struct upn_hdr h;
-	uint64_t word[3];
+	uint64_t word[4];
 	int64_t r;
 	int rc;
 
@@ -177,6 +214,9 @@ int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 		goto unmap;
 	}
 	n->installed = true;
+	net_backfill(s);
+	/* the remote system calls from now on: a death in one leaves its thread to us */
+	up_proc_set_syscall_stub(s->p, n->code + word[3]);
 	/* both join the list of our mappings, unmapped at a detach once no thread can be
 	   inside (site.c's teardown, after up_site_net_detach put the disposition back) */
 	if (up_xol_note_map(&s->xol, n->data, UPN_DATA_SIZE, false) ||
@@ -328,6 +368,7 @@ int up_site_net_remote(struct up_sites *s, pid_t tid, uint64_t lo, uint64_t hi,
 
 int net_ret_int3(struct up_sites *s, uint64_t at)
 {
+	s->net.ret_int3 = at; /* for a net installed later (net_backfill) */
 	if (!s->net.installed)
 		return -ENOTSUP;
 	return net_write(s, s->net.data + offsetof(struct upn_hdr, ret_int3), &at, 8);
@@ -471,5 +512,85 @@ int up_site_net_detach(struct up_sites *s, struct up_task *t)
 		return rc;
 	}
 	n->installed = false;
+	n->ret_int3 = 0; /* the trampoline goes with the XOL area */
+	up_proc_set_syscall_stub(s->p, 0);
+	net_tables_free(n); /* the mappings stay listed, for the teardown to unmap */
 	return 0;
+}
+
+/* Does pid catch SIGTRAP (/proc/PID/stat's sigcatch, field 34)?  1, 0, -1: cannot tell. */
+static int trap_caught(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	/* the comm may hold spaces: count from its ')'; field 3 follows ") " */
+	p = strrchr(buf, ')');
+	for (int field = 3; p && field <= 34; field++)
+		p = strchr(p + 1, ' ');
+	if (!p)
+		return -1;
+	return (strtoull(p + 1, NULL, 10) >> (SIGTRAP - 1)) & 1;
+}
+
+/*
+ * Costs one PTRACE_GETSIGMASK a hit, and a read of /proc/PID/stat a hit of a thread
+ * with signals blocked (inside a handler, mostly).  Not seen: a trap whose thread had
+ * SIGTRAP and nothing else blocked (the program's own SIGTRAP handler, run by the net
+ * with SIGTRAP blocked, hitting a probe): the mask is empty by now; the next hit with a
+ * mask, or the next SIGTRAP of the program's own (always), finds the reset.
+ */
+void up_site_net_hit(struct up_sites *s, struct up_task *t, bool always)
+{
+	struct up_net *n = &s->net;
+	uint64_t mask;
+	int64_t r;
+	int rc;
+
+	if (!n->installed)
+		return;
+	if (!always && (up_task_sigmask(t, &mask) || !mask))
+		return;
+	if (trap_caught(up_proc_pid(up_task_proc(t))) != 0)
+		return;
+	rc = up_task_rsys(t, SYS_rt_sigaction, SIGTRAP, n->data + offsetof(struct upn_hdr, ours), 0,
+			  8, 0, 0, &r);
+	if ((!n->reset++ && s->ctx->opts->verbose) || rc)
+		site_log(s->ctx,
+			 "process %d: thread %d trapped with SIGTRAP blocked, which reset its "
+			 "disposition to the default (the kernel's rule for a forced signal): "
+			 "%s",
+			 (int)s->pid, (int)up_task_tid(t),
+			 rc ? strerror(-rc) : "the safety net put back (said once)");
+}
+
+/*
+ * The program's disposition back (up_site_net_detach) through whichever stopped thread
+ * of the process can run a system call now: 0, or nonzero while ours is still
+ * installed.  Under load every thread may have a stop of its own waiting at a
+ * detach (an int3 hit, a timer's signal), none able to run code until it is handled:
+ * the teardown lets them run and asks again; its mappings, the handler's code among
+ * them, stay until this has worked.  (reliability.survive.detach: the disposition was
+ * left, and the code it points at unmapped, in 5 runs of 10.)
+ */
+int net_put_back(struct up_sites *s)
+{
+	int rc = -EAGAIN;
+
+	if (!s->net.installed)
+		return 0;
+	for (struct up_task *t = up_proc_first_task(s->p); t && rc; t = up_proc_next_task(t))
+		if (up_task_stopped(t))
+			rc = up_site_net_detach(s, t);
+	return rc;
 }

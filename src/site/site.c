@@ -229,7 +229,7 @@ uint64_t up_sites_teardown(struct up_sites *s, struct up_task *t, bool last)
 	char why[256] = "no thread stopped to unmap through";
 	uint64_t left;
 
-	if (!s->xol.nmaps && !s->nsigs)
+	if (!s->xol.nmaps && !s->nsigs && !s->net.installed)
 		return 0;
 	/* no thread waits for room any more: the tracer is going (--when-full=block) */
 	if (s->agent)
@@ -237,7 +237,10 @@ uint64_t up_sites_teardown(struct up_sites *s, struct up_task *t, bool last)
 	if (t)
 		sigs_put_back(s, t);
 	up_site_unhijack(s, s->p);
-	if (!t || maps_in_use(s, why, sizeof(why))) {
+	if (net_put_back(s))
+		snprintf(why, sizeof(why), "the program's SIGTRAP disposition is still the safety "
+			 "net's: no thread could run the system call that puts it back");
+	if (!t || s->net.installed || maps_in_use(s, why, sizeof(why))) {
 		left = up_xol_mapped(&s->xol);
 		if (last && left)
 			site_log(s->ctx, "process %d: %" PRIu64 " bytes of the tracer's left mapped "

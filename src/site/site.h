@@ -93,6 +93,8 @@ struct up_net {
 	struct upn_site *sites;
 	struct upn_ret *rets;
 	uint64_t *ret_live; /* a bit an entry of rets: its return is pending */
+	unsigned reset;	    /* how often a trap with SIGTRAP blocked took ours away */
+	uint64_t ret_int3;  /* the return trampoline's int3, told before the net was */
 };
 
 /* A signal disposition the tracer changed in the process: the kernel's struct
@@ -246,6 +248,14 @@ void up_site_net_pin(struct up_sites *s, uint64_t lo, uint64_t hi);
  * s->net.data, UPN_DATA_SIZE) stay for the teardown to unmap once no thread is in them.
  */
 int up_site_net_detach(struct up_sites *s, struct up_task *t);
+/*
+ * A trap stopped t (an int3, ours or the program's, or a SIGTRAP of the program's own
+ * about to be passed on): a forced SIGTRAP that found SIGTRAP blocked has reset the
+ * disposition to SIG_DFL (the kernel's rule), the net with it; put ours back through t.
+ * The disposition is looked at when t has signals blocked (a forced trap only resets
+ * where SIGTRAP was, and the kernel has taken it out of the mask by now), or always.
+ */
+void up_site_net_hit(struct up_sites *s, struct up_task *t, bool always);
 
 /* ---- patched sites: the choice, eviction, removal, counts (site.c) ---- */
 /*

@@ -621,6 +621,32 @@ static int flush_regs(struct up_task *t)
 	return 0;
 }
 
+/*
+ * t's int3 stop, unreaped (peeked), ends with its registers changed: if the new rip
+ * follows an int3 of the client's, a tracer dying between the SETREGS and the resume
+ * would deliver the stop's SIGTRAP with that rip, which reads as a trap at that int3
+ * (the safety net healed it and ran the instruction before again: a 1-byte push run
+ * twice).  The siginfo says where the thread was sent first (UP_SI_MOVED), so every
+ * moment is told apart: before the mark, a trap as it was; between the mark and the
+ * registers, si_addr is not rip; after, it is.  One PTRACE_SETSIGINFO, only there.
+ */
+static void mark_moved(struct up_task *t)
+{
+	struct up_engine *e = t->proc->e;
+	siginfo_t si;
+
+	if (t->tid != peeked || !t->regs_valid || t->info.si_signo != SIGTRAP ||
+	    t->info.si_code != SI_KERNEL || !e->ops->is_breakpoint ||
+	    !e->ops->is_breakpoint(e->ctx, t, t->regs.rip - 1))
+		return;
+	memset(&si, 0, sizeof(si));
+	si.si_signo = SIGTRAP;
+	si.si_code = SI_KERNEL;
+	si.si_errno = UP_SI_MOVED;
+	si.si_addr = (void *)(uintptr_t)t->regs.rip;
+	up__ptrace(PTRACE_SETSIGINFO, t->tid, 0, &si);
+}
+
 /* Resumes a ptrace-stopped thread as its stop allows. */
 static int task_resume_raw(struct up_task *t, bool step)
 {
@@ -630,6 +656,8 @@ static int task_resume_raw(struct up_task *t, bool step)
 		return -ESRCH;
 	if (t->proc->tc)
 		up__mem_flush(t->proc); /* the thread runs what the cache holds */
+	if (t->stop == UP_ST_SIGNAL && !t->sig && t->regs_dirty)
+		mark_moved(t);
 	flush_regs(t);
 	if (t->stop == UP_ST_SIGNAL) {
 		sig = t->sig;
@@ -940,6 +968,7 @@ static void handle_exec(struct up_engine *e, struct up_task *t)
 	up__proc_open_mem(p);
 	p->vdso_known = false;
 	p->syscall_insn = 0;
+	p->syscall_stub = 0;
 	p->mode = 0;
 	p->vfork_child = false;
 	p->refs++;
@@ -1222,22 +1251,37 @@ static void settle_peeked(struct up_engine *e)
 		up__park_safe(t, st);
 }
 
+/*
+ * At most this many statuses a dispatch: threads that trap as fast as they are resumed
+ * (a loop on a trap-path site) never let the WNOHANG wait run dry, and the caller's loop
+ * -- its stop flag (SIGINT), the agent's records -- would never run again.  Found by
+ * fast.tactics' removal: a tracer that ignored its SIGINT for ever.  The rest is
+ * announced on the fd, so a poll returns at once.
+ */
+#define UP_DISPATCH_BATCH 64
+
 int up_engine_dispatch(struct up_engine *e)
 {
-	int n = 0;
+	int n = 0, handled = 0;
 
 	drain_pipe();
 	n += run_deferred(e);
 	for (;;) {
 		int st;
-		pid_t r = wait_any(&st, true);
+		pid_t r;
 
+		if (handled == UP_DISPATCH_BATCH) {
+			up__wake_fd();
+			break;
+		}
+		r = wait_any(&st, true);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			break;
 		handle_status(e, r, st);
 		settle_peeked(e);
+		handled++;
 		n++;
 		n += run_deferred(e);
 	}
@@ -2000,6 +2044,21 @@ int up_proc_detach(struct up_proc *p)
 pid_t up_task_tid(const struct up_task *t)
 {
 	return t->tid;
+}
+
+void up_proc_set_syscall_stub(struct up_proc *p, uint64_t at)
+{
+	p->syscall_stub = at;
+}
+
+int up_task_sigmask(struct up_task *t, uint64_t *mask)
+{
+	*mask = 0;
+	if (t->state != UP_TS_STOPPED)
+		return -ESRCH;
+	if (up__ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof(*mask), mask) < 0)
+		return -errno;
+	return 0;
 }
 
 struct up_proc *up_task_proc(const struct up_task *t)

@@ -63,6 +63,8 @@ struct up_proc {
 	unsigned mode; /* 0: unknown */
 	bool vdso_known;
 	uint64_t syscall_insn; /* address of a syscall / int $0x80 in the vDSO, 0: none */
+	uint64_t syscall_stub; /* `syscall; int3; jmp .-1` of the client's (the safety
+				  net's), 0: none -- preferred to the vDSO's (syscall.c) */
 	bool vfork_child;
 	struct up_tcache *tc; /* mem.c: pages read and written while quiesced, or NULL */
 	bool gone; /* detached or exited: freed when refs drops to 0 */

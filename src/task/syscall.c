@@ -291,6 +291,23 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 		return err;
 	r = t->regs;
 	mode = r.cs == 0x23 ? 32 : 64;
+	if (mode == 64 && p->syscall_stub) {
+		/* free up to the stub's int3: no step to lose (up_proc_set_syscall_stub) */
+		r.rip = p->syscall_stub;
+		r.rax = (uint64_t)nr;
+		r.orig_rax = (uint64_t)-1;
+		r.rdi = args[0];
+		r.rsi = args[1];
+		r.rdx = args[2];
+		r.r10 = args[3];
+		r.r8 = args[4];
+		r.r9 = args[5];
+		snprintf(what, sizeof(what), "remote syscall %ld", nr);
+		err = run_remote(t, &r, false, p->syscall_stub, p->syscall_stub + 3, what);
+		if (!err)
+			*ret = (int64_t)r.rax;
+		return err;
+	}
 	insn_at = vdso_syscall_insn(p, mode);
 	if (!insn_at) {
 		insn_at = r.rip;

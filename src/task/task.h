@@ -245,6 +245,26 @@ int up_task_call(struct up_task *t, uint64_t fn, uint64_t end, uint64_t a0, uint
 /* ---- threads --------------------------------------------------------------------- */
 
 pid_t up_task_tid(const struct up_task *t);
+/*
+ * A breakpoint stop whose thread goes on elsewhere (the client set its rip) right after
+ * an int3 the client knows, its stop not reaped (its SIGTRAP still the stop's): the
+ * siginfo gets si_errno UP_SI_MOVED and si_addr the new rip before the registers go in,
+ * so that a tracer dying before the resume leaves the signal saying where the thread
+ * was sent, not a trap at the int3 before it (the safety net: src/agent/net.h).
+ */
+#define UP_SI_MOVED 0x75706d76
+/*
+ * 64-bit remote system calls of p run at `at` from now on (0: the vDSO's `syscall`
+ * again): the bytes `0f 05 cc eb fd` (syscall; int3; jmp back to the int3), run free up
+ * to the int3 instead of stepped over the vDSO's instruction.  A tracer that dies while
+ * the thread is in the call, or before its registers are back, leaves it trapping at
+ * that int3 (into whoever put the stub there: the safety net), not running the vDSO's
+ * next instructions with the call's registers (SIGSEGV at gettimeofday+281, seen).
+ * The caller clears it before the stub's mapping goes.
+ */
+void up_proc_set_syscall_stub(struct up_proc *p, uint64_t at);
+/* t's blocked signals (PTRACE_GETSIGMASK; t stopped): 0 or -errno. */
+int up_task_sigmask(struct up_task *t, uint64_t *mask);
 struct up_proc *up_task_proc(const struct up_task *t);
 void *up_task_data(const struct up_task *t);
 void up_task_set_data(struct up_task *t, void *data);

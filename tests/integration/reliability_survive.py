@@ -18,12 +18,67 @@ MODE:
   detach   nofast, the tracer stopped with SIGINT instead: the target's SIGTRAP
            disposition is its own again afterwards (its handler's address in
            /proc/PID/status SigCgt unchanged: caught or not as before)
+  blocked  not killed at random: the target (one thread, its own SIGTRAP handler)
+           hits sv_leaf's probe with SIGTRAP and SIGUSR1 blocked -- each hit a forced
+           SIGTRAP that finds SIGTRAP blocked, which resets its disposition to SIG_DFL,
+           the safety net's with it --; once the tracer says it saw that, the target
+           is told (SIGUSR2), and when it hits the probe unblocked the tracer is killed; then the target raises
+           SIGTRAP and runs an int3 of its own: its handler counts both, as unprobed
+           (the tracer put the net back at each blocked hit).  A hit with SIGTRAP
+           blocked after the tracer's death kills, net or not: the kernel resets the
+           disposition before any handler runs (docs/design.md section 9)
 
 A run whose kill came before the tracer had attached (nothing to survive) is counted
 apart and not in RUNS.  SEED makes the kill times reproducible."""
-import os, random, re, signal, subprocess, sys, time
+import os, random, re, signal, subprocess, sys, tempfile, time
 
 uprobe, prog, mode, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+if mode == "blocked":
+    plain = subprocess.run([prog, "0", "1", "blocked"], capture_output=True, text=True)
+    if plain.returncode != 3 or plain.stdout != "own traps: 2\n":
+        print("FAIL: the unprobed run: %d %r" % (plain.returncode, plain.stdout))
+        sys.exit(1)
+    for run in range(runs):
+        target = subprocess.Popen([prog, "60", "1", "blocked"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        # SIGINT as it should be, whatever the shell that started us left it at
+        errf = tempfile.TemporaryFile(mode="w+")
+        tracer = subprocess.Popen([uprobe, "trace", "-c", "-v", "--no-fast", "-p",
+                                   str(target.pid), "-e", "p:s/leaf %s:sv_leaf" % prog],
+                                  stdout=subprocess.DEVNULL, stderr=errf, text=True,
+                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        # "traced": it has seen its tracer; once the tracer has seen a hit with
+        # SIGTRAP blocked (or 30 s), SIGUSR2; "unblocked": its hits go on unblocked
+        first = target.stdout.readline()
+        for _ in range(3000):
+            errf.seek(0)
+            if "trapped with SIGTRAP blocked" in errf.read():
+                break
+            time.sleep(0.01)
+        os.kill(target.pid, signal.SIGUSR2)
+        first += target.stdout.readline()
+        tracer.kill()
+        tracer.wait()
+        try:
+            out, _ = target.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            target.kill()
+            print("FAIL: run %d: the target hung" % run)
+            sys.exit(1)
+        errf.seek(0)
+        err = errf.read()
+        out = first + out
+        if target.returncode != 3 or out != "traced\nunblocked\n" + plain.stdout:
+            print("FAIL: run %d: the target ended %d, printed %r (unprobed 3, %r)\n%s"
+                  % (run, target.returncode, out, plain.stdout, err[-2000:]))
+            sys.exit(1)
+        if "trapped with SIGTRAP blocked" not in err:
+            print("FAIL: run %d: no reset seen by the tracer\n%s" % (run, err[-2000:]))
+            sys.exit(1)
+    print("blocked: %d runs: probe hits with SIGTRAP blocked, the tracer killed, the "
+          "target's own SIGTRAPs reached its handler" % runs)
+    print("PASS")
+    sys.exit(0)
 rng = random.Random(int(sys.argv[5]) if len(sys.argv) > 5 else None)
 N, THREADS = "100000000", "4"
 tmode = {"own": "own", "die": "die"}.get(mode, "plain")
@@ -63,8 +118,11 @@ for run in range(runs):
                               stderr=subprocess.PIPE, text=True)
     time.sleep(0.02)
     cgt0 = sigcgt(target.pid)
+    # SIGINT at its default however we were started (a shell's background job has it
+    # ignored, and a SIGINT before the tracer's handler would be lost)
     tracer = subprocess.Popen([uprobe, "trace"] + opts + ["-p", str(target.pid)] + specs,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # kill it anywhere from its attaching and arming to its steady state
     time.sleep(rng.uniform(0.0, 0.6))
     if mode == "detach":

@@ -13,6 +13,12 @@
  *          is printed (exactly 8 a thread, as unprobed)
  *   die    plain, then an int3 of its own with SIGTRAP at its default: killed by
  *          SIGTRAP, as unprobed
+ *   blocked no threads, no timer: its own SIGTRAP handler, then sv_leaf() in batches
+ *          of 1,000 with SIGTRAP (and SIGUSR1) blocked -- a probe hit there is a forced
+ *          SIGTRAP that finds it blocked, which resets the disposition to SIG_DFL --
+ *          until a tracer has come ("traced") and a SIGUSR2 has, then unblocked
+ *          ("unblocked") until the tracer is gone (or N seconds); then it raises
+ *          SIGTRAP and runs an int3 of its own: "own traps: 2" 
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -22,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 static long n_iter;
@@ -98,6 +105,77 @@ static void *worker(void *arg)
 	return (void *)s;
 }
 
+static int traced(void)
+{
+	char line[256];
+	int pid = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "TracerPid: %d", &pid) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return pid;
+}
+
+static volatile sig_atomic_t go;
+
+static void on_go(int sig)
+{
+	(void)sig;
+	go = 1;
+}
+
+static int blocked(long seconds)
+{
+	struct sigaction sa;
+	sigset_t set;
+	time_t end = time(NULL) + seconds;
+	int seen = 0;
+	long s = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_trap;
+	sa.sa_flags = SA_SIGINFO;
+	sigaction(SIGTRAP, &sa, NULL);
+	sigemptyset(&set);
+	sigaddset(&set, SIGTRAP);
+	sigaddset(&set, SIGUSR1);
+	/* blocked until a batch after the tracer came (its probe hit), then unblocked:
+	   after the tracer's death a hit with SIGTRAP blocked would be reset to SIG_DFL
+	   before any handler could run, the net's too -- that no one can help */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_go;
+	sigaction(SIGUSR2, &sa, NULL);
+	while (time(NULL) < end) {
+		if (seen < 2)
+			sigprocmask(SIG_BLOCK, &set, NULL);
+		for (long i = 0; i < 1000; i++)
+			s += sv_leaf(i);
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		if (seen == 1 && go) {
+			seen = 2;
+			printf("unblocked\n"); /* the test kills the tracer after this */
+			fflush(stdout);
+		}
+		if (traced() && !seen) {
+			seen = 1;
+			printf("traced\n");
+			fflush(stdout);
+		} else if (seen && !traced()) {
+			break;
+		}
+		usleep(1000);
+	}
+	if (s % 1499500)
+		return 9; /* a batch's sum: sv_leaf gave a wrong answer */
+	raise(SIGTRAP);
+	__asm__ volatile("int3");
+	printf("own traps: %ld\n", own_traps);
+	return 3;
+}
+
 int main(int argc, char **argv)
 {
 	struct sigaction sa;
@@ -106,11 +184,13 @@ int main(int argc, char **argv)
 	long nth;
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: rel_survive N THREADS plain|own|die\n");
+		fprintf(stderr, "usage: rel_survive N THREADS plain|own|die|blocked\n");
 		return 2;
 	}
 	n_iter = atol(argv[1]);
 	nth = atol(argv[2]);
+	if (!strcmp(argv[3], "blocked"))
+		return blocked(n_iter);
 	if (nth < 1 || nth > 64 || n_iter < 4)
 		return 2;
 	mode_own = !strcmp(argv[3], "own");

@@ -257,6 +257,11 @@ __attribute__((used)) void upn_handler(int sig, int32_t *info, void *uc)
 	if (code > 0 && remote_end(h, uc, rip))
 		return;
 	if (code == UPN_SI_KERNEL) {
+		if (info[1] == UPN_SI_MOVED && *(uint64_t *)(info + 4) == rip) {
+			/* the tracer sent it there and died before letting it go */
+			h->stats[UPN_ST_MOVED]++;
+			return;
+		}
 		e = site_of(h, rip - 1);
 		if (e) {
 			if (!(e->flags & UPN_S_PINNED) && !heal(h, e)) {
@@ -294,11 +299,16 @@ __attribute__((used)) void upn_handler(int sig, int32_t *info, void *uc)
 		uint64_t ret = 0;
 
 		/* a step of ours: in a slot, or a call's return address into one, or any
-		   step while the program has no handler that could have asked for it.  (The
-		   kernel took the trap flag of a ptrace step out of the context already, and
-		   the thread's stepping with it: handle_signal, user_disable_single_step.) */
+		   step while the program has no handler that could have asked for it, or
+		   any step without the trap flag in the context.  (The kernel took the trap
+		   flag of a ptrace step out of the context already, and the thread's
+		   stepping with it: handle_signal, user_disable_single_step; a program that
+		   steps itself has set the flag, and it is in the context.)  Without that
+		   last, the step of an instruction run in place, or of a signal's drain out
+		   of a slot, ended by the tracer's death reached the program's own handler
+		   (a likely cause of the own-mode run that counted 33 traps of 32). */
 		if (in_slot(h, rip) || (!read_self(&ret, g[G_RSP], 8) && in_slot(h, ret)) ||
-		    h->prog.handler <= 1) {
+		    h->prog.handler <= 1 || !(g[G_EFL] & TF)) {
 			g[G_EFL] &= ~TF;
 			h->stats[UPN_ST_STEP]++;
 			return;
@@ -326,9 +336,17 @@ __asm__(".section .text.head,\"ax\",@progbits\n"
 	"	.quad 0\n"
 	"	.quad upn_handler\n"  /* UPN_HANDLER_AT */
 	"	.quad upn_restorer\n" /* UPN_RESTORER_AT */
+	"	.quad upn_syscall\n"  /* UPN_STUB_AT */
 	"	.balign 16\n"
 	"upn_restorer:\n"
 	"	mov $15,%eax\n" /* NR_RT_SIGRETURN */
 	"	syscall\n"
 	"	hlt\n"
+	"	.balign 16\n"
+	/* the tracer's remote system calls (up_proc_set_syscall_stub): a death during one
+	   traps at the int3 (remote_end), whether or not the int3's stop was seen */
+	"upn_syscall:\n"
+	"	syscall\n"
+	"	int3\n"
+	"1:	jmp 1b-1\n"
 	".previous\n");
