@@ -253,6 +253,10 @@ void *up_agent_region(const struct up_agent *a)
 	return a->map;
 }
 
+/* Can this tracer open a traced process's mapping through /proc/PID/map_files (the
+   kernel asks for CAP_SYS_ADMIN)?  Learned at the first agent that tries. */
+static bool map_files_usable = true;
+
 int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct up_agent **out,
 		 char *why, size_t whylen)
 {
@@ -280,11 +284,15 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 	}
 	if (!up_xol_find_gap(p, AGENT_NEAR, a->size, &at))
 		flags |= MAP_FIXED_NOREPLACE;
-	/* the memfd made, sized, mapped twice and kept from children in one remote run
-	   (one stop of the process, not six: up_task_syscalls), its code before the name */
+	/* the memfd made, sized, mapped twice, kept from children and closed in one remote
+	   run (one stop of the process, not seven: up_task_syscalls), its code before the
+	   name; the tracer opens the mapping (/proc/PID/map_files, which needs
+	   CAP_SYS_ADMIN).  Where it cannot, the descriptor stays open for the tracer's open
+	   of /proc/PID/fd/N and is closed by a remote call of its own (a second stop). */
+again:
 	{
 		uint64_t name_at = scratch + UP_TASK_SYSCALLS_CODE;
-		struct up_task_rsys c[6] = {
+		struct up_task_rsys c[7] = {
 			{ .nr = NR_MEMFD_CREATE, .args = { name_at, MFD_CLOEXEC } },
 			{ .nr = NR_FTRUNCATE, .args = { 0, a->size }, .from = { 1 } },
 			{ .nr = NR_MMAP,
@@ -296,16 +304,20 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 			  .from = { [4] = 1 } },
 			{ .nr = NR_MADVISE, .args = { 0, data_len, MADV_DONTFORK }, .from = { 3 } },
 			{ .nr = NR_MADVISE, .args = { 0, CODE_SIZE, MADV_DONTFORK }, .from = { 4 } },
+			{ .nr = NR_CLOSE, .from = { 1 } },
 		};
-		bool bad[6];
+		unsigned n = map_files_usable ? 7 : 6;
+		bool bad[7];
 
 		rc = up_proc_write_text(p, name_at, name, sizeof(name));
 		if (!rc)
-			rc = up_task_syscalls(t, scratch, c, 6);
-		for (int k = 0; k < 6; k++)
+			rc = up_task_syscalls(t, scratch, c, n);
+		for (unsigned k = 0; k < n; k++)
 			bad[k] = (uint64_t)c[k].ret >= (uint64_t)-4095;
 		if (!rc && !bad[0])
 			fd = c[0].ret;
+		if (!rc && n == 7 && !bad[6])
+			fd = -1; /* closed */
 		if (!rc && !bad[2])
 			a->data_addr = (uint64_t)c[2].ret;
 		if (!rc && !bad[3])
@@ -317,7 +329,7 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 				 strerror(-rc));
 			goto fail;
 		}
-		for (int k = 1; k < 6 && !rc; k++)
+		for (unsigned k = 1; k < 6 && !rc; k++)
 			if (bad[k])
 				rc = (int)c[k].ret;
 	}
@@ -326,8 +338,22 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 			 strerror(-rc));
 		goto unmap;
 	}
-	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)up_proc_pid(p), (int)fd);
-	lfd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64,
+			 (int)up_proc_pid(p), a->data_addr, a->data_addr + data_len);
+		lfd = open(path, O_RDWR | O_CLOEXEC);
+		if (lfd < 0 && (errno == EPERM || errno == EACCES)) {
+			/* not ours to open: the mappings go, and again the other way */
+			map_files_usable = false;
+			up_task_rsys(t, NR_MUNMAP, a->data_addr, data_len, 0, 0, 0, 0, &r);
+			up_task_rsys(t, NR_MUNMAP, a->code_addr, CODE_SIZE, 0, 0, 0, 0, &r);
+			a->data_addr = a->code_addr = 0;
+			goto again;
+		}
+	} else {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)up_proc_pid(p), (int)fd);
+		lfd = open(path, O_RDWR | O_CLOEXEC);
+	}
 	if (lfd < 0) {
 		rc = -errno;
 		snprintf(why, whylen, "cannot open %s (%s)", path, strerror(errno));
@@ -341,12 +367,14 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 		snprintf(why, whylen, "cannot map the shared ring (%s)", strerror(errno));
 		goto unmap;
 	}
-	rc = up_task_rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
-	if (rc == -ESRCH) {
-		snprintf(why, whylen, "the process is gone");
-		munmap(a->map, a->size);
-		free(a);
-		return rc;
+	if (fd >= 0) {
+		rc = up_task_rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
+		if (rc == -ESRCH) {
+			snprintf(why, whylen, "the process is gone");
+			munmap(a->map, a->size);
+			free(a);
+			return rc;
+		}
 	}
 	ctl_init(a, up_proc_pid(p));
 	/* nothing touched from the process yet: the ctl page, the return tables and the
@@ -363,7 +391,8 @@ unmap:
 		up_task_rsys(t, NR_MUNMAP, a->data_addr, data_len, 0, 0, 0, 0, &r);
 	if (a->code_addr && a->code_addr < (uint64_t)-4096)
 		up_task_rsys(t, NR_MUNMAP, a->code_addr, CODE_SIZE, 0, 0, 0, 0, &r);
-	up_task_rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
+	if (fd >= 0)
+		up_task_rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
 fail:
 	free(a);
 	return rc;

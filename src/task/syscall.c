@@ -347,8 +347,10 @@ int up_task_call(struct up_task *t, uint64_t fn, uint64_t end, uint64_t a0, uint
 
 /* ---- several system calls in one run: a few bytes of straight-line code -------------- */
 
-/* where calls[k]'s result is kept: registers a syscall leaves alone */
-static const uint8_t keep_reg[UP_TASK_SYSCALLS_MAX] = { 3 /* rbx */, 5 /* rbp */, 12, 13, 14, 15 };
+/* where calls[k]'s result is kept: registers a syscall leaves alone; the seventh's stays
+   in rax (read when the sixth succeeded: nothing comes after it to overwrite it) */
+#define KEPT 6
+static const uint8_t keep_reg[KEPT] = { 3 /* rbx */, 5 /* rbp */, 12, 13, 14, 15 };
 /* the argument registers of the 64-bit system call, in order */
 static const uint8_t arg_reg[6] = { 7 /* rdi */, 6 /* rsi */, 2 /* rdx */, 10, 8, 9 };
 
@@ -417,7 +419,7 @@ int up_task_syscalls(struct up_task *t, uint64_t code, struct up_task_rsys *call
 		return -EINVAL;
 	for (unsigned k = 0; k < n; k++)
 		for (int i = 0; i < 6; i++)
-			if (calls[k].from[i] > k)
+			if (calls[k].from[i] > k || calls[k].from[i] > KEPT)
 				return -EINVAL; /* only an earlier call's result */
 	err = ready(t);
 	if (err < 0)
@@ -425,7 +427,7 @@ int up_task_syscalls(struct up_task *t, uint64_t code, struct up_task_rsys *call
 	if (!code || t->regs.cs == 0x23)
 		return syscalls_each(t, calls, n);
 	/* every result register reads "not run" until its call has run */
-	for (unsigned k = 0; k < n; k++)
+	for (unsigned k = 0; k < n && k < KEPT; k++)
 		len += emit_imm(c + len, keep_reg[k], none);
 	for (unsigned k = 0; k < n; k++) {
 		len += emit_imm(c + len, 0 /* rax */, (uint64_t)calls[k].nr);
@@ -434,7 +436,8 @@ int up_task_syscalls(struct up_task *t, uint64_t code, struct up_task_rsys *call
 				       ? emit_mov(c + len, arg_reg[i], keep_reg[calls[k].from[i] - 1])
 				       : emit_imm(c + len, arg_reg[i], calls[k].args[i]);
 		c[len++] = 0x0f, c[len++] = 0x05; /* syscall */
-		len += emit_mov(c + len, keep_reg[k], 0);
+		if (k < KEPT)
+			len += emit_mov(c + len, keep_reg[k], 0);
 		/* cmp $-4095, %rax; jae the end: a failed call ends the run */
 		memcpy(c + len, "\x48\x3d\x01\xf0\xff\xff\x0f\x83", 8);
 		len += 8;
@@ -459,6 +462,11 @@ int up_task_syscalls(struct up_task *t, uint64_t code, struct up_task_rsys *call
 	for (unsigned k = 0; k < n; k++) {
 		uint64_t v;
 
+		if (k == KEPT) { /* in rax, if it ran: the one before it succeeded */
+			calls[k].ret = (uint64_t)calls[k - 1].ret >= (uint64_t)-4095 ? -ECANCELED
+										 : (int64_t)r.rax;
+			break;
+		}
 		switch (keep_reg[k]) {
 		case 3: v = r.rbx; break;
 		case 5: v = r.rbp; break;

@@ -242,11 +242,11 @@ static inline int up_task_rsys(struct up_task *t, long nr, uint64_t a0, uint64_t
  * code goes to `code` (UP_TASK_SYSCALLS_CODE bytes of an executable mapping of ours in
  * the process, written here: the process must be quiesced); without it (0), or in a
  * 32-bit process, the calls run one by one as up_task_syscall does.  At most
- * UP_TASK_SYSCALLS_MAX calls.  Returns 0 or -errno of the mechanism itself; each
+ * UP_TASK_SYSCALLS_MAX calls; the seventh's result cannot be passed on (it is the last).  Returns 0 or -errno of the mechanism itself; each
  * call's own result is in its ret.
  */
-#define UP_TASK_SYSCALLS_MAX 6
-#define UP_TASK_SYSCALLS_CODE 640
+#define UP_TASK_SYSCALLS_MAX 7
+#define UP_TASK_SYSCALLS_CODE 704
 struct up_task_rsys {
 	long nr;
 	uint64_t args[6];

@@ -702,6 +702,28 @@ static void test_remote_syscalls(void **state)
 		assert_int_equal(up_task_get_regs(t, &after), 0);
 		assert_memory_equal(&before, &after, sizeof(before));
 	}
+	for (int pass = 0; pass < 2; pass++) {
+		/* seven, the last one's result kept in rax: the parent is this test */
+		struct up_task_rsys c[7] = {
+			{ .nr = SYS_getpid }, { .nr = SYS_getpid }, { .nr = SYS_getpid },
+			{ .nr = SYS_getpid }, { .nr = SYS_getpid }, { .nr = SYS_dup, .args = { 1 } },
+			{ .nr = SYS_close, .from = { 6 } },
+		};
+
+		assert_int_equal(up_task_syscalls(t, pass ? 0 : (uint64_t)ret, c, 7), 0);
+		for (int k = 0; k < 5; k++)
+			assert_int_equal(c[k].ret, up_proc_pid(p));
+		assert_true(c[5].ret > 2);
+		assert_int_equal(c[6].ret, 0);
+		c[5] = (struct up_task_rsys){ .nr = SYS_close, .args = { 1000 } }; /* EBADF */
+		c[6] = (struct up_task_rsys){ .nr = SYS_getppid };
+		assert_int_equal(up_task_syscalls(t, pass ? 0 : (uint64_t)ret, c, 7), 0);
+		assert_int_equal(c[5].ret, -EBADF);
+		assert_int_equal(c[6].ret, -ECANCELED);
+		c[5] = (struct up_task_rsys){ .nr = SYS_getpid };
+		assert_int_equal(up_task_syscalls(t, pass ? 0 : (uint64_t)ret, c, 7), 0);
+		assert_int_equal(c[6].ret, getpid());
+	}
 	{
 		/* a result only from an earlier call */
 		struct up_task_rsys bad[1] = { { .nr = SYS_close, .from = { 1 } } };
