@@ -27,8 +27,8 @@
 enum { F_BASE, F_FAST, F_NOFAST, F_KERNEL, F_BPF, F_N };
 
 static const char *const fork_names[F_N] = {
-	"unprobed", "uprobe (fast path)", "uprobe --no-fast", "kernel (tracefs)",
-	"bpftrace (start-up in)",
+	"unprobed",	    "uprobe (fast path)",     "uprobe --no-fast",
+	"kernel (tracefs)", "bpftrace (start-up in)",
 };
 
 struct fork_run {
@@ -226,10 +226,10 @@ static double run_tool(struct bench *b, int tool, long *hits)
 {
 	char spec[600], cmd[128], prog[1400], pidbuf[32];
 	char *base[] = { "/bin/sh", fr.script, NULL };
-	char *fast[] = { (char *)b->cli, "trace", "-c", "-e", spec, "-o", fr.out,
-			 "--", "/bin/sh", fr.script, NULL };
-	char *nofast[] = { (char *)b->cli, "trace", "--no-fast", "-c", "-e", spec, "-o", fr.out,
-			   "--", "/bin/sh", fr.script, NULL };
+	char *fast[] = { (char *)b->cli, "trace", "-c",	     "-e",	spec, "-o",
+			 fr.out,	 "--",	  "/bin/sh", fr.script, NULL };
+	char *nofast[] = { (char *)b->cli, "trace", "--no-fast", "-c",	    "-e",      spec,
+			   "-o",	   fr.out,  "--",	 "/bin/sh", fr.script, NULL };
 	char *bpf[] = { "bpftrace", "-e", prog, "-c", cmd, NULL };
 	long ev0;
 	double t0, s;
@@ -285,9 +285,9 @@ void bench_fork_table(struct bench *b)
 	const char *env = getenv("BENCH_FORK_N"), *skip[F_N] = { 0 };
 	double t[F_N][BENCH_MAX_ROUNDS], med[F_N], lo[F_N], hi[F_N];
 	long hits[F_N] = { 0 }, n = env ? atol(env) : 300;
-	int rounds = getenv("BENCH_FORK_ROUNDS") ? atoi(getenv("BENCH_FORK_ROUNDS"))
-		     : b->rounds < 3		 ? b->rounds
-						 : 3;
+	int rounds = getenv("BENCH_FORK_ROUNDS") ? atoi(getenv("BENCH_FORK_ROUNDS")) :
+		     b->rounds < 3		 ? b->rounds :
+						   3;
 	FILE *f;
 
 	if (n <= 0)
@@ -315,8 +315,8 @@ void bench_fork_table(struct bench *b)
 			t[k][r] = run_tool(b, k, &h);
 			hits[k] = h;
 		}
-		if (!skip[F_KERNEL] && (hits[F_FAST] != hits[F_KERNEL] ||
-					hits[F_NOFAST] != hits[F_KERNEL])) {
+		if (!skip[F_KERNEL] &&
+		    (hits[F_FAST] != hits[F_KERNEL] || hits[F_NOFAST] != hits[F_KERNEL])) {
 			bench_fork_cleanup();
 			bench_die("following processes: malloc counted %ld (uprobe), %ld "
 				  "(--no-fast), %ld (kernel): they differ",

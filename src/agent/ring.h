@@ -141,9 +141,10 @@ void up_agent_probe_enable(struct up_agent *a, uint64_t addr, bool on);
  */
 int up_agent_counter(struct up_agent *a, uint64_t *addr);
 /*
- * Makes present, written from t's process (upa_touch), the heap's pages that probes and
- * counters have taken since the last call, and the return tables once a return probe
- * has been placed: best effort (a page not made present costs its first writer a
+ * Makes present, written from t's process (upa_touch), the ctl page (once), the heap's
+ * pages that probes and counters have taken since the last call, and the return tables
+ * once a return probe has been placed -- for probes that run agent code (a counter's
+ * page is left to its first hit): best effort (a page not made present costs its first writer a
  * fault).  0, or the up_task_call error.
  */
 int up_agent_heap_ready(struct up_agent *a, struct up_task *t);

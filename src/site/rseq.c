@@ -74,9 +74,9 @@ static int rseq_map_fn(struct rseq_find *rf, unsigned at)
 	/* each at the mapping of the file that holds its offset: the file's mappings
 	   from its first on, while they follow each other */
 	for (int i = 0; i < 2; i++)
-		for (unsigned j = at; !rf->addr[i] && j < rf->nmaps &&
-				      !strcmp(rf->maps[j].path, m->path) &&
-				      (j == at || rf->maps[j].start == rf->maps[j - 1].end);
+		for (unsigned j = at;
+		     !rf->addr[i] && j < rf->nmaps && !strcmp(rf->maps[j].path, m->path) &&
+		     (j == at || rf->maps[j].start == rf->maps[j - 1].end);
 		     j++) {
 			const struct up_map *n = &rf->maps[j];
 
@@ -110,5 +110,5 @@ void agent_find_rseq(struct up_sites *mm)
 	up_agent_rseq(mm->agent, rf.addr[0], rf.addr[1]);
 	if (mm->ctx->opts->verbose)
 		site_log(mm->ctx, "process %d: records take the cpu from glibc's rseq area",
-		      (int)mm->pid);
+			 (int)mm->pid);
 }

@@ -392,8 +392,8 @@ static int syscalls_each(struct up_task *t, struct up_task_rsys *calls, unsigned
 		int64_t ret;
 
 		for (int i = 0; i < 6; i++)
-			args[i] = calls[k].from[i] ? (uint64_t)calls[calls[k].from[i] - 1].ret
-						   : calls[k].args[i];
+			args[i] = calls[k].from[i] ? (uint64_t)calls[calls[k].from[i] - 1].ret :
+						     calls[k].args[i];
 		err = up_task_syscall(t, calls[k].nr, args, &ret);
 		if (!err) {
 			calls[k].ret = ret;
@@ -404,7 +404,7 @@ static int syscalls_each(struct up_task *t, struct up_task_rsys *calls, unsigned
 }
 
 /* at most 10 + 6 * 10 + 2 + 3 + 12 bytes a call, 10 a result register, and the int3 */
-_Static_assert(UP_TASK_SYSCALLS_MAX * (87 + 10) + 1 <= UP_TASK_SYSCALLS_CODE,
+_Static_assert((87 + 10) * UP_TASK_SYSCALLS_MAX + 1 <= UP_TASK_SYSCALLS_CODE,
 	       "room for the code of UP_TASK_SYSCALLS_MAX calls");
 
 int up_task_syscalls(struct up_task *t, uint64_t code, struct up_task_rsys *calls, unsigned n)
@@ -432,9 +432,9 @@ int up_task_syscalls(struct up_task *t, uint64_t code, struct up_task_rsys *call
 	for (unsigned k = 0; k < n; k++) {
 		len += emit_imm(c + len, 0 /* rax */, (uint64_t)calls[k].nr);
 		for (int i = 0; i < 6; i++)
-			len += calls[k].from[i]
-				       ? emit_mov(c + len, arg_reg[i], keep_reg[calls[k].from[i] - 1])
-				       : emit_imm(c + len, arg_reg[i], calls[k].args[i]);
+			len += calls[k].from[i] ? emit_mov(c + len, arg_reg[i],
+							   keep_reg[calls[k].from[i] - 1]) :
+						  emit_imm(c + len, arg_reg[i], calls[k].args[i]);
 		c[len++] = 0x0f, c[len++] = 0x05; /* syscall */
 		if (k < KEPT)
 			len += emit_mov(c + len, keep_reg[k], 0);
@@ -463,17 +463,30 @@ int up_task_syscalls(struct up_task *t, uint64_t code, struct up_task_rsys *call
 		uint64_t v;
 
 		if (k == KEPT) { /* in rax, if it ran: the one before it succeeded */
-			calls[k].ret = (uint64_t)calls[k - 1].ret >= (uint64_t)-4095 ? -ECANCELED
-										 : (int64_t)r.rax;
+			calls[k].ret = (uint64_t)calls[k - 1].ret >= (uint64_t)-4095 ?
+					       -ECANCELED :
+					       (int64_t)r.rax;
 			break;
 		}
 		switch (keep_reg[k]) {
-		case 3: v = r.rbx; break;
-		case 5: v = r.rbp; break;
-		case 12: v = r.r12; break;
-		case 13: v = r.r13; break;
-		case 14: v = r.r14; break;
-		default: v = r.r15; break;
+		case 3:
+			v = r.rbx;
+			break;
+		case 5:
+			v = r.rbp;
+			break;
+		case 12:
+			v = r.r12;
+			break;
+		case 13:
+			v = r.r13;
+			break;
+		case 14:
+			v = r.r14;
+			break;
+		default:
+			v = r.r15;
+			break;
 		}
 		calls[k].ret = (int64_t)v;
 	}

@@ -161,8 +161,8 @@ static int ldso_rendezvous_off(struct up_trace *tr, pid_t pid, const struct file
 	int rc;
 
 	/* the inode mapped (map_files: what the name leads to now may be another) */
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
-		 ff->start, ff->end);
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, ff->start,
+		 ff->end);
 	known = !stat(path, &st);
 	if (known && tr->ldso.valid && st.st_dev == tr->ldso.dev && st.st_ino == tr->ldso.ino &&
 	    st.st_size == tr->ldso.size && st.st_mtim.tv_sec == tr->ldso.mtime.tv_sec &&
@@ -216,8 +216,10 @@ void tr_hook_ldso(struct up_trace *tr, struct tproc *tp)
 	tp->ldso.data = tp;
 	rc = register_uprobe(tr->ctx, &tp->ldso);
 	if (rc && rc != -EINPROGRESS)
-		tr_log(tr, "process %d: cannot follow the dynamic linker (%s): libraries loaded "
-			   "later are not probed", (int)tp->pid, strerror(-rc));
+		tr_log(tr,
+		       "process %d: cannot follow the dynamic linker (%s): libraries loaded "
+		       "later are not probed",
+		       (int)tp->pid, strerror(-rc));
 }
 
 struct vaddr_find {
