@@ -135,6 +135,10 @@ void bench_kernel_reg(struct bench *b, pid_t pid, const uint64_t *sites, long n,
 		      double *ins, double *rem);
 void bench_kernel_cleanup(void);
 
+/* bench_fork.c: following processes (a shell running /bin/true BENCH_FORK_N times) */
+void bench_fork_table(struct bench *b);
+void bench_fork_cleanup(void);
+
 /* bench_reg.c */
 void bench_reg_run(struct bench *b);
 

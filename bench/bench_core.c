@@ -82,6 +82,7 @@ void bench_die(const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	bench_kernel_cleanup();
+	bench_fork_cleanup();
 	exit(1);
 }
 
@@ -1339,6 +1340,7 @@ static void measure(struct bench *b)
 static void on_signal(int sig)
 {
 	bench_kernel_cleanup();
+	bench_fork_cleanup();
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
@@ -1397,6 +1399,8 @@ int main(int argc, char **argv)
 	bench_kernel_cleanup();
 	bench_report(&b);
 	bench_unwind_table(&b);
+	if (!b.only || getenv("BENCH_FORK_N"))
+		bench_fork_table(&b);
 	fprintf(stderr, "bench: done in %.0f s\n", bench_now() - t0);
 	return 0;
 }

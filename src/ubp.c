@@ -42,6 +42,9 @@ struct up_sym_elf *up_ubp_file(struct up_ubp_files *files, struct up_proc *p,
 			free(files->fn.starts);
 			memset(&files->fn, 0, sizeof(files->fn));
 		}
+		for (unsigned i = 0; i < sizeof(files->free_seen) / sizeof(files->free_seen[0]); i++)
+			if (files->free_seen[i].elf == files->f[slot].elf)
+				files->free_seen[i].elf = NULL;
 		up_sym_elf_close(files->f[slot].elf);
 	}
 	snprintf(files->f[slot].path, sizeof(files->f[slot].path), "%s", path);
@@ -488,7 +491,9 @@ int up_ubp_region_free(struct up_proc *p, struct up_ubp_files *files, uint64_t l
 	struct up_sym sym;
 	struct up_map m;
 	struct region r = { .p = p, .why = why, .whylen = whylen };
+	const unsigned nseen = sizeof(files->free_seen) / sizeof(files->free_seen[0]);
 	uint64_t fv;
+	int rc;
 
 	if (up_proc_find_map(p, lo, &m) || m.path[0] != '/' || !(elf = up_ubp_file(files, p, &m)) ||
 	    up_sym_elf_offset_to_vaddr(elf, lo - m.start + m.offset, &fv) ||
@@ -501,7 +506,22 @@ int up_ubp_region_free(struct up_proc *p, struct up_ubp_files *files, uint64_t l
 	r.bias = lo - fv;
 	r.flo = fv;
 	r.fhi = fv + (hi - lo);
-	return region_scan(&r, elf, &sym);
+	/* found free before in the same file: its code and branches are the file's (a
+	   jump table is read from the process, relocated; one the process rewrote would
+	   only lead its own threads astray) */
+	for (unsigned i = 0; i < nseen; i++)
+		if (files->free_seen[i].elf == elf && files->free_seen[i].flo == r.flo &&
+		    files->free_seen[i].fhi == r.fhi)
+			return 0;
+	rc = region_scan(&r, elf, &sym);
+	if (!rc) {
+		unsigned i = files->free_next++ % nseen;
+
+		files->free_seen[i].elf = elf;
+		files->free_seen[i].flo = r.flo;
+		files->free_seen[i].fhi = r.fhi;
+	}
+	return rc;
 }
 
 int up_ubp_region_free_file(struct up_sym_elf *elf, uint64_t lo, uint64_t hi, char *why,

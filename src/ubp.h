@@ -38,6 +38,14 @@ struct up_ubp_files {
 	struct up_map map;
 	struct up_proc *map_proc;
 	unsigned gen, map_gen;
+	/* regions of a file found free (up_ubp_region_free): every process that maps the
+	   file asks again for the same site, and a scan costs ~0.25 ms of each process
+	   followed; forgotten with the file */
+	struct {
+		struct up_sym_elf *elf;
+		uint64_t flo, fhi;
+	} free_seen[8];
+	unsigned free_next;
 };
 void up_ubp_files_clear(struct up_ubp_files *files);
 /*

@@ -119,6 +119,7 @@ struct up_agent {
 	size_t heap_touched; /* of heap_used, the bytes made present (up_agent_heap_ready) */
 	bool rt_wanted, rt_touched; /* a return probe placed; its tables made present */
 	bool owner_touched; /* the thread slots' page (rt_owner: rings, tables, returns) */
+	bool ctl_touched;   /* the ctl page, by the process (up_agent_heap_ready) */
 	struct agent_probe *probes; /* by record id */
 	uint32_t max_record;	    /* the largest of any probe's */
 	struct agent_ring rings[UPA_RINGS];
@@ -252,6 +253,10 @@ void *up_agent_region(const struct up_agent *a)
 	return a->map;
 }
 
+/* Can this tracer open a traced process's mapping through /proc/PID/map_files (the
+   kernel asks for CAP_SYS_ADMIN)?  Learned at the first agent that tries. */
+static bool map_files_usable = true;
+
 int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct up_agent **out,
 		 char *why, size_t whylen)
 {
@@ -277,33 +282,78 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 		rc = -E2BIG;
 		goto fail;
 	}
-	rc = up_proc_write_text(p, scratch, name, sizeof(name));
-	if (!rc)
-		rc = up_task_rsys(t, NR_MEMFD_CREATE, scratch, MFD_CLOEXEC, 0, 0, 0, 0, &fd);
-	if (rc) {
-		snprintf(why, whylen, "memfd_create in the process failed (%s)", strerror(-rc));
-		goto fail;
-	}
 	if (!up_xol_find_gap(p, AGENT_NEAR, a->size, &at))
 		flags |= MAP_FIXED_NOREPLACE;
-	rc = up_task_rsys(t, NR_FTRUNCATE, (uint64_t)fd, a->size, 0, 0, 0, 0, &r);
-	if (!rc)
-		rc = up_task_rsys(t, NR_MMAP, at, data_len, PROT_READ | PROT_WRITE, flags, (uint64_t)fd, 0,
-			  (int64_t *)&a->data_addr);
-	if (!rc)
-		rc = up_task_rsys(t, NR_MMAP, at ? at + data_len : 0, CODE_SIZE, PROT_READ | PROT_EXEC, flags,
-			  (uint64_t)fd, a->code_off, (int64_t *)&a->code_addr);
-	if (!rc)
-		rc = up_task_rsys(t, NR_MADVISE, a->data_addr, data_len, MADV_DONTFORK, 0, 0, 0, &r);
-	if (!rc)
-		rc = up_task_rsys(t, NR_MADVISE, a->code_addr, CODE_SIZE, MADV_DONTFORK, 0, 0, 0, &r);
+	/* the memfd made, sized, mapped twice, kept from children and closed in one remote
+	   run (one stop of the process, not seven: up_task_syscalls), its code before the
+	   name; the tracer opens the mapping (/proc/PID/map_files, which needs
+	   CAP_SYS_ADMIN).  Where it cannot, the descriptor stays open for the tracer's open
+	   of /proc/PID/fd/N and is closed by a remote call of its own (a second stop). */
+again:
+	{
+		uint64_t name_at = scratch + UP_TASK_SYSCALLS_CODE;
+		struct up_task_rsys c[7] = {
+			{ .nr = NR_MEMFD_CREATE, .args = { name_at, MFD_CLOEXEC } },
+			{ .nr = NR_FTRUNCATE, .args = { 0, a->size }, .from = { 1 } },
+			{ .nr = NR_MMAP,
+			  .args = { at, data_len, PROT_READ | PROT_WRITE, flags, 0, 0 },
+			  .from = { [4] = 1 } },
+			{ .nr = NR_MMAP,
+			  .args = { at ? at + data_len : 0, CODE_SIZE, PROT_READ | PROT_EXEC,
+				    flags, 0, a->code_off },
+			  .from = { [4] = 1 } },
+			{ .nr = NR_MADVISE, .args = { 0, data_len, MADV_DONTFORK }, .from = { 3 } },
+			{ .nr = NR_MADVISE, .args = { 0, CODE_SIZE, MADV_DONTFORK }, .from = { 4 } },
+			{ .nr = NR_CLOSE, .from = { 1 } },
+		};
+		unsigned n = map_files_usable ? 7 : 6;
+		bool bad[7];
+
+		rc = up_proc_write_text(p, name_at, name, sizeof(name));
+		if (!rc)
+			rc = up_task_syscalls(t, scratch, c, n);
+		for (unsigned k = 0; k < n; k++)
+			bad[k] = (uint64_t)c[k].ret >= (uint64_t)-4095;
+		if (!rc && !bad[0])
+			fd = c[0].ret;
+		if (!rc && n == 7 && !bad[6])
+			fd = -1; /* closed */
+		if (!rc && !bad[2])
+			a->data_addr = (uint64_t)c[2].ret;
+		if (!rc && !bad[3])
+			a->code_addr = (uint64_t)c[3].ret;
+		if (!rc && bad[0])
+			rc = (int)c[0].ret;
+		if (rc) {
+			snprintf(why, whylen, "memfd_create in the process failed (%s)",
+				 strerror(-rc));
+			goto fail;
+		}
+		for (unsigned k = 1; k < 6 && !rc; k++)
+			if (bad[k])
+				rc = (int)c[k].ret;
+	}
 	if (rc) {
 		snprintf(why, whylen, "cannot map the shared ring in the process (%s)",
 			 strerror(-rc));
 		goto unmap;
 	}
-	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)up_proc_pid(p), (int)fd);
-	lfd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64,
+			 (int)up_proc_pid(p), a->data_addr, a->data_addr + data_len);
+		lfd = open(path, O_RDWR | O_CLOEXEC);
+		if (lfd < 0 && (errno == EPERM || errno == EACCES)) {
+			/* not ours to open: the mappings go, and again the other way */
+			map_files_usable = false;
+			up_task_rsys(t, NR_MUNMAP, a->data_addr, data_len, 0, 0, 0, 0, &r);
+			up_task_rsys(t, NR_MUNMAP, a->code_addr, CODE_SIZE, 0, 0, 0, 0, &r);
+			a->data_addr = a->code_addr = 0;
+			goto again;
+		}
+	} else {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)up_proc_pid(p), (int)fd);
+		lfd = open(path, O_RDWR | O_CLOEXEC);
+	}
 	if (lfd < 0) {
 		rc = -errno;
 		snprintf(why, whylen, "cannot open %s (%s)", path, strerror(errno));
@@ -317,21 +367,21 @@ int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct 
 		snprintf(why, whylen, "cannot map the shared ring (%s)", strerror(errno));
 		goto unmap;
 	}
-	up_task_rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
-	ctl_init(a, up_proc_pid(p));
-	/* the ctl page touched by the process itself (see upa_touch); the return tables
-	   and the heap as they come into use (up_agent_heap_ready), so that a process that
-	   lives a millisecond (an exec'd /bin/true) is not made to fault in 8 MiB it never
-	   uses: ~12 ms of each followed exec here */
-	rc = up_task_call(t, a->code_addr + UPA_TOUCH_OFF,
-			  a->code_addr + UPA_TOUCH_OFF + UPA_TOUCH_LEN, a->data_addr,
-			  CTL_SIZE / PAGE);
-	if (rc == -ESRCH) {
-		snprintf(why, whylen, "the process is gone");
-		munmap(a->map, a->size);
-		free(a);
-		return rc;
+	if (fd >= 0) {
+		rc = up_task_rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
+		if (rc == -ESRCH) {
+			snprintf(why, whylen, "the process is gone");
+			munmap(a->map, a->size);
+			free(a);
+			return rc;
+		}
 	}
+	ctl_init(a, up_proc_pid(p));
+	/* nothing touched from the process yet: the ctl page, the return tables and the
+	   heap as they come into use (up_agent_heap_ready, for what runs the agent's
+	   code), so that a process that lives a millisecond (an exec'd /bin/true) is made
+	   to fault in nothing it never uses, nor to stop for it (a counter's page is
+	   faulted in by its first hit) */
 	a->tsc0 = rdtsc();
 	a->mono0 = up_mono_ns();
 	*out = a;
@@ -341,7 +391,8 @@ unmap:
 		up_task_rsys(t, NR_MUNMAP, a->data_addr, data_len, 0, 0, 0, 0, &r);
 	if (a->code_addr && a->code_addr < (uint64_t)-4096)
 		up_task_rsys(t, NR_MUNMAP, a->code_addr, CODE_SIZE, 0, 0, 0, 0, &r);
-	up_task_rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
+	if (fd >= 0)
+		up_task_rsys(t, NR_CLOSE, (uint64_t)fd, 0, 0, 0, 0, 0, &r);
 fail:
 	free(a);
 	return rc;
@@ -781,6 +832,14 @@ int up_agent_heap_ready(struct up_agent *a, struct up_task *t)
 	size_t lo = a->heap_touched & ~(size_t)(PAGE - 1), hi = a->heap_used;
 	int rc = 0;
 
+	if (!a->ctl_touched) { /* every hit of the agent's code reads it */
+		rc = up_task_call(t, a->code_addr + UPA_TOUCH_OFF,
+				  a->code_addr + UPA_TOUCH_OFF + UPA_TOUCH_LEN, a->data_addr,
+				  CTL_SIZE / PAGE);
+		if (rc)
+			return rc;
+		a->ctl_touched = true;
+	}
 	if (a->rt_wanted && !a->rt_touched) {
 		rc = up_task_call(t, a->code_addr + UPA_TOUCH_OFF,
 				  a->code_addr + UPA_TOUCH_OFF + UPA_TOUCH_LEN,

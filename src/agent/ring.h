@@ -38,10 +38,13 @@ struct up_agent_rec {
 };
 
 /*
- * Creates the region in t's process (stopped, the process quiesced), scratch being a
- * XOL slot the remote memfd_create may take its name from.  ring_bytes is rounded up to
- * a power of two (0: the default, 4 MiB).  0, or a negative errno with why.
+ * Creates the region in t's process (stopped, the process quiesced), scratch being
+ * UP_AGENT_SCRATCH bytes of the XOL area (consecutive slots) for the code of its remote
+ * system calls (up_task_syscalls: one stop for the memfd, its size, both mappings and
+ * their MADV_DONTFORK) and the memfd's name.  ring_bytes is rounded up to a power of two
+ * (0: the default, 4 MiB).  0, or a negative errno with why.
  */
+#define UP_AGENT_SCRATCH (UP_TASK_SYSCALLS_CODE + 64)
 int up_agent_new(struct up_task *t, uint64_t scratch, size_t ring_bytes, struct up_agent **out,
 		 char *why, size_t whylen);
 /*
@@ -138,9 +141,10 @@ void up_agent_probe_enable(struct up_agent *a, uint64_t addr, bool on);
  */
 int up_agent_counter(struct up_agent *a, uint64_t *addr);
 /*
- * Makes present, written from t's process (upa_touch), the heap's pages that probes and
- * counters have taken since the last call, and the return tables once a return probe
- * has been placed: best effort (a page not made present costs its first writer a
+ * Makes present, written from t's process (upa_touch), the ctl page (once), the heap's
+ * pages that probes and counters have taken since the last call, and the return tables
+ * once a return probe has been placed -- for probes that run agent code (a counter's
+ * page is left to its first hit): best effort (a page not made present costs its first writer a
  * fault).  0, or the up_task_call error.
  */
 int up_agent_heap_ready(struct up_agent *a, struct up_task *t);

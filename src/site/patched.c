@@ -76,6 +76,9 @@ static void agent_corrupt(void *arg, uint32_t id, const char *why)
 		site_log(mm->ctx, "process %d: %s", (int)mm->pid, why);
 }
 
+#define AGENT_SCRATCH_SLOTS ((UP_AGENT_SCRATCH + UP_XOL_AREA_SIZE / UP_XOL_SLOTS - 1) / \
+			     (UP_XOL_AREA_SIZE / UP_XOL_SLOTS))
+
 static int agent_ensure(struct up_sites *mm, struct up_task *t, char *why, size_t whylen)
 {
 	struct up_proc *p;
@@ -89,13 +92,16 @@ static int agent_ensure(struct up_sites *mm, struct up_task *t, char *why, size_
 				      "are syscalls it may forbid");
 		return -ENOTSUP;
 	}
-	rc = up_xol_alloc(&mm->xol, t, 0x10000, &scratch);
+	/* any area will do (the code there reaches nothing): the first one's, not a new
+	   area mapped (two more remote system calls of each process followed) */
+	rc = up_xol_alloc_n(&mm->xol, t, mm->xol.areas ? mm->xol.areas->base : 0x10000,
+			    AGENT_SCRATCH_SLOTS, &scratch);
 	if (rc) {
 		snprintf(why, whylen, "no XOL slot (%s)", strerror(-rc));
 		return rc;
 	}
 	rc = up_agent_new(t, scratch, mm->ctx->opts->ring_bytes, &mm->agent, why, whylen);
-	up_xol_free(&mm->xol, scratch);
+	up_xol_free_n(&mm->xol, scratch, AGENT_SCRATCH_SLOTS);
 	if (rc)
 		return rc;
 	{
@@ -579,8 +585,9 @@ int fast_arm(struct up_sites *mm, struct uprobe *u, struct up_task *t, char *why
 
 		f->shared = !agent_ensure(mm, t, sub, sizeof(sub)) &&
 			    !up_agent_counter(mm->agent, &f->counter);
-		if (f->shared)
-			up_agent_heap_ready(mm->agent, t);
+		/* its page is not made present from here: a trampoline's lock incq runs
+		   no agent code, and its first hit's fault costs less than the remote call
+		   that would spare it (a stop of the process) */
 		if (!f->shared && (!mm->counters || mm->ncounters == 4096 / 8)) {
 			rc = up_xol_map_data(&mm->xol, t, u->vaddr, &mm->counters);
 			if (rc) {

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent/agg_thr.h"
@@ -18,14 +19,42 @@ struct rseq_find {
 	struct up_sites *mm;
 	bool exe_seen;	  /* the first file mapped, the executable, was looked at */
 	uint64_t addr[2]; /* __rseq_offset's and __rseq_size's in the process */
+	/* the maps, read once (each find_map a read of /proc/PID/maps: 8 a process was
+	   ~0.4 ms of every followed exec) */
+	struct up_map *maps;
+	unsigned nmaps, cap;
 };
 
+static int rseq_collect(void *arg, const struct up_map *m)
+{
+	struct rseq_find *rf = arg;
+	const struct up_xol *x = &rf->mm->xol;
+
+	/* ours are not the program's files: the agent's memfd, below the executable, was
+	   taken for it (opened as an ELF file at every process's agent, and a static
+	   executable's rseq variables went unseen) */
+	for (unsigned i = 0; i < x->nmaps; i++)
+		if (m->start >= x->maps[i].start && m->start - x->maps[i].start < x->maps[i].len)
+			return 0;
+	if (rf->nmaps == rf->cap) {
+		unsigned cap = rf->cap ? 2 * rf->cap : 64;
+		struct up_map *n = realloc(rf->maps, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		rf->maps = n;
+		rf->cap = cap;
+	}
+	rf->maps[rf->nmaps++] = *m;
+	return 0;
+}
+
 /* In glibc's dynamic linker (or a static executable: the first file mapped), where
-   the two are. */
-static int rseq_map_fn(void *arg, const struct up_map *m)
+   the two are: maps[at] the file's first mapping. */
+static int rseq_map_fn(struct rseq_find *rf, unsigned at)
 {
 	static const char *const names[2] = { "__rseq_offset", "__rseq_size" };
-	struct rseq_find *rf = arg;
+	const struct up_map *m = &rf->maps[at];
 	const char *base = strrchr(m->path, '/');
 	struct up_sym_elf *elf;
 	uint64_t off[2];
@@ -44,16 +73,18 @@ static int rseq_map_fn(void *arg, const struct up_map *m)
 		if (up_sym_elf_lookup_object(elf, names[i], &s) ||
 		    up_sym_elf_vaddr_to_offset(elf, s.value, &off[i]))
 			return 0;
-	/* each at the mapping of the file that holds its offset */
-	for (int i = 0; i < 2; i++) {
-		struct up_map n = *m;
-		uint64_t at = m->start;
+	/* each at the mapping of the file that holds its offset: the file's mappings
+	   from its first on, while they follow each other */
+	for (int i = 0; i < 2; i++)
+		for (unsigned j = at;
+		     !rf->addr[i] && j < rf->nmaps && !strcmp(rf->maps[j].path, m->path) &&
+		     (j == at || rf->maps[j].start == rf->maps[j - 1].end);
+		     j++) {
+			const struct up_map *n = &rf->maps[j];
 
-		for (; !rf->addr[i] && !up_proc_find_map(rf->mm->p, at, &n) && !strcmp(n.path, m->path);
-		     at = n.end)
-			if (off[i] >= n.offset && off[i] - n.offset < n.end - n.start)
-				rf->addr[i] = n.start + (off[i] - n.offset);
-	}
+			if (off[i] >= n->offset && off[i] - n->offset < n->end - n->start)
+				rf->addr[i] = n->start + (off[i] - n->offset);
+		}
 	return rf->addr[0] && rf->addr[1] ? 1 : -ENOENT;
 }
 
@@ -67,13 +98,21 @@ static int rseq_map_fn(void *arg, const struct up_map *m)
 void agent_find_rseq(struct up_sites *mm)
 {
 	struct rseq_find rf = { .mm = mm };
+	int r = 0;
 
-	if (up_proc_for_each_map(mm->p, rseq_map_fn, &rf) != 1)
+	if (up_proc_for_each_map(mm->p, rseq_collect, &rf) < 0) {
+		free(rf.maps);
+		return;
+	}
+	for (unsigned i = 0; i < rf.nmaps && !r; i++)
+		r = rseq_map_fn(&rf, i);
+	free(rf.maps);
+	if (r != 1)
 		return;
 	up_agent_rseq(mm->agent, rf.addr[0], rf.addr[1]);
 	if (mm->ctx->opts->verbose)
 		site_log(mm->ctx, "process %d: records take the cpu from glibc's rseq area",
-		      (int)mm->pid);
+			 (int)mm->pid);
 }
 
 struct tid_find {

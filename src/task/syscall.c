@@ -361,3 +361,151 @@ int up_task_call(struct up_task *t, uint64_t fn, uint64_t end, uint64_t a0, uint
 	r.orig_rax = (uint64_t)-1;
 	return run_remote(t, &r, false, fn, end, "remote call");
 }
+
+/* ---- several system calls in one run: a few bytes of straight-line code -------------- */
+
+/* where calls[k]'s result is kept: registers a syscall leaves alone; the seventh's stays
+   in rax (read when the sixth succeeded: nothing comes after it to overwrite it) */
+#define KEPT 6
+static const uint8_t keep_reg[KEPT] = { 3 /* rbx */, 5 /* rbp */, 12, 13, 14, 15 };
+/* the argument registers of the 64-bit system call, in order */
+static const uint8_t arg_reg[6] = { 7 /* rdi */, 6 /* rsi */, 2 /* rdx */, 10, 8, 9 };
+
+static size_t emit_imm(uint8_t *c, unsigned reg, uint64_t v)
+{
+	size_t n = 0;
+
+	if (v <= 0xffffffffu) { /* mov $imm32, %r32: zero-extends */
+		if (reg >= 8)
+			c[n++] = 0x41;
+		c[n++] = (uint8_t)(0xb8 + (reg & 7));
+		memcpy(c + n, &v, 4);
+		return n + 4;
+	}
+	c[n++] = (uint8_t)(0x48 | (reg >> 3)); /* movabs $imm64, %r64 */
+	c[n++] = (uint8_t)(0xb8 + (reg & 7));
+	memcpy(c + n, &v, 8);
+	return n + 8;
+}
+
+static size_t emit_mov(uint8_t *c, unsigned dst, unsigned src)
+{
+	c[0] = (uint8_t)(0x48 | ((src >> 3) << 2) | (dst >> 3)); /* mov %src, %dst */
+	c[1] = 0x89;
+	c[2] = (uint8_t)(0xc0 | ((src & 7) << 3) | (dst & 7));
+	return 3;
+}
+
+/* The calls one by one (32-bit, or no code place): the same contract. */
+static int syscalls_each(struct up_task *t, struct up_task_rsys *calls, unsigned n)
+{
+	bool failed = false;
+	int err = 0;
+
+	for (unsigned k = 0; k < n; k++)
+		calls[k].ret = -ECANCELED;
+	for (unsigned k = 0; k < n && !failed && !err; k++) {
+		uint64_t args[6];
+		int64_t ret;
+
+		for (int i = 0; i < 6; i++)
+			args[i] = calls[k].from[i] ? (uint64_t)calls[calls[k].from[i] - 1].ret :
+						     calls[k].args[i];
+		err = up_task_syscall(t, calls[k].nr, args, &ret);
+		if (!err) {
+			calls[k].ret = ret;
+			failed = (uint64_t)ret >= (uint64_t)-4095;
+		}
+	}
+	return err;
+}
+
+/* at most 10 + 6 * 10 + 2 + 3 + 12 bytes a call, 10 a result register, and the int3 */
+_Static_assert((87 + 10) * UP_TASK_SYSCALLS_MAX + 1 <= UP_TASK_SYSCALLS_CODE,
+	       "room for the code of UP_TASK_SYSCALLS_MAX calls");
+
+int up_task_syscalls(struct up_task *t, uint64_t code, struct up_task_rsys *calls, unsigned n)
+{
+	uint8_t c[UP_TASK_SYSCALLS_CODE];
+	struct user_regs_struct r;
+	size_t len = 0, jae[UP_TASK_SYSCALLS_MAX];
+	const uint64_t none = (uint64_t)-ECANCELED;
+	int err;
+
+	if (n > UP_TASK_SYSCALLS_MAX)
+		return -EINVAL;
+	for (unsigned k = 0; k < n; k++)
+		for (int i = 0; i < 6; i++)
+			if (calls[k].from[i] > k || calls[k].from[i] > KEPT)
+				return -EINVAL; /* only an earlier call's result */
+	err = ready(t);
+	if (err < 0)
+		return err;
+	if (!code || t->regs.cs == 0x23)
+		return syscalls_each(t, calls, n);
+	/* every result register reads "not run" until its call has run */
+	for (unsigned k = 0; k < n && k < KEPT; k++)
+		len += emit_imm(c + len, keep_reg[k], none);
+	for (unsigned k = 0; k < n; k++) {
+		len += emit_imm(c + len, 0 /* rax */, (uint64_t)calls[k].nr);
+		for (int i = 0; i < 6; i++)
+			len += calls[k].from[i] ? emit_mov(c + len, arg_reg[i],
+							   keep_reg[calls[k].from[i] - 1]) :
+						  emit_imm(c + len, arg_reg[i], calls[k].args[i]);
+		c[len++] = 0x0f, c[len++] = 0x05; /* syscall */
+		if (k < KEPT)
+			len += emit_mov(c + len, keep_reg[k], 0);
+		/* cmp $-4095, %rax; jae the end: a failed call ends the run */
+		memcpy(c + len, "\x48\x3d\x01\xf0\xff\xff\x0f\x83", 8);
+		len += 8;
+		jae[k] = len;
+		len += 4;
+	}
+	for (unsigned k = 0; k < n; k++) {
+		int32_t rel = (int32_t)(len - (jae[k] + 4));
+
+		memcpy(c + jae[k], &rel, 4);
+	}
+	c[len++] = 0xcc; /* int3: the end */
+	err = up_proc_write_text(t->proc, code, c, len);
+	if (err < 0)
+		return err;
+	r = t->regs;
+	r.rip = code;
+	r.orig_rax = (uint64_t)-1;
+	err = run_remote(t, &r, false, code, code + len, "remote system calls");
+	if (err < 0)
+		return err;
+	for (unsigned k = 0; k < n; k++) {
+		uint64_t v;
+
+		if (k == KEPT) { /* in rax, if it ran: the one before it succeeded */
+			calls[k].ret = (uint64_t)calls[k - 1].ret >= (uint64_t)-4095 ?
+					       -ECANCELED :
+					       (int64_t)r.rax;
+			break;
+		}
+		switch (keep_reg[k]) {
+		case 3:
+			v = r.rbx;
+			break;
+		case 5:
+			v = r.rbp;
+			break;
+		case 12:
+			v = r.r12;
+			break;
+		case 13:
+			v = r.r13;
+			break;
+		case 14:
+			v = r.r14;
+			break;
+		default:
+			v = r.r15;
+			break;
+		}
+		calls[k].ret = (int64_t)v;
+	}
+	return 0;
+}

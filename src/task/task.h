@@ -235,6 +235,27 @@ static inline int up_task_rsys(struct up_task *t, long nr, uint64_t a0, uint64_t
 	return *ret < 0 && *ret > -4096 ? (int)*ret : 0;
 }
 /*
+ * Several system calls in one remote run (one stop instead of one a call): calls[0..n)
+ * in order, each argument either its value or, where from[i] names an earlier call
+ * (from[i] = k + 1 for calls[k]), that call's result -- a descriptor, an address.  The
+ * first call that fails ends the run; ret of a call not run reads -ECANCELED.  The
+ * code goes to `code` (UP_TASK_SYSCALLS_CODE bytes of an executable mapping of ours in
+ * the process, written here: the process must be quiesced); without it (0), or in a
+ * 32-bit process, the calls run one by one as up_task_syscall does.  At most
+ * UP_TASK_SYSCALLS_MAX calls; the seventh's result cannot be passed on (it is the last).  Returns 0 or -errno of the mechanism itself; each
+ * call's own result is in its ret.
+ */
+#define UP_TASK_SYSCALLS_MAX 7
+#define UP_TASK_SYSCALLS_CODE 704
+struct up_task_rsys {
+	long nr;
+	uint64_t args[6];
+	uint8_t from[6];
+	int64_t ret;
+};
+int up_task_syscalls(struct up_task *t, uint64_t code, struct up_task_rsys *calls, unsigned n);
+
+/*
  * Runs code in the process from thread t (stopped; the process quiesced): from fn with
  * rdi = a0, rsi = a1, every signal blocked, until it stops at end, just after an int3
  * that the code ends with.  The code must not use the stack or fault (-EFAULT: it did,

@@ -12,11 +12,24 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #include "sym/file.h"
 #include "sym/sym.h"
 #include "trace/session_int.h"
+
+/* Can an address of a process be named (printed, a stack, a key, a caller's hook)?
+   Not when every probe only counts (-c with no trace: arm.c's UPROBE_F_COUNT). */
+static bool names_addrs(const struct up_trace *tr)
+{
+	if (tr->opts.out)
+		return true;
+	for (unsigned i = 0; i < tr->nspecs; i++)
+		if (tr->specs[i]->hist || tr->specs[i]->hit_fn)
+			return true;
+	return false;
+}
 
 static void on_ldso(struct uprobe *u, uprobe_regs_t *regs)
 {
@@ -31,9 +44,11 @@ static void on_ldso(struct uprobe *u, uprobe_regs_t *regs)
 	if (cur) {
 		tr_arm_proc(tp->tr, cur);
 		/* the fast path's stacks walk the new files' tables too, and their frames
-		   are named by the maps of now (a process gone keeps the last it had) */
+		   are named by the maps of now (a process gone keeps the last it had); a
+		   session that names no address (counts alone) reads no maps for it */
 		uprobe_stacks_sync(tp->tr->ctx, cur->pid);
-		up_stack_syms_load(tr_syms_of(cur));
+		if (names_addrs(tp->tr))
+			up_stack_syms_load(tr_syms_of(cur));
 		tr_raw_maps(tp->tr, cur);
 	}
 }
@@ -87,7 +102,7 @@ static int for_each_map(pid_t pid, int (*fn)(void *arg, const struct maps_line *
 struct file_find {
 	dev_t dev;
 	ino_t ino;
-	uint64_t start, end; /* the mapping found (find_ldso_fn) */
+	uint64_t start, end, offset; /* the mapping found (find_ldso_fn) */
 	uint64_t off;
 	uint64_t vaddr;
 	char path[PATH_MAX];
@@ -117,6 +132,7 @@ static int find_ldso_fn(void *arg, const struct maps_line *m)
 	ff->ino = m->ino;
 	ff->start = m->start;
 	ff->end = m->end;
+	ff->offset = m->offset;
 	return 1;
 }
 
@@ -128,29 +144,69 @@ uint64_t tr_vaddr_of(pid_t pid, dev_t dev, ino_t ino, uint64_t off)
 	return for_each_map(pid, find_file_fn, &ff) == 1 ? ff.vaddr : 0;
 }
 
+/*
+ * _dl_debug_state's file offset in the dynamic linker ff found: from its symbols (its
+ * debug file's, if that is where they are) the first time, then by the mapped file's
+ * identity -- every exec followed maps the same ld.so, and reading its symbols again
+ * was an open of the file and of its debug file and ~25 KiB read each time.
+ */
+static int ldso_rendezvous_off(struct up_trace *tr, pid_t pid, const struct file_find *ff,
+			       uint64_t *off)
+{
+	char path[96];
+	struct stat st;
+	struct up_sym_elf *elf;
+	struct up_sym sym;
+	bool known;
+	int rc;
+
+	/* the inode mapped (map_files: what the name leads to now may be another) */
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, ff->start,
+		 ff->end);
+	known = !stat(path, &st);
+	if (known && tr->ldso.valid && st.st_dev == tr->ldso.dev && st.st_ino == tr->ldso.ino &&
+	    st.st_size == tr->ldso.size && st.st_mtim.tv_sec == tr->ldso.mtime.tv_sec &&
+	    st.st_mtim.tv_nsec == tr->ldso.mtime.tv_nsec) {
+		*off = tr->ldso.off;
+		return 0;
+	}
+	if (up_sym_elf_open_map(ff->path,
+				&(struct up_file_map){ pid, ff->start, ff->end, (uint64_t)ff->ino },
+				&elf))
+		return -ENOENT;
+	rc = up_sym_elf_lookup(elf, "_dl_debug_state", &sym);
+	if (!rc)
+		rc = up_sym_elf_vaddr_to_offset(elf, sym.value, off);
+	up_sym_elf_close(elf);
+	if (rc)
+		return rc;
+	if (known) {
+		tr->ldso.dev = st.st_dev;
+		tr->ldso.ino = st.st_ino;
+		tr->ldso.size = st.st_size;
+		tr->ldso.mtime = st.st_mtim;
+		tr->ldso.off = *off;
+		tr->ldso.valid = true;
+	}
+	return 0;
+}
+
 /* Probes the dynamic linker's rendezvous so files mapped later are found. */
 void tr_hook_ldso(struct up_trace *tr, struct tproc *tp)
 {
 	struct file_find ff = { 0 };
-	struct up_sym_elf *elf;
-	struct up_sym sym;
 	uint64_t off, vaddr;
 	int rc;
 
 	if (tp->ldso.kimg || for_each_map(tp->pid, find_ldso_fn, &ff) != 1)
 		return;
-	/* the file mapped, not what its name leads to now (the process's to choose) */
-	if (up_sym_elf_open_map(ff.path,
-				&(struct up_file_map){ tp->pid, ff.start, ff.end, (uint64_t)ff.ino },
-				&elf))
+	if (ldso_rendezvous_off(tr, tp->pid, &ff, &off))
 		return;
-	rc = up_sym_elf_lookup(elf, "_dl_debug_state", &sym);
-	if (!rc)
-		rc = up_sym_elf_vaddr_to_offset(elf, sym.value, &off);
-	up_sym_elf_close(elf);
-	if (rc)
-		return;
-	vaddr = tr_vaddr_of(tp->pid, ff.dev, ff.ino, off);
+	/* in the mapping found, as a rule (ld.so has one of code); else where it is */
+	if (off >= ff.offset && off - ff.offset < ff.end - ff.start)
+		vaddr = ff.start + (off - ff.offset);
+	else
+		vaddr = tr_vaddr_of(tp->pid, ff.dev, ff.ino, off);
 	if (!vaddr)
 		return;
 	memset(&tp->ldso, 0, sizeof(tp->ldso));
@@ -160,8 +216,10 @@ void tr_hook_ldso(struct up_trace *tr, struct tproc *tp)
 	tp->ldso.data = tp;
 	rc = register_uprobe(tr->ctx, &tp->ldso);
 	if (rc && rc != -EINPROGRESS)
-		tr_log(tr, "process %d: cannot follow the dynamic linker (%s): libraries loaded "
-			   "later are not probed", (int)tp->pid, strerror(-rc));
+		tr_log(tr,
+		       "process %d: cannot follow the dynamic linker (%s): libraries loaded "
+		       "later are not probed",
+		       (int)tp->pid, strerror(-rc));
 }
 
 struct vaddr_find {

@@ -156,6 +156,16 @@ struct up_trace {
 	dev_t spec_elf_dev;
 	ino_t spec_elf_ino;
 	time_t spec_elf_mtime;
+	/* the dynamic linker last hooked: _dl_debug_state's file offset, by the mapped
+	   file's identity (maps.c: not its ELF read again at every exec followed) */
+	struct {
+		dev_t dev;
+		ino_t ino;
+		off_t size;
+		struct timespec mtime;
+		uint64_t off;
+		bool valid;
+	} ldso;
 	struct up_trace_opts opts;
 	struct uprobe_ctx *ctx;
 	struct tspec **specs; /* pointers: tprobes keep theirs while the array grows */

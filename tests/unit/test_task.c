@@ -659,6 +659,80 @@ static void test_remote_call(void **state)
 	regs_kept_exit3(e, &r, t, &before);
 }
 
+/*
+ * Several system calls in one remote run (up_task_syscalls): the kernel's own answers
+ * (the child's pid as fork gave it, a descriptor dup made and close takes), an earlier
+ * call's result passed on, the first failure ending the run and the calls after it not
+ * run; the same from the one-by-one path (no code place); registers, and the exit
+ * status, as they were.
+ */
+static void test_remote_syscalls(void **state)
+{
+	struct rec r;
+	struct up_engine *e = new_engine(&r);
+	struct up_proc *p = spawn(e, "exit", "3");
+	struct up_task *t = up_proc_first_task(p);
+	struct user_regs_struct before, after;
+	uint64_t args[6] = { 0, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+			     (uint64_t)-1, 0 };
+	int64_t ret = 0;
+
+	(void)state;
+	assert_int_equal(up_task_get_regs(t, &before), 0);
+	assert_int_equal(up_task_syscall(t, SYS_mmap, args, &ret), 0);
+	assert_true(ret > 0);
+	for (int pass = 0; pass < 2; pass++) {
+		uint64_t code = pass ? 0 : (uint64_t)ret;
+		struct up_task_rsys c[6] = {
+			{ .nr = SYS_getpid },
+			{ .nr = SYS_dup, .args = { 1 } },
+			{ .nr = SYS_fcntl, .args = { 0, F_GETFD }, .from = { 2 } },
+			{ .nr = SYS_close, .from = { 2 } },
+			{ .nr = SYS_close, .from = { 2 } }, /* again: EBADF, the end */
+			{ .nr = SYS_getpid },
+		};
+
+		assert_int_equal(up_task_syscalls(t, code, c, 6), 0);
+		assert_int_equal(c[0].ret, up_proc_pid(p));
+		assert_true(c[1].ret > 2);
+		assert_int_equal(c[2].ret, 0); /* dup's descriptor, open, no FD_CLOEXEC */
+		assert_int_equal(c[3].ret, 0);
+		assert_int_equal(c[4].ret, -EBADF);
+		assert_int_equal(c[5].ret, -ECANCELED);
+		assert_int_equal(up_task_get_regs(t, &after), 0);
+		assert_memory_equal(&before, &after, sizeof(before));
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		/* seven, the last one's result kept in rax: the parent is this test */
+		struct up_task_rsys c[7] = {
+			{ .nr = SYS_getpid }, { .nr = SYS_getpid }, { .nr = SYS_getpid },
+			{ .nr = SYS_getpid }, { .nr = SYS_getpid }, { .nr = SYS_dup, .args = { 1 } },
+			{ .nr = SYS_close, .from = { 6 } },
+		};
+
+		assert_int_equal(up_task_syscalls(t, pass ? 0 : (uint64_t)ret, c, 7), 0);
+		for (int k = 0; k < 5; k++)
+			assert_int_equal(c[k].ret, up_proc_pid(p));
+		assert_true(c[5].ret > 2);
+		assert_int_equal(c[6].ret, 0);
+		c[5] = (struct up_task_rsys){ .nr = SYS_close, .args = { 1000 } }; /* EBADF */
+		c[6] = (struct up_task_rsys){ .nr = SYS_getppid };
+		assert_int_equal(up_task_syscalls(t, pass ? 0 : (uint64_t)ret, c, 7), 0);
+		assert_int_equal(c[5].ret, -EBADF);
+		assert_int_equal(c[6].ret, -ECANCELED);
+		c[5] = (struct up_task_rsys){ .nr = SYS_getpid };
+		assert_int_equal(up_task_syscalls(t, pass ? 0 : (uint64_t)ret, c, 7), 0);
+		assert_int_equal(c[6].ret, getpid());
+	}
+	{
+		/* a result only from an earlier call */
+		struct up_task_rsys bad[1] = { { .nr = SYS_close, .from = { 1 } } };
+
+		assert_int_equal(up_task_syscalls(t, (uint64_t)ret, bad, 1), -EINVAL);
+	}
+	regs_kept_exit3(e, &r, t, &before);
+}
+
 /* straight from the process's memory, not through the engine */
 static uint8_t peek_mem(pid_t pid, uint64_t addr)
 {
@@ -1086,6 +1160,7 @@ int main(void)
 		cmocka_unit_test(test_write_text_private),
 		cmocka_unit_test(test_remote_syscall),
 		cmocka_unit_test(test_remote_call),
+		cmocka_unit_test(test_remote_syscalls),
 		cmocka_unit_test(test_remote_syscall_quiesced),
 		cmocka_unit_test(test_text_cache),
 		cmocka_unit_test(test_breakpoint_step),
