@@ -968,6 +968,7 @@ static void handle_exec(struct up_engine *e, struct up_task *t)
 	up__proc_open_mem(p);
 	p->vdso_known = false;
 	p->syscall_insn = 0;
+	p->rescue = 0;
 	p->syscall_stub = 0;
 	p->mode = 0;
 	p->vfork_child = false;

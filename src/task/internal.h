@@ -63,6 +63,8 @@ struct up_proc {
 	unsigned mode; /* 0: unknown */
 	bool vdso_known;
 	uint64_t syscall_insn; /* address of a syscall / int $0x80 in the vDSO, 0: none */
+	uint64_t rescue; /* the vDSO's unused tail: a 64-bit remote call's place before the
+			    net's stub exists (syscall.c's rescue stub), 0: none */
 	uint64_t syscall_stub; /* `syscall; int3; jmp .-1` of the client's (the safety
 				  net's), 0: none -- preferred to the vDSO's (syscall.c) */
 	bool vfork_child;
@@ -97,9 +99,11 @@ struct up_engine {
 	void *wait_arg;
 };
 
+/* TRACESYSGOOD: a system-call stop (syscall.c's remote calls before the safety net)
+   carries SIGTRAP | 0x80, which a thread whose tracer died does not take as a signal */
 #define UP_PTRACE_OPTIONS                                                                  \
 	(PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEEXEC | \
-	 PTRACE_O_TRACEEXIT)
+	 PTRACE_O_TRACEEXIT | PTRACE_O_TRACESYSGOOD)
 
 /* engine.c */
 void up__log(struct up_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

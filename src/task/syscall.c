@@ -10,11 +10,25 @@
  * when no other thread can execute there: the caller must have quiesced the process.
  * Code of ours already in the process (the agent's page toucher) runs the same way,
  * free instead of stepped, until the int3 it ends with.
+ *
+ * A tracer that dies during a remote call leaves the thread to run on from wherever its
+ * registers are: after the vDSO's syscall, with the call's registers and every signal
+ * blocked, it would run the vDSO's next instructions (SIGSEGV at gettimeofday+281).
+ * Once the safety net exists its stub (`syscall; int3`) takes the calls, and its handler
+ * gives the thread back.  Before that (the net's own first calls) a 64-bit call runs at
+ * a rescue stub written into the vDSO's unused tail for the call's duration: the
+ * `syscall`, then code that a living tracer never lets run -- the thread's signal mask
+ * put back, its registers reloaded, a jump to where it was (the kernel's restart of an
+ * interrupted system call done as its resume would have done it).  The tail's bytes are
+ * zeros again after every call.  And no step there (a ptrace step's trap flag stays in
+ * the registers of a thread whose tracer died): the call runs by PTRACE_SYSCALL, from
+ * stop to stop (run_remote's RUN_SYSCALL).
  */
 #include "task/internal.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
@@ -39,34 +53,202 @@ static int vdso_fn(void *arg, const struct up_map *m)
 	return 1;
 }
 
-/* Finds and caches the address of a system-call instruction in the vDSO. */
+static size_t emit_imm(uint8_t *c, unsigned reg, uint64_t v);
+
+/* the rescue stub's room: 2 + 7 + 4 * 6 + 2 + 9 * 10 + 6 + 8 + 8 bytes at most */
+#define RESCUE_LEN 160
+
+static uint64_t rd(const uint8_t *b, size_t at, size_t n)
+{
+	uint64_t v = 0;
+
+	memcpy(&v, b + at, n);
+	return v;
+}
+
+/*
+ * The first byte of the vDSO image img[0, size) that no part of the ELF file uses (its
+ * headers, every segment's and section's bytes), 16-aligned, if RESCUE_LEN zero bytes
+ * follow it inside the image; else 0.  img is the process's memory: copied once by the
+ * caller, every offset bounded here.
+ */
+static size_t vdso_tail(const uint8_t *img, size_t size)
+{
+	uint64_t used = 64, phoff, shoff;
+	unsigned phent, phnum, shent, shnum;
+
+	if (size < 64 || memcmp(img, "\177ELF\002", 5))
+		return 0;
+	phoff = rd(img, 0x20, 8), shoff = rd(img, 0x28, 8);
+	phent = (unsigned)rd(img, 0x36, 2), phnum = (unsigned)rd(img, 0x38, 2);
+	shent = (unsigned)rd(img, 0x3a, 2), shnum = (unsigned)rd(img, 0x3c, 2);
+	if ((phnum && (phent < 56 || phoff > size || (uint64_t)phnum * phent > size - phoff)) ||
+	    (shnum && (shent < 64 || shoff > size || (uint64_t)shnum * shent > size - shoff)))
+		return 0;
+	if (phnum && phoff + (uint64_t)phnum * phent > used)
+		used = phoff + (uint64_t)phnum * phent;
+	if (shnum && shoff + (uint64_t)shnum * shent > used)
+		used = shoff + (uint64_t)shnum * shent;
+	for (unsigned i = 0; i < phnum; i++) {
+		uint64_t off = rd(img, phoff + (uint64_t)i * phent + 8, 8);
+		uint64_t len = rd(img, phoff + (uint64_t)i * phent + 32, 8);
+
+		if (off > size || len > size - off)
+			return 0;
+		if (off + len > used)
+			used = off + len;
+	}
+	for (unsigned i = 0; i < shnum; i++) {
+		const uint64_t sh = shoff + (uint64_t)i * shent;
+		uint64_t off = rd(img, sh + 24, 8), len = rd(img, sh + 32, 8);
+
+		if (rd(img, sh + 4, 4) == 8 /* SHT_NOBITS */)
+			continue;
+		if (off > size || len > size - off)
+			return 0;
+		if (off + len > used)
+			used = off + len;
+	}
+	used = (used + 15) & ~(uint64_t)15;
+	if (used + RESCUE_LEN > size)
+		return 0;
+	for (size_t i = 0; i < RESCUE_LEN; i++)
+		if (img[used + i])
+			return 0;
+	return (size_t)used;
+}
+
+/* Finds and caches the address of a system-call instruction in the vDSO, and the room
+   for the rescue stub (64-bit). */
 static uint64_t vdso_syscall_insn(struct up_proc *p, unsigned mode)
 {
 	struct vdso_arg a = { 0, 0 };
-	uint8_t buf[4096];
+	uint8_t *img;
+	size_t n;
 
 	if (p->vdso_known)
 		return p->syscall_insn;
 	p->vdso_known = true;
 	p->syscall_insn = 0;
-	if (up_proc_for_each_map(p, vdso_fn, &a) != 1)
+	p->rescue = 0;
+	if (up_proc_for_each_map(p, vdso_fn, &a) != 1 || a.end <= a.start)
 		return 0;
-	for (uint64_t at = a.start; at < a.end; at += sizeof(buf) - 1) {
-		size_t n = a.end - at < sizeof(buf) ? (size_t)(a.end - at) : sizeof(buf);
-
-		if (up_proc_read(p, at, buf, n) < 0)
-			return 0;
-		for (size_t i = 0; i + 1 < n; i++) {
-			if ((mode == 64 && buf[i] == 0x0f && buf[i + 1] == 0x05) ||
-			    (mode == 32 && buf[i] == 0xcd && buf[i + 1] == 0x80)) {
-				p->syscall_insn = at + i;
-				return p->syscall_insn;
-			}
-		}
-		if (n < sizeof(buf))
-			break;
+	n = a.end - a.start < 65536 ? (size_t)(a.end - a.start) : 65536;
+	img = malloc(n);
+	if (!img)
+		return 0;
+	if (up_proc_read(p, a.start, img, n) < 0) {
+		free(img);
+		return 0;
 	}
-	return 0;
+	for (size_t i = 0; i + 1 < n; i++) {
+		if ((mode == 64 && img[i] == 0x0f && img[i + 1] == 0x05) ||
+		    (mode == 32 && img[i] == 0xcd && img[i + 1] == 0x80)) {
+			p->syscall_insn = a.start + i;
+			break;
+		}
+	}
+	if (mode == 64 && n == a.end - a.start && !getenv("UPROBE_NO_RESCUE")) {
+		size_t tail = vdso_tail(img, n);
+
+		if (tail)
+			p->rescue = a.start + tail;
+	}
+	free(img);
+	return p->syscall_insn;
+}
+
+/*
+ * The rescue stub at `at` for a call from a thread that goes back to registers b and
+ * signal mask `mask`: `syscall` (the call, stepped over by the tracer), then what only a
+ * thread whose tracer died runs -- rt_sigprocmask(SIG_SETMASK, &mask, NULL, 8), the
+ * registers a system call or our call changed (rax, rcx, rdx, rsi, rdi, r8-r11) loaded
+ * with movs (the flags as they were: a mov sets none), a jump to b's rip.  b at an
+ * interrupted system call the kernel would restart at its resume (rax -ERESTARTSYS,
+ * -ERESTARTNOINTR, -ERESTARTNOHAND, orig_rax its number; -ERESTART_RESTARTBLOCK:
+ * restart_syscall) goes back to the syscall instruction with the number in rax, as the
+ * kernel would have put it there.  Returns its length.
+ */
+/* b as the kernel leaves it when it resumes b without a signal: an interrupted system
+   call to restart goes back to its instruction, its number in rax; orig_rax -1 */
+static struct user_regs_struct restarted(const struct user_regs_struct *b)
+{
+	struct user_regs_struct r = *b;
+
+	if ((int64_t)b->orig_rax >= 0) {
+		switch ((int64_t)b->rax) {
+		case -512: /* ERESTARTSYS */
+		case -513: /* ERESTARTNOINTR */
+		case -514: /* ERESTARTNOHAND */
+			r.rax = b->orig_rax, r.rip -= 2;
+			break;
+		case -516: /* ERESTART_RESTARTBLOCK */
+			r.rax = 219 /* restart_syscall */, r.rip -= 2;
+			break;
+		}
+	}
+	r.orig_rax = (uint64_t)-1;
+	return r;
+}
+
+static size_t rescue_code(uint8_t *c, const struct user_regs_struct *b0, uint64_t mask)
+{
+	static const uint8_t kept[9] = { 1 /* rcx */, 2, 6, 7, 8, 9, 10, 11, 0 /* rax */ };
+	const struct user_regs_struct rs = restarted(b0), *b = &rs;
+	uint64_t rax = b->rax, rip = b->rip, v;
+	size_t n = 0, lea;
+	c[n++] = 0x0f, c[n++] = 0x05;	  /* syscall: the call */
+	memcpy(c + n, "\x48\x8d\x35", 3); /* lea mask(%rip), %rsi */
+	lea = n + 3;
+	n += 7;
+	n += emit_imm(c + n, 0, 14 /* rt_sigprocmask */);
+	n += emit_imm(c + n, 7, 2 /* SIG_SETMASK */);
+	n += emit_imm(c + n, 2, 0);
+	n += emit_imm(c + n, 10, 8);
+	c[n++] = 0x0f, c[n++] = 0x05;
+	for (unsigned i = 0; i < 9; i++) {
+		switch (kept[i]) {
+		case 0:
+			v = rax;
+			break;
+		case 1:
+			v = b->rcx;
+			break;
+		case 2:
+			v = b->rdx;
+			break;
+		case 6:
+			v = b->rsi;
+			break;
+		case 7:
+			v = b->rdi;
+			break;
+		case 8:
+			v = b->r8;
+			break;
+		case 9:
+			v = b->r9;
+			break;
+		case 10:
+			v = b->r10;
+			break;
+		default:
+			v = b->r11;
+			break;
+		}
+		n += emit_imm(c + n, kept[i], v);
+	}
+	memcpy(c + n, "\xff\x25\0\0\0\0", 6); /* jmp *0(%rip) */
+	n += 6;
+	memcpy(c + n, &rip, 8);
+	n += 8;
+	{
+		int32_t rel = (int32_t)(n - (lea + 4));
+
+		memcpy(c + lea, &rel, 4);
+	}
+	memcpy(c + n, &mask, 8);
+	return n + 8;
 }
 
 /* Resumes t with req and waits for its next ptrace-stop at the user boundary. */
@@ -106,12 +288,17 @@ static int run_until(struct up_task *t, int req, int *status, int *pending_sig)
 			*status = st;
 			return -EFAULT;
 		}
+		if ((st >> 16) == 0 && WSTOPSIG(st) == (SIGTRAP | 0x80)) {
+			*status = st; /* a system-call stop (PTRACE_O_TRACESYSGOOD) */
+			return 0;
+		}
 		if ((st >> 16) == 0 && WSTOPSIG(st) != SIGTRAP) {
 			/* an unblockable signal (SIGSTOP) meanwhile: sent again afterwards */
 			*pending_sig = WSTOPSIG(st);
 			continue;
 		}
-		if ((st >> 16) == PTRACE_EVENT_STOP && req == PTRACE_SINGLESTEP)
+		if ((st >> 16) == PTRACE_EVENT_STOP &&
+		    (req == PTRACE_SINGLESTEP || req == PTRACE_SYSCALL))
 			continue; /* an interrupt or group-stop before the step: step again */
 		*status = st;
 		return 0;
@@ -137,8 +324,8 @@ int up__task_normalize(struct up_task *t)
 	if (err < 0)
 		return err;
 	if ((st >> 16) != PTRACE_EVENT_STOP) {
-		up__log(t->proc->e, "thread %d: unexpected stop 0x%x leaving a system call",
-			t->tid, st);
+		up__log(t->proc->e, "thread %d: unexpected stop 0x%x leaving a system call", t->tid,
+			st);
 		return -EIO;
 	}
 	t->interrupt_sent = false;
@@ -181,15 +368,29 @@ static struct user_regs_struct regs_back(struct up_task *t)
 	return b;
 }
 
+enum run_how {
+	RUN_FREE,    /* free until the int3 before end */
+	RUN_STEP,    /* single steps, each leaving rip at r->rip or end */
+	RUN_SYSCALL, /* through the system call at r->rip by its two system-call stops */
+};
+
 /*
- * Runs t from registers *r, every signal blocked, until it stops with rip at end: by
- * single steps (step: each must leave rip at r->rip or end), or free until the int3
- * before end; the code run is [lo, end] (for the safety net: remote_note).  *r gets the
- * registers there.  t's registers and mask are put back, unless it died meanwhile
- * (-ESRCH).
+ * Runs t from registers *r, every signal blocked, until it stops with rip at end (how);
+ * the code run is [lo, end] (for the safety net: remote_note).  *r gets the registers
+ * there.  t's registers and mask are put back, unless it died meanwhile (-ESRCH).
+ * rescue: r->rip is the vDSO's tail, where the rescue stub goes first.  The registers
+ * are set before the mask is: a death between the two finds the thread at the call,
+ * with its own mask, which the stub or the net's handler puts back anyway.
+ *
+ * RUN_SYSCALL (with the rescue stub, from a stop that holds no signal) leaves nothing
+ * for a death to deliver: a system-call stop not yet reaped carries SIGTRAP | 0x80,
+ * which the kernel does not send when its tracer is gone, and no trap flag is set (a
+ * step's flag stays in the registers of a thread whose tracer died before its resume:
+ * a trap into the program after one instruction, its own handler's or SIGTRAP's
+ * default).  The thread ends in an event stop again.
  */
-static int run_remote(struct up_task *t, struct user_regs_struct *r, bool step, uint64_t lo,
-		      uint64_t end, const char *what)
+static int run_remote(struct up_task *t, struct user_regs_struct *r, enum run_how how, uint64_t lo,
+		      uint64_t end, bool rescue, const char *what)
 {
 	struct up_engine *e = t->proc->e;
 	struct user_regs_struct saved = t->regs, back = regs_back(t), now;
@@ -199,26 +400,42 @@ static int run_remote(struct up_task *t, struct user_regs_struct *r, bool step, 
 	   force_sig_info_to_task), which took the program's own SIGTRAP handler, and the
 	   safety net's, with every remote system call */
 	uint64_t mask = 0, all = ~0ULL & ~(1ULL << (SIGTRAP - 1)), start = r->rip;
-	int err, st, pending = 0;
+	int err, st, pending = 0, sys_stops = 0;
 
 	/* mask starts defined: valgrind does not know that GETSIGMASK writes it, and it goes
 	   into the process (remote_note) */
 	if (up__ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof(mask), &mask) < 0)
 		return -errno;
-	if (e->ops->remote_note)
-		e->ops->remote_note(e->ctx, t, lo, step ? end + 15 : end, &back, mask);
-	if (up__ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(all), &all) < 0) {
-		err = -errno;
-		goto note_off;
+	if (rescue) {
+		uint8_t c[RESCUE_LEN];
+
+		/* in the process before rip points there: the text cache flushed now */
+		err = up_proc_write_text(t->proc, r->rip, c, rescue_code(c, &back, mask));
+		if (err < 0)
+			return err;
+		if (t->proc->tc)
+			up__mem_flush(t->proc);
 	}
+	if (e->ops->remote_note)
+		e->ops->remote_note(e->ctx, t, lo, how == RUN_STEP ? end + 15 : end, &back, mask);
 	r->eflags &= ~0x100ULL; /* TF: the step is ptrace's */
 	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, r) < 0) {
 		err = -errno;
-		goto restore_mask;
+		goto note_off;
 	}
 	t->regs_valid = false;
+	if (up__ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(all), &all) < 0) {
+		err = -errno;
+		up__ptrace(PTRACE_SETREGS, t->tid, 0, &saved); /* it has not run */
+		t->regs = saved;
+		t->regs_valid = true;
+		t->regs_dirty = false;
+		goto note_off;
+	}
 	for (;;) {
-		err = run_until(t, step ? PTRACE_SINGLESTEP : PTRACE_CONT, &st, &pending);
+		static const int req[] = { PTRACE_CONT, PTRACE_SINGLESTEP, PTRACE_SYSCALL };
+
+		err = run_until(t, req[how], &st, &pending);
 		if (err == -ESRCH)
 			goto note_off; /* died: nothing to put back */
 		if (err < 0)
@@ -227,11 +444,23 @@ static int run_remote(struct up_task *t, struct user_regs_struct *r, bool step, 
 			err = -errno;
 			goto restore_regs;
 		}
+		if (how == RUN_SYSCALL) {
+			if ((st >> 16) != 0 || WSTOPSIG(st) != (SIGTRAP | 0x80) || now.rip != end) {
+				up__log(e,
+					"thread %d: %s: stop 0x%x at 0x%llx, not a system call's",
+					t->tid, what, st, (unsigned long long)now.rip);
+				err = -EIO;
+				goto restore_regs;
+			}
+			if (++sys_stops == 2)
+				break; /* its exit */
+			continue;
+		}
 		if (now.rip == end)
 			break;
-		if (step ? now.rip != start : (st >> 16) != PTRACE_EVENT_STOP) {
-			up__log(t->proc->e, "thread %d: %s: stopped at 0x%llx, not 0x%llx", t->tid,
-				what, (unsigned long long)now.rip, (unsigned long long)end);
+		if (how == RUN_STEP ? now.rip != start : (st >> 16) != PTRACE_EVENT_STOP) {
+			up__log(e, "thread %d: %s: stopped at 0x%llx, not 0x%llx", t->tid, what,
+				(unsigned long long)now.rip, (unsigned long long)end);
 			err = -EIO;
 			goto restore_regs;
 		}
@@ -241,14 +470,33 @@ static int run_remote(struct up_task *t, struct user_regs_struct *r, bool step, 
 
 restore_regs:
 	/* the mask first: a tracer dying between the two leaves the thread with the call's
-	   registers, which the net's handler puts right at the next step's trap */
+	   registers, which the rescue stub, or the net's handler at the next step's trap,
+	   puts right */
 	up__ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(mask), &mask);
-	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &back) < 0 && !err)
+	if (how == RUN_SYSCALL && sys_stops == 1) {
+		/* at the call's entry: it must not run with back's registers (orig_rax its
+		   number again), so none runs and back is as its resume would have made it */
+		struct user_regs_struct b = restarted(&back);
+
+		if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &b) < 0 && !err)
+			err = -errno;
+	} else if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &back) < 0 && !err) {
 		err = -errno;
+	}
 	t->regs = saved;
 	t->regs_valid = true;
 	t->rewound = back.rip != saved.rip;
 	t->regs_dirty = t->rewound;
+	if (how == RUN_SYSCALL) {
+		/* at a system-call stop: to an event stop, as it was */
+		t->stop = UP_ST_IN_SYSCALL;
+		if (sys_stops == 1)
+			t->regs_valid = false; /* restarted(): read them again */
+		up__task_normalize(t);
+		if (pending)
+			tgkill(t->proc->pid, t->tid, pending);
+		goto note_off;
+	}
 	/* we are in the step's SIGTRAP signal-delivery-stop now */
 	if (orig_stop == UP_ST_SIGNAL)
 		t->info_clobbered = true;
@@ -259,11 +507,6 @@ restore_regs:
 		if (up__task_normalize(t) < 0)
 			t->stop = UP_ST_SIGNAL;
 	}
-	if (pending)
-		tgkill(t->proc->pid, t->tid, pending);
-	goto note_off;
-restore_mask:
-	up__ptrace(PTRACE_SETSIGMASK, t->tid, (void *)sizeof(mask), &mask);
 	if (pending)
 		tgkill(t->proc->pid, t->tid, pending);
 note_off:
@@ -279,7 +522,7 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 	struct user_regs_struct r;
 	uint64_t insn_at;
 	uint8_t saved_insn[2], insn[2];
-	bool wrote = false;
+	bool wrote = false, rescue = false;
 	char what[48];
 	unsigned mode;
 	int err;
@@ -303,13 +546,17 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 		r.r8 = args[4];
 		r.r9 = args[5];
 		snprintf(what, sizeof(what), "remote syscall %ld", nr);
-		err = run_remote(t, &r, false, p->syscall_stub, p->syscall_stub + 3, what);
+		err = run_remote(t, &r, RUN_FREE, p->syscall_stub, p->syscall_stub + 3, false,
+				 what);
 		if (!err)
 			*ret = (int64_t)r.rax;
 		return err;
 	}
 	insn_at = vdso_syscall_insn(p, mode);
-	if (!insn_at) {
+	if (mode == 64 && p->rescue) {
+		insn_at = p->rescue;
+		rescue = true;
+	} else if (!insn_at) {
 		insn_at = r.rip;
 		insn[0] = mode == 64 ? 0x0f : 0xcd;
 		insn[1] = mode == 64 ? 0x05 : 0x80;
@@ -339,11 +586,22 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 		r.rbp = (uint32_t)args[5];
 	}
 	snprintf(what, sizeof(what), "remote syscall %ld", nr);
-	err = run_remote(t, &r, true, insn_at, insn_at + 2, what);
+	/* through its system-call stops where the rescue stub makes a death harmless and
+	   the thread's stop holds no signal to keep (an interrupt's or group-stop's) */
+	err = run_remote(t, &r,
+			 rescue && (t->stop == UP_ST_EVENT || t->stop == UP_ST_GROUP) ?
+				 RUN_SYSCALL :
+				 RUN_STEP,
+			 insn_at, insn_at + 2, rescue, what);
 	if (!err)
 		*ret = mode == 64 ? (int64_t)r.rax : (int64_t)(int32_t)r.rax;
 	if (wrote)
 		up_proc_write_text(p, insn_at, saved_insn, 2);
+	if (rescue) { /* the thread is off it: the tail's zeros again */
+		static const uint8_t zeros[RESCUE_LEN];
+
+		up_proc_write_text(p, insn_at, zeros, sizeof(zeros));
+	}
 	return err;
 }
 
@@ -359,7 +617,7 @@ int up_task_call(struct up_task *t, uint64_t fn, uint64_t end, uint64_t a0, uint
 	r.rdi = a0;
 	r.rsi = a1;
 	r.orig_rax = (uint64_t)-1;
-	return run_remote(t, &r, false, fn, end, "remote call");
+	return run_remote(t, &r, RUN_FREE, fn, end, false, "remote call");
 }
 
 /* ---- several system calls in one run: a few bytes of straight-line code -------------- */
@@ -473,7 +731,7 @@ int up_task_syscalls(struct up_task *t, uint64_t code, struct up_task_rsys *call
 	r = t->regs;
 	r.rip = code;
 	r.orig_rax = (uint64_t)-1;
-	err = run_remote(t, &r, false, code, code + len, "remote system calls");
+	err = run_remote(t, &r, RUN_FREE, code, code + len, false, "remote system calls");
 	if (err < 0)
 		return err;
 	for (unsigned k = 0; k < n; k++) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""usage: reliability_survive.py UPROBE REL_SURVIVE MODE RUNS [SEED]
+"""usage: reliability_survive.py UPROBE REL_SURVIVE MODE RUNS [SEED] [FAULT_SO]
 
 The tracer killed with SIGKILL at a random moment while 4 threads of
 tests/targets/rel_survive hit its probes flat out (issue 29 item 2): the target must
@@ -27,6 +27,16 @@ MODE:
            (the tracer put the net back at each blocked hit).  A hit with SIGTRAP
            blocked after the tracer's death kills, net or not: the kernel resets the
            disposition before any handler runs (docs/design.md section 9)
+
+  sweep    nofast, but not at random: the tracer (FAULT_SO preloaded, tests/tools/
+           fault_inject.c) SIGKILLs itself just before, or just after, its Nth ptrace
+           request, for N = SWEEP_FROM (1), then every STEP (SEED here, 1 by default)
+           up to RUNS: every point of the attach and the safety net's installation --
+           its first remote system calls, run before any code of ours is in the
+           process (docs/design.md section 9) -- and whatever comes after it.  The
+           target's mode is SWEEP_TARGET (plain; own by hand: a program's own SIGTRAP
+           that a tracer's wait reaped during the attach is lost at its death, see
+           the design)
 
 A run whose kill came before the tracer had attached (nothing to survive) is counted
 apart and not in RUNS.  SEED makes the kill times reproducible."""
@@ -79,9 +89,11 @@ if mode == "blocked":
           "target's own SIGTRAPs reached its handler" % runs)
     print("PASS")
     sys.exit(0)
-rng = random.Random(int(sys.argv[5]) if len(sys.argv) > 5 else None)
+rng = random.Random(int(sys.argv[5]) if len(sys.argv) > 5 and mode != "sweep" else None)
 N, THREADS = "100000000", "4"
 tmode = {"own": "own", "die": "die"}.get(mode, "plain")
+if mode == "sweep":
+    tmode = os.environ.get("SWEEP_TARGET", "plain")
 
 
 def fail(msg):
@@ -111,6 +123,50 @@ def sigcgt(pid):
     with open("/proc/%d/status" % pid) as f:
         return int(re.search(r"SigCgt:\s*([0-9a-f]+)", f.read()).group(1), 16)
 
+
+if mode == "sweep":
+    # a shorter run (~0.15 s unprobed): a death comes within the tracer's first requests
+    SWEEP_N = os.environ.get("SWEEP_N", "30000000")
+    plain = subprocess.run([prog, SWEEP_N, THREADS, tmode], capture_output=True, text=True)
+    step = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+    so = sys.argv[6]
+    first = int(os.environ.get("SWEEP_FROM", "1"))  # by hand: a later part alone
+    points = [(how, n) for n in range(first, runs + 1, step) for how in ("kill", "killafter")]
+    bad = []
+    for how, n in points:
+        target = subprocess.Popen([prog, SWEEP_N, THREADS, tmode], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        time.sleep(0.02)
+        env = dict(os.environ, LD_PRELOAD=so, UPROBE_FAULT="%s:%d" % (how, n))
+        if os.environ.get("SWEEP_TRAIL"):  # by hand: each run's requests, kept if it fails
+            env["UPROBE_FAULT_LOG"] = "%s.%s.%d" % (os.environ["SWEEP_TRAIL"], how, n)
+        tracer = subprocess.Popen([uprobe, "trace"] + opts + ["-p", str(target.pid)] + specs,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  env=env)
+        try:
+            tracer.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            tracer.kill()  # it got no further than request n: the end of the sweep
+            tracer.wait()
+        try:
+            out, err = target.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            target.kill()
+            out, err = target.communicate()
+            fail("%s:%d: the target hung after its tracer's death" % (how, n))
+        if target.returncode != plain.returncode or out != plain.stdout:
+            print("%s:%d: the target ended with %d (unprobed %d)\n%s%s"
+                  % (how, n, target.returncode, plain.returncode, out, err))
+            bad.append("%s:%d" % (how, n))
+        elif os.environ.get("SWEEP_TRAIL"):
+            os.unlink(env["UPROBE_FAULT_LOG"])
+    print("sweep: %d of %d deaths intact (the tracer killed before and after each of "
+          "its ptrace requests 1..%d, step %d)" % (len(points) - len(bad), len(points),
+                                                  runs, step))
+    if bad:
+        fail("the target did not outlive its tracer at " + " ".join(bad))
+    print("PASS")
+    sys.exit(0)
 
 survived = early = 0
 for run in range(runs):
