@@ -14,8 +14,9 @@
  *   client call), or after the client's callback returns (refs).
  * - Never PTRACE_O_EXITKILL: a dying tracer must not take the target with it.
  * - An int3's stop is not reaped while it is handled (wait_any, peeked), and one that
- *   is reaped and waits has rip on its int3 (up__park_safe): a tracer dying at any
- *   moment leaves no thread one byte past an int3 without its SIGTRAP.
+ *   is reaped and waits has rip on its int3 (up__park_safe), put there before the
+ *   reap (park_unreaped): a tracer dying at any moment leaves no thread one byte past
+ *   an int3 without its SIGTRAP.
  */
 #include "task/internal.h"
 
@@ -461,6 +462,21 @@ static bool exec_deferred(struct up_engine *e, pid_t tid)
 	return false;
 }
 
+static void park_unreaped(struct up_task *t);
+
+/* Reaps r's status (any child's: the caller saw it with WNOWAIT), an int3's stop of a
+   thread other than tid put back on its int3 first.  The pid, 0 or -1 as waitpid. */
+static pid_t reap_parked(struct up_engine *e, const siginfo_t *si, pid_t tid, int *st)
+{
+	if (si->si_code == CLD_TRAPPED && si->si_status == SIGTRAP && si->si_pid != tid) {
+		struct up_task *o = up__find_task(e, si->si_pid);
+
+		if (o)
+			park_unreaped(o);
+	}
+	return waitpid(si->si_pid, st, __WALL | WNOHANG);
+}
+
 /*
  * Every wait for one thread goes through here and waits for any child: a zombie
  * leader is not reported until its other threads are reaped, so waitpid(leader)
@@ -480,16 +496,30 @@ int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 		int st;
 		pid_t r;
 
+		siginfo_t si;
+
 		if (exec_deferred(e, tid))
 			return -ESRCH;
-		r = waitpid(-1, &st, __WALL | (e->wait_hook ? WNOHANG : 0));
-		if (r == 0) {
+		/* looked at first, reaped after (reap_parked): another thread's int3 stop
+		   reaped here would leave it one byte past the int3, without the SIGTRAP that
+		   a tracer's death delivers, until up__park_safe put it back */
+		si.si_pid = 0;
+		if (waitid(P_ALL, 0, &si,
+			   WEXITED | WSTOPPED | __WALL | WNOWAIT | (e->wait_hook ? WNOHANG : 0)) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (!si.si_pid) {
 			/* nothing yet: the hook serves what the tracee may be waiting on */
 			e->wait_hook(e->wait_arg, sigchld_pipe[0]);
 			continue;
 		}
+		r = reap_parked(e, &si, tid, &st);
+		if (r == 0)
+			continue;
 		if (r < 0) {
-			if (errno == EINTR)
+			if (errno == EINTR || errno == ECHILD)
 				continue;
 			return -errno;
 		}
@@ -581,6 +611,42 @@ void up__park_safe(struct up_task *t, int status)
 	}
 	r.rip--;
 	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &r) < 0)
+		return;
+	t->regs_dirty = true; /* ours go in at the resume */
+	t->rewound = true;
+}
+
+/*
+ * up__park_safe for an int3's stop still unreaped, so that the kernel holds its SIGTRAP
+ * until the rip is back on the int3: a death before that delivers the trap at the
+ * int3's next byte (the net heals it), after it the SIGTRAP comes with rip on the int3,
+ * marked as moved there (si_errno UP_SI_MOVED, si_addr the rip: the net runs on, and
+ * the int3 traps again, whatever byte is before it), and once reaped the thread traps
+ * on the int3 anew.
+ */
+static void park_unreaped(struct up_task *t)
+{
+	struct up_engine *e = t->proc->e;
+	struct user_regs_struct r;
+	siginfo_t si;
+
+	if (t->rewound || !e->ops->is_breakpoint)
+		return;
+	if (up__ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) < 0 || si.si_signo != SIGTRAP ||
+	    si.si_code != SI_KERNEL)
+		return;
+	if (up__ptrace(PTRACE_GETREGS, t->tid, 0, &r) < 0 ||
+	    !e->ops->is_breakpoint(e->ctx, t, r.rip - 1))
+		return;
+	if (!t->regs_valid) {
+		t->regs = r;
+		t->regs_valid = true;
+	}
+	r.rip--;
+	si.si_errno = UP_SI_MOVED;
+	si.si_addr = (void *)(uintptr_t)r.rip;
+	if (up__ptrace(PTRACE_SETSIGINFO, t->tid, 0, &si) < 0 ||
+	    up__ptrace(PTRACE_SETREGS, t->tid, 0, &r) < 0)
 		return;
 	t->regs_dirty = true; /* ours go in at the resume */
 	t->rewound = true;
@@ -1245,9 +1311,11 @@ static void settle_peeked(struct up_engine *e)
 	if (!tid)
 		return;
 	peeked = 0;
+	t = up__find_task(e, tid);
+	if (t)
+		park_unreaped(t); /* before the reap: see there */
 	if (waitpid(tid, &st, __WALL | WNOHANG) != tid)
 		return;
-	t = up__find_task(e, tid);
 	if (t)
 		up__park_safe(t, st);
 }
@@ -2080,6 +2148,85 @@ void up_task_set_data(struct up_task *t, void *data)
 bool up_task_stopped(const struct up_task *t)
 {
 	return t->state == UP_TS_STOPPED;
+}
+
+/* Is tid's deferred status an ordinary signal's delivery stop (not SIGTRAP, not a stop
+   signal)?  Its signal, or 0. */
+static int deferred_plain_signal(struct up_engine *e, pid_t tid)
+{
+	for (size_t i = 0; i < e->ndq; i++) {
+		int st = e->dq[i].status;
+
+		if (e->dq[i].tid != tid)
+			continue;
+		if (e->dq[i].orphan || !WIFSTOPPED(st) || (st >> 16) || WSTOPSIG(st) == SIGTRAP ||
+		    is_stop_signal(WSTOPSIG(st)))
+			return 0;
+		return WSTOPSIG(st);
+	}
+	return 0;
+}
+
+int up_task_serve_signal(struct up_task *t)
+{
+	struct up_engine *e = t->proc->e;
+
+	for (int round = 0; round < 4; round++) {
+		int sig, st, ev;
+
+		if (t->state != UP_TS_STOPPED || !t->queued || t->stop != UP_ST_SIGNAL ||
+		    t->proc->quiesce <= 0)
+			return -EINVAL;
+		sig = deferred_plain_signal(e, t->tid);
+		if (!sig)
+			return -EAGAIN;
+		flush_regs(t);
+		/* the quiesce's interrupt is still pending (the signal's stop came first);
+		   one more if not, so that the thread stops again after the signal's setup */
+		if (!t->interrupt_sent) {
+			if (up__ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) < 0)
+				return -errno;
+			t->interrupt_sent = true;
+		}
+		drop_deferred(e, t->tid);
+		t->queued = false;
+		if (up__ptrace(PTRACE_CONT, t->tid, 0, (void *)(long)sig) < 0) {
+			/* still stopped in it: as it was */
+			t->queued = true;
+			up__defer(e, t->tid, (sig << 8) | 0x7f, false);
+			return -errno;
+		}
+		t->state = UP_TS_RUNNING;
+		t->regs_valid = false;
+		if (up__wait_tid(e, t->tid, &st) < 0) {
+			t->state = UP_TS_EXITING;
+			return -ESRCH;
+		}
+		if (!WIFSTOPPED(st)) {
+			t->state = UP_TS_EXITING;
+			t->queued = true;
+			up__defer(e, t->tid, st, false);
+			return -ESRCH;
+		}
+		t->state = UP_TS_STOPPED;
+		ev = st >> 16;
+		if (ev == PTRACE_EVENT_STOP) {
+			t->interrupt_sent = false;
+			t->stop = is_stop_signal(WSTOPSIG(st)) ? UP_ST_GROUP : UP_ST_EVENT;
+			return 0;
+		}
+		if (ev == PTRACE_EVENT_EXIT) {
+			let_exit(e, t);
+			return -ESRCH;
+		}
+		/* another signal first (a second one pending): served in the next round */
+		t->stop = ev ? UP_ST_IN_SYSCALL : UP_ST_SIGNAL;
+		t->queued = true;
+		up__defer(e, t->tid, st, false);
+		if (ev)
+			return -EAGAIN;
+	}
+	return -EAGAIN;
 }
 
 int up_task_get_regs(struct up_task *t, struct user_regs_struct *regs)

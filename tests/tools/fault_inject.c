@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/wait.h>
 
 extern void *__libc_malloc(size_t n);
 extern void *__libc_calloc(size_t n, size_t m);
@@ -94,6 +95,20 @@ void *realloc(void *p, size_t n)
 	return malloc_fails() ? NULL : __libc_realloc(p, n);
 }
 
+/* the trail's waits: which thread stopped how (UPROBE_FAULT_LOG) */
+pid_t waitpid(pid_t pid, int *status, int options)
+{
+	static pid_t (*real)(pid_t, int *, int);
+	pid_t r;
+
+	if (!real)
+		real = (pid_t(*)(pid_t, int *, int))dlsym(RTLD_NEXT, "waitpid");
+	r = real(pid, status, options);
+	if (armed_ptrace && trail && r > 0 && status)
+		fprintf(trail, "- wait %d 0x%x\n", (int)r, *status);
+	return r;
+}
+
 long ptrace(enum __ptrace_request req, ...)
 {
 	va_list ap;
@@ -117,7 +132,7 @@ long ptrace(enum __ptrace_request req, ...)
 		raise(SIGKILL);
 	rc = real_ptrace(req, pid, addr, data);
 	if (armed_ptrace && trail)
-		fprintf(trail, "%lu 0x%x %d %p %ld\n", n_ptrace, (unsigned)req, (int)pid, addr, rc);
+		fprintf(trail, "%lu 0x%x %d %p %p %ld\n", n_ptrace, (unsigned)req, (int)pid, addr, data, rc);
 	if (armed_ptrace && n_ptrace == kill_after)
 		raise(SIGKILL);
 	return rc;
