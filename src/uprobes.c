@@ -193,6 +193,16 @@ static void ensure_net(struct uproc *mm, struct up_task *t)
 		if (up_task_stopped(t) && (!ut || ut->state == UT_NONE))
 			rc = up_site_net_ensure(&mm->sites, t);
 	}
+	/* every thread held by a signal of its own the quiesce found (a timer's, at each
+	   thread of a loaded host): one takes it now and runs the net's calls, or the
+	   int3s would go in with no net under them */
+	for (t = up_proc_first_task(mm->p); (rc == -EAGAIN || rc == -ESRCH) && t;
+	     t = up_proc_next_task(t)) {
+		struct utask *ut = up_task_data(t);
+
+		if ((!ut || ut->state == UT_NONE) && !up_task_serve_signal(t))
+			rc = up_site_net_ensure(&mm->sites, t);
+	}
 }
 
 static int ppt_add_consumer(struct ppt *q, struct uprobe *u)

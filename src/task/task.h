@@ -291,6 +291,15 @@ void *up_task_data(const struct up_task *t);
 void up_task_set_data(struct up_task *t, void *data);
 /* Stopped (in a stop the engine or the client holds)? */
 bool up_task_stopped(const struct up_task *t);
+/*
+ * t, stopped by a quiesce in a signal-delivery-stop of an ordinary signal (its status
+ * deferred until the unquiesce: it cannot run code for the tracer), takes that signal
+ * now -- its handler's frame set up, as the resume after the unquiesce would have --
+ * and stops again at the interrupt the quiesce left pending, able to run code.  At
+ * most a few signals in a row; 0, -EAGAIN (another stop came instead: deferred as it
+ * was) or -errno.
+ */
+int up_task_serve_signal(struct up_task *t);
 
 /*
  * The registers of a stopped thread: read on first use in a stop, cached; written
