@@ -488,6 +488,8 @@ static pid_t reap_parked(struct up_engine *e, const siginfo_t *si, pid_t tid, in
  */
 int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 {
+	const int hang = e->wait_hook ? WNOHANG : 0;
+
 	if (exec_deferred(e, tid))
 		return -ESRCH; /* the exec stop waits for the dispatch, not for this wait */
 	if (take_deferred(e, tid, status))
@@ -504,8 +506,7 @@ int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 		   reaped here would leave it one byte past the int3, without the SIGTRAP that
 		   a tracer's death delivers, until up__park_safe put it back */
 		si.si_pid = 0;
-		if (waitid(P_ALL, 0, &si,
-			   WEXITED | WSTOPPED | __WALL | WNOWAIT | (e->wait_hook ? WNOHANG : 0)) < 0) {
+		if (waitid(P_ALL, 0, &si, WEXITED | WSTOPPED | __WALL | WNOWAIT | hang) < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
