@@ -592,40 +592,16 @@ int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 	}
 }
 
-void up__park_safe(struct up_task *t, int status)
-{
-	struct up_engine *e = t->proc->e;
-	struct user_regs_struct r;
-	siginfo_t si;
-
-	if (!WIFSTOPPED(status) || WSTOPSIG(status) != SIGTRAP || (status >> 16) || t->rewound ||
-	    !e->ops->is_breakpoint)
-		return;
-	if (up__ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) < 0 || si.si_code != SI_KERNEL)
-		return;
-	if (up__ptrace(PTRACE_GETREGS, t->tid, 0, &r) < 0 ||
-	    !e->ops->is_breakpoint(e->ctx, t, r.rip - 1))
-		return;
-	if (!t->regs_valid) {
-		t->regs = r;
-		t->regs_valid = true;
-	}
-	r.rip--;
-	if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &r) < 0)
-		return;
-	t->regs_dirty = true; /* ours go in at the resume */
-	t->rewound = true;
-}
-
 /*
- * up__park_safe for an int3's stop still unreaped, so that the kernel holds its SIGTRAP
- * until the rip is back on the int3: a death before that delivers the trap at the
+ * t's int3 stop put back on its int3 (the kernel's rip; ours stays in t->regs, written
+ * at the resume).  unreaped: its stop is not reaped yet, so the kernel holds its SIGTRAP
+ * until the rip is back on the int3 -- a death before that delivers the trap at the
  * int3's next byte (the net heals it), after it the SIGTRAP comes with rip on the int3,
- * marked as moved there (si_errno UP_SI_MOVED, si_addr the rip: the net runs on, and
- * the int3 traps again, whatever byte is before it), and once reaped the thread traps
- * on the int3 anew.
+ * marked as moved there first (si_errno UP_SI_MOVED, si_addr the rip: the net runs on,
+ * and the int3 traps again, whatever byte is before it), and once reaped the thread
+ * traps on the int3 anew.
  */
-static void park_unreaped(struct up_task *t)
+static void park(struct up_task *t, bool unreaped)
 {
 	struct up_engine *e = t->proc->e;
 	struct user_regs_struct r;
@@ -646,11 +622,22 @@ static void park_unreaped(struct up_task *t)
 	r.rip--;
 	si.si_errno = UP_SI_MOVED;
 	si.si_addr = (void *)(uintptr_t)r.rip;
-	if (up__ptrace(PTRACE_SETSIGINFO, t->tid, 0, &si) < 0 ||
+	if ((unreaped && up__ptrace(PTRACE_SETSIGINFO, t->tid, 0, &si) < 0) ||
 	    up__ptrace(PTRACE_SETREGS, t->tid, 0, &r) < 0)
 		return;
 	t->regs_dirty = true; /* ours go in at the resume */
 	t->rewound = true;
+}
+
+void up__park_safe(struct up_task *t, int status)
+{
+	if (WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP && !(status >> 16))
+		park(t, false);
+}
+
+static void park_unreaped(struct up_task *t)
+{
+	park(t, true);
 }
 
 /* ---- resuming -------------------------------------------------------------------- */
