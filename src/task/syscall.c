@@ -55,6 +55,17 @@ static int vdso_fn(void *arg, const struct up_map *m)
 
 static size_t emit_imm(uint8_t *c, unsigned reg, uint64_t v);
 
+/* r's general-purpose register by its x86 number (rax 0 ... r15 15) */
+static uint64_t gpr(const struct user_regs_struct *r, unsigned reg)
+{
+	const unsigned long long *at[16] = {
+		&r->rax, &r->rcx, &r->rdx, &r->rbx, &r->rsp, &r->rbp, &r->rsi, &r->rdi,
+		&r->r8,	 &r->r9,  &r->r10, &r->r11, &r->r12, &r->r13, &r->r14, &r->r15,
+	};
+
+	return *at[reg & 15];
+}
+
 /* the rescue stub's room: 2 + 7 + 4 * 6 + 2 + 9 * 10 + 6 + 8 + 8 bytes at most */
 #define RESCUE_LEN 160
 
@@ -195,7 +206,7 @@ static size_t rescue_code(uint8_t *c, const struct user_regs_struct *b0, uint64_
 {
 	static const uint8_t kept[9] = { 1 /* rcx */, 2, 6, 7, 8, 9, 10, 11, 0 /* rax */ };
 	const struct user_regs_struct rs = restarted(b0), *b = &rs;
-	uint64_t rax = b->rax, rip = b->rip, v;
+	uint64_t rip = b->rip;
 	size_t n = 0, lea;
 	c[n++] = 0x0f, c[n++] = 0x05;	  /* syscall: the call */
 	memcpy(c + n, "\x48\x8d\x35", 3); /* lea mask(%rip), %rsi */
@@ -207,36 +218,7 @@ static size_t rescue_code(uint8_t *c, const struct user_regs_struct *b0, uint64_
 	n += emit_imm(c + n, 10, 8);
 	c[n++] = 0x0f, c[n++] = 0x05;
 	for (unsigned i = 0; i < 9; i++) {
-		switch (kept[i]) {
-		case 0:
-			v = rax;
-			break;
-		case 1:
-			v = b->rcx;
-			break;
-		case 2:
-			v = b->rdx;
-			break;
-		case 6:
-			v = b->rsi;
-			break;
-		case 7:
-			v = b->rdi;
-			break;
-		case 8:
-			v = b->r8;
-			break;
-		case 9:
-			v = b->r9;
-			break;
-		case 10:
-			v = b->r10;
-			break;
-		default:
-			v = b->r11;
-			break;
-		}
-		n += emit_imm(c + n, kept[i], v);
+		n += emit_imm(c + n, kept[i], gpr(b, kept[i]));
 	}
 	memcpy(c + n, "\xff\x25\0\0\0\0", 6); /* jmp *0(%rip) */
 	n += 6;
@@ -735,35 +717,13 @@ int up_task_syscalls(struct up_task *t, uint64_t code, struct up_task_rsys *call
 	if (err < 0)
 		return err;
 	for (unsigned k = 0; k < n; k++) {
-		uint64_t v;
-
 		if (k == KEPT) { /* in rax, if it ran: the one before it succeeded */
 			calls[k].ret = (uint64_t)calls[k - 1].ret >= (uint64_t)-4095 ?
 					       -ECANCELED :
 					       (int64_t)r.rax;
 			break;
 		}
-		switch (keep_reg[k]) {
-		case 3:
-			v = r.rbx;
-			break;
-		case 5:
-			v = r.rbp;
-			break;
-		case 12:
-			v = r.r12;
-			break;
-		case 13:
-			v = r.r13;
-			break;
-		case 14:
-			v = r.r14;
-			break;
-		default:
-			v = r.r15;
-			break;
-		}
-		calls[k].ret = (int64_t)v;
+		calls[k].ret = (int64_t)gpr(&r, keep_reg[k]);
 	}
 	return 0;
 }
