@@ -516,18 +516,27 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 		return err;
 	r = t->regs;
 	mode = r.cs == 0x23 ? 32 : 64;
-	if (mode == 64 && p->syscall_stub) {
-		/* free up to the stub's int3: no step to lose (up_proc_set_syscall_stub) */
-		r.rip = p->syscall_stub;
-		r.rax = (uint64_t)nr;
-		r.orig_rax = (uint64_t)-1;
+	r.rax = (uint64_t)nr;
+	r.orig_rax = (uint64_t)-1;
+	if (mode == 64) {
 		r.rdi = args[0];
 		r.rsi = args[1];
 		r.rdx = args[2];
 		r.r10 = args[3];
 		r.r8 = args[4];
 		r.r9 = args[5];
-		snprintf(what, sizeof(what), "remote syscall %ld", nr);
+	} else {
+		r.rbx = (uint32_t)args[0];
+		r.rcx = (uint32_t)args[1];
+		r.rdx = (uint32_t)args[2];
+		r.rsi = (uint32_t)args[3];
+		r.rdi = (uint32_t)args[4];
+		r.rbp = (uint32_t)args[5];
+	}
+	snprintf(what, sizeof(what), "remote syscall %ld", nr);
+	if (mode == 64 && p->syscall_stub) {
+		/* free up to the stub's int3: no step to lose (up_proc_set_syscall_stub) */
+		r.rip = p->syscall_stub;
 		err = run_remote(t, &r, RUN_FREE, p->syscall_stub, p->syscall_stub + 3, false,
 				 what);
 		if (!err)
@@ -550,24 +559,6 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 		wrote = true;
 	}
 	r.rip = insn_at;
-	r.rax = (uint64_t)nr;
-	r.orig_rax = (uint64_t)-1;
-	if (mode == 64) {
-		r.rdi = args[0];
-		r.rsi = args[1];
-		r.rdx = args[2];
-		r.r10 = args[3];
-		r.r8 = args[4];
-		r.r9 = args[5];
-	} else {
-		r.rbx = (uint32_t)args[0];
-		r.rcx = (uint32_t)args[1];
-		r.rdx = (uint32_t)args[2];
-		r.rsi = (uint32_t)args[3];
-		r.rdi = (uint32_t)args[4];
-		r.rbp = (uint32_t)args[5];
-	}
-	snprintf(what, sizeof(what), "remote syscall %ld", nr);
 	/* through its system-call stops where the rescue stub makes a death harmless and
 	   the thread's stop holds no signal to keep (an interrupt's or group-stop's) */
 	err = run_remote(t, &r,
