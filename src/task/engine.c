@@ -2162,8 +2162,10 @@ int up_task_serve_signal(struct up_task *t)
 	for (int round = 0; round < 4; round++) {
 		int sig, st, ev;
 
+		/* only a stop the quiesce made and will end (qstopped): another one served
+		   here would leave the thread in an event stop nobody resumes */
 		if (t->state != UP_TS_STOPPED || !t->queued || t->stop != UP_ST_SIGNAL ||
-		    t->proc->quiesce <= 0)
+		    t->proc->quiesce <= 0 || !t->qstopped)
 			return -EINVAL;
 		sig = deferred_plain_signal(e, t->tid);
 		if (!sig)
