@@ -50,6 +50,11 @@ WEAK int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int
 {
 	return -ENOSYS;
 }
+WEAK int up_task_syscalls(struct up_task *t, uint64_t code, struct up_task_rsys *calls,
+			  unsigned n)
+{
+	return -ENOSYS;
+}
 WEAK int up_task_call(struct up_task *t, uint64_t fn, uint64_t end, uint64_t a0, uint64_t a1)
 {
 	return -ENOSYS;
