@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * The tracer's side of the aggregation keys tid and comm: two words of the region's
- * ctl (agent/abi.h) that the agent reads at each hit keyed by them.  The ctl is the
- * region's first page, in the tracer's mapping too.
+ * The tracer's side of the aggregation key comm: a word of the region's ctl
+ * (agent/abi.h) that the agent reads at each hit keyed by it.  The ctl is the region's
+ * first page, in the tracer's mapping too.  (tid_off is ring.c's: the tracer keeps its
+ * own copy, never reading the process-writable word back.)
  */
 #include "agent/agg_thr.h"
 #include "agent/abi.h"
@@ -11,16 +12,6 @@
 static struct upa_ctl *ctl_of(const struct up_agent *a)
 {
 	return (struct upa_ctl *)up_agent_region(a);
-}
-
-void up_agent_tid_off(struct up_agent *a, uint32_t off)
-{
-	__atomic_store_n(&ctl_of(a)->tid_off, off, __ATOMIC_RELEASE);
-}
-
-uint32_t up_agent_tid_off_get(const struct up_agent *a)
-{
-	return __atomic_load_n(&ctl_of(a)->tid_off, __ATOMIC_RELAXED);
 }
 
 void up_agent_comm_changed(struct up_agent *a)

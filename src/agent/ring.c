@@ -40,6 +40,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -120,6 +121,7 @@ struct up_agent {
 	bool rt_wanted, rt_touched; /* a return probe placed; its tables made present */
 	bool owner_touched; /* the thread slots' page (rt_owner: rings, tables, returns) */
 	bool ctl_touched;   /* the ctl page, by the process (up_agent_heap_ready) */
+	uint32_t tid_off;   /* what ctl->tid_off was set to: the tracer's, never read back */
 	struct agent_probe *probes; /* by record id */
 	uint32_t max_record;	    /* the largest of any probe's */
 	struct agent_ring rings[UPA_RINGS];
@@ -253,6 +255,23 @@ void *up_agent_region(const struct up_agent *a)
 	return a->map;
 }
 
+/* Is fd the region's memfd, as the process made it: a memfd of ours by its name, of the
+   region's size, linked nowhere? */
+static bool is_our_memfd(int fd, size_t size)
+{
+	char p[32], name[64];
+	struct stat st;
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	n = readlink(p, name, sizeof(name) - 1);
+	if (n < 0 || fstat(fd, &st) < 0)
+		return false;
+	name[n] = 0;
+	return S_ISREG(st.st_mode) && st.st_nlink == 0 && (uint64_t)st.st_size == size &&
+	       !strncmp(name, "/memfd:uprobe-agent", 19);
+}
+
 /* Can this tracer open a traced process's mapping through /proc/PID/map_files (the
    kernel asks for CAP_SYS_ADMIN)?  Learned at the first agent that tries. */
 static bool map_files_usable = true;
@@ -353,6 +372,13 @@ again:
 	} else {
 		snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)up_proc_pid(p), (int)fd);
 		lfd = open(path, O_RDWR | O_CLOEXEC);
+	}
+	if (lfd >= 0 && !is_our_memfd(lfd, a->size)) {
+		/* the addresses or the descriptor came back from the process's registers:
+		   what they name is the process's to choose, and not ours to map */
+		close(lfd);
+		lfd = -1;
+		errno = EPERM;
 	}
 	if (lfd < 0) {
 		rc = -errno;
@@ -603,6 +629,17 @@ void up_agent_set_block(struct up_agent *a, bool on)
 			ring_wake(a, k, true);
 }
 
+void up_agent_tid_off(struct up_agent *a, uint32_t off)
+{
+	a->tid_off = off;
+	__atomic_store_n(&a->ctl->tid_off, off, __ATOMIC_RELEASE);
+}
+
+uint32_t up_agent_tid_off_get(const struct up_agent *a)
+{
+	return a->tid_off;
+}
+
 void up_agent_quiet(struct up_agent *a)
 {
 	flags_set(a, a->flags | UPA_F_QUIET);
@@ -746,10 +783,9 @@ int up_agent_probe_add(struct up_agent *a, struct upa_probe *d, const struct upa
 		g.ntables = agg_ntables((size_t)g.entry_words * 8u << g.order);
 		g.dropped = 0;
 		d->flags |= UPA_P_AGG;
-		if (!d->ncond && g.nkeys == 1 && !g.nvals && g.key[0].src == UPA_AGG_DURATION &&
-		    (d->flags & UPA_P_RETURN))
-			d->flags |= UPA_P_AGG1;
-		if (!d->ncond && g.nkeys == 1 && !g.nvals && (g.key[0].src == UPA_AGG_TID || g.key[0].src == UPA_AGG_COMM))
+		if (!d->ncond && g.nkeys == 1 && !g.nvals &&
+		    ((g.key[0].src == UPA_AGG_DURATION && (d->flags & UPA_P_RETURN)) ||
+		     g.key[0].src == UPA_AGG_TID || g.key[0].src == UPA_AGG_COMM))
 			d->flags |= UPA_P_AGG1;
 		if (!d->ncond && g.nkeys == 1 && !g.nvals && g.key[0].src == UPA_AGG_FETCH &&
 		    g.key[0].fetch < d->nfetch) {

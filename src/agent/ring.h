@@ -185,10 +185,10 @@ void up_agent_rec_of_raw(const struct up_agent *a, const struct uprobe_raw_rec *
    UPA_F_BLOCK) while the tracer moves the ring's tail; off at up_agent_free, and when
    a ring is found corrupt. */
 void up_agent_set_block(struct up_agent *a, bool on);
-/* The tracer drains again: threads that stopped waiting for it (ctl.gone) wait again. */
 /* The trace ends: the threads write no more records (nor count them lost), and wake
    from a wait for room; what the rings hold stays to be drained. */
 void up_agent_quiet(struct up_agent *a);
+/* The tracer drains again: threads that stopped waiting for it (ctl.gone) wait again. */
 void up_agent_heartbeat(struct up_agent *a);
 /* CLOCK_MONOTONIC in ns: the clock records are stamped with. */
 uint64_t up_mono_ns(void);
