@@ -464,11 +464,16 @@ static bool exec_deferred(struct up_engine *e, pid_t tid)
 
 static void park_unreaped(struct up_task *t);
 
-/* Reaps r's status (any child's: the caller saw it with WNOWAIT), an int3's stop of a
-   thread other than tid put back on its int3 first.  The pid, 0 or -1 as waitpid. */
-static pid_t reap_parked(struct up_engine *e, const siginfo_t *si, pid_t tid, int *st)
+/*
+ * Reaps r's status (any child's: the caller saw it with WNOWAIT), an int3's stop put
+ * back on its int3 first -- tid's own too: a quiesce or a pending trap's drain waits for
+ * another stop and keeps an int3's for later, reaped, and a death meanwhile ran the
+ * thread from the int3's next byte (SIGSEGV; the sweep's killafter at a quiesce during
+ * another thread's hit).  The pid, 0 or -1 as waitpid.
+ */
+static pid_t reap_parked(struct up_engine *e, const siginfo_t *si, int *st)
 {
-	if (si->si_code == CLD_TRAPPED && si->si_status == SIGTRAP && si->si_pid != tid) {
+	if (si->si_code == CLD_TRAPPED && si->si_status == SIGTRAP) {
 		struct up_task *o = up__find_task(e, si->si_pid);
 
 		if (o)
@@ -516,7 +521,7 @@ int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 			e->wait_hook(e->wait_arg, sigchld_pipe[0]);
 			continue;
 		}
-		r = reap_parked(e, &si, tid, &st);
+		r = reap_parked(e, &si, &st);
 		if (r == 0)
 			continue;
 		if (r < 0) {
@@ -715,8 +720,24 @@ static int task_resume_raw(struct up_task *t, bool step)
 	flush_regs(t);
 	if (t->stop == UP_ST_SIGNAL) {
 		sig = t->sig;
-		if (sig && t->info_clobbered && t->info.si_signo == sig)
+		if (sig && t->info_clobbered && t->info.si_signo == sig) {
+			/*
+			 * Another signal in place of an unreaped SIGTRAP stop (a delayed one
+			 * passed on at its step's end): between the SETSIGINFO and the resume
+			 * the stop's signal is still SIGTRAP, which a tracer's death delivers
+			 * with the info rewritten as SI_USER -- a SIGTRAP of the program's own
+			 * to the net, the default's core dump.  Reaped first, a death there
+			 * delivers nothing (the delayed signal is lost, as it is throughout
+			 * the step before).
+			 */
+			if (t->tid == peeked && sig != SIGTRAP) {
+				int st;
+
+				peeked = 0;
+				waitpid(t->tid, &st, __WALL | WNOHANG);
+			}
 			up__ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->info);
+		}
 	}
 	if (step)
 		req = PTRACE_SINGLESTEP;
