@@ -15,7 +15,7 @@ target_link_libraries(run_work PRIVATE pthread)
 
 find_program(UPROBE_RUN_PY NAMES python3)
 set(_run_tests)
-foreach(mode compare fast tools nonroot errors misc)
+foreach(mode compare fast tools nonroot errors misc tracecomm)
   if(UPROBE_RUN_PY)
     add_test(NAME run.${mode} COMMAND ${UPROBE_RUN_PY}
       ${CMAKE_CURRENT_LIST_DIR}/integration/run_bpftrace.py ${mode}

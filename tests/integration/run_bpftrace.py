@@ -17,6 +17,9 @@
             but for the clock and the pid columns
   nonroot   `uprobe run` as the user nobody on its own command: the same maps as root
   errors    bpftrace's caret errors, the kernel's probes refused by name
+  tracecomm `uprobe trace -t` keyed by $comm (and a comm filter) on threads renamed
+            while they run (prctl, pthread_setname_np): the counts by name
+            bpftrace's @[comm] = count() gives, in the process and on the trap path
   misc      -l against bpftrace -l, a '#!/usr/bin/env -S uprobe run' script with $1,
             interval probes with exit(), -o FILE, -p PID
 
@@ -505,6 +508,56 @@ def cmd_misc(uprobe, work, usdt=None):
     finish()
 
 
+def comm_counts_bt(out):
+    return {k.decode(): int(n) for k, n in re.findall(rb"^@\[(.*)\]: (\d+)$", out, re.M)}
+
+
+def comm_counts_hist(out):
+    return {k.decode(): int(n) for k, n in
+            re.findall(rb"^\{ cm: (\S+) +\} hitcount: +(\d+)$", out, re.M)}
+
+
+def cmd_tracecomm(uprobe, work):
+    """`uprobe trace` sees renames as `uprobe run` does (the session's watch of prctl
+    and pthread_setname_np): a $comm-keyed trigger and a comm filter, on named_call's
+    threads (renamed by prctl, and one by pthread_setname_np from another thread)."""
+    # what run_work.c's named_threads does: by comm 2 5 10 15 7 11
+    want = {"run_work": 2, "worker0": 5, "worker1": 10, "worker2": 15, "renamed": 7,
+            "other": 11}
+    bt, why = have_bpftrace()
+    if bt:
+        a = run([bt, "-e", "uprobe:%s:named_call /comm != \"bpftrace\"/ "
+                 "{ @[comm] = count(); }" % work, "-c", work])
+        want = comm_counts_bt(a.stdout)
+        check(len(want) == 6, "bpftrace: six names: %s" % want)
+    else:
+        print("note: %s: compared with run_work.c's own counts" % why)
+    spec = "p:w/named %s:named_call cm=$comm" % work
+    for mode in ([], ["--no-fast"]):
+        b = run([uprobe, "trace", "-v"] + mode + ["-e", spec, "-t", "w/named:hist:keys=cm",
+                                                 "--", work])
+        got = comm_counts_hist(b.stdout)
+        err = b.stderr.decode(errors="replace")
+        check(b.returncode == 0 and got == want,
+              "trace -t keys=cm %s: the counts by name bpftrace gives: %s" %
+              (" ".join(mode) or "(in the process)", got))
+        if got != want:
+            print(err)
+        check("comm: renames watched at r:upcomm/prctl" in err and
+              "1 of 1 probes armed" in err, "trace -v: renames watched, not counted as the "
+              "user's probes")
+        # a comm filter: the events of the renamed main thread only
+        b = run([uprobe, "trace"] + mode + ["--filter", 'comm == "renamed"', "-e",
+                                            "p:w/named %s:named_call k=%%di:s32" % work,
+                                            "--", work])
+        lines = [l for l in b.stdout.splitlines() if b" named: " in l]
+        check(len(lines) == want["renamed"] and all(l.strip().startswith(b"renamed-") and
+                                                     l.endswith(b"k=-2") for l in lines),
+              "trace --filter 'comm == \"renamed\"' %s: the renamed thread's %d calls: %d" %
+              (" ".join(mode), want["renamed"], len(lines)))
+    finish()
+
+
 def main():
     mode, uprobe, work = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "compare":
@@ -517,6 +570,8 @@ def main():
         cmd_nonroot(uprobe, work)
     elif mode == "errors":
         cmd_errors(uprobe, work)
+    elif mode == "tracecomm":
+        cmd_tracecomm(uprobe, work)
     elif mode == "misc":
         cmd_misc(uprobe, work, sys.argv[5] if len(sys.argv) > 5 else None)
     else:

@@ -489,84 +489,6 @@ static char *read_all(FILE *f)
 	return s;
 }
 
-/* "libc" as bpftrace finds it: a file NAME.so* or NAME-*.so the process maps. */
-static bool lib_in_maps(pid_t pid, const char *name, char *out, size_t size)
-{
-	char path[64], line[PATH_MAX + 128];
-	size_t nl = strlen(name);
-	bool found = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *p = strchr(line, '/'), *base;
-
-		if (!p)
-			continue;
-		p[strcspn(p, "\n")] = '\0';
-		base = strrchr(p, '/') + 1;
-		if (!strncmp(base, name, nl) && (base[nl] == '.' || base[nl] == '-') &&
-		    strstr(base, ".so")) {
-			snprintf(out, size, "%s", p);
-			found = true;
-		}
-	}
-	fclose(f);
-	return found;
-}
-
-/* The linker's search path: NAME.so.N (the highest-priority directory first). */
-static bool lib_in_path(const char *name, char *out, size_t size)
-{
-	static const char *const dirs[] = {
-		"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
-		"/lib", "/usr/lib", "/usr/local/lib", NULL,
-	};
-	size_t nl = strlen(name);
-	const char *ld = getenv("LD_LIBRARY_PATH");
-
-	for (int pass = 0; pass < 2; pass++) {
-		char ldbuf[PATH_MAX];
-		const char *list[64];
-		unsigned nlist = 0;
-
-		if (!pass && ld && *ld) {
-			snprintf(ldbuf, sizeof(ldbuf), "%s", ld);
-			for (char *sv, *t = strtok_r(ldbuf, ":", &sv); t && nlist < 63;
-			     t = strtok_r(NULL, ":", &sv))
-				list[nlist++] = t;
-		} else if (pass) {
-			for (int i = 0; dirs[i]; i++)
-				list[nlist++] = dirs[i];
-		}
-		for (unsigned i = 0; i < nlist; i++) {
-			DIR *d = opendir(list[i]);
-			struct dirent *e;
-			char best[NAME_MAX + 1] = "";
-
-			if (!d)
-				continue;
-			while ((e = readdir(d))) {
-				if (strncmp(e->d_name, name, nl) || strncmp(e->d_name + nl, ".so", 3))
-					continue;
-				/* the runtime's name (libc.so.6) before the link-time one (libc.so) */
-				if (!best[0] || (strlen(e->d_name) > strlen(best) && !strcmp(best + nl, ".so")) ||
-				    (strcmp(e->d_name + nl, ".so") && strlen(e->d_name) < strlen(best)))
-					snprintf(best, sizeof(best), "%s", e->d_name);
-			}
-			closedir(d);
-			if (best[0]) {
-				snprintf(out, size, "%s/%s", list[i], best);
-				return true;
-			}
-		}
-	}
-	return false;
-}
-
 /* A program in PATH (uprobe:bash:readline). */
 static bool in_exec_path(const char *name, char *out, size_t size)
 {
@@ -592,9 +514,7 @@ static bool resolve_target(const char *target, pid_t pid, char *out, size_t size
 		snprintf(out, size, "%s", target);
 		return true;
 	}
-	if (pid > 0 && lib_in_maps(pid, target, out, size))
-		return true;
-	if (lib_in_path(target, out, size))
+	if (up_sym_find_lib(target, pid, out, size))
 		return true;
 	return in_exec_path(target, out, size);
 }
@@ -742,6 +662,13 @@ static bool node_uses(const struct bt_node *n, int builtin)
 	return false;
 }
 
+/* The session's notes, with -v. */
+static void run_log(void *arg, const char *msg)
+{
+	(void)arg;
+	fprintf(stderr, "uprobe run: %s\n", msg);
+}
+
 /* Does a user-space probe of p read the builtin? */
 static bool prog_uses(const struct bt_prog *p, int builtin)
 {
@@ -752,44 +679,6 @@ static bool prog_uses(const struct bt_prog *p, int builtin)
 		    (node_uses(p->probes[i].pred, builtin) || node_uses(p->probes[i].body, builtin)))
 			return true;
 	return false;
-}
-
-static void on_comm_set(void *arg, const struct up_trace_hit *h)
-{
-	(void)arg;
-	up_trace_hit_comm_changed(h);
-}
-
-/*
- * comm is the thread's name at the hit, as bpftrace reads it from the kernel.  Both
- * paths cache names per thread (the session per tid, the agent in its thread slots), so
- * the calls that rename a thread are watched: at the return of libc's prctl (which
- * pthread_setname_np calls for its own thread; __prctl is the same code) and of
- * pthread_setname_np (which writes /proc/self/task/TID/comm for another thread), while
- * the thread is stopped, both caches are told to read the names again
- * (up_trace_hit_comm_changed).  Not counted as the program's probes, never printed.
- * A name written by a raw syscall or by hand into /proc/self/task/TID/comm is not seen
- * until the next such call.
- */
-static void watch_comm(struct up_trace *tr, pid_t pid, int verbose)
-{
-	static const char *const fns[2] = { "prctl", "pthread_setname_np" };
-	char path[PATH_MAX], spec[PATH_MAX + 64], err[512];
-
-	if (!resolve_target("libc", pid, path, sizeof(path)))
-		return;
-	for (unsigned i = 0; i < 2; i++) {
-		snprintf(spec, sizeof(spec), "r:btcomm/%s %s:%s", i ? "setname" : "prctl", path,
-			 fns[i]);
-		if (up_trace_add(tr, spec, err, sizeof(err))) {
-			if (verbose > 0)
-				fprintf(stderr, "uprobe run: %s: not watched: %s\n", fns[i], err);
-			continue;
-		}
-		up_trace_set_hit_fn(tr, up_trace_nspecs(tr) - 1, on_comm_set, NULL);
-		if (verbose > 0)
-			fprintf(stderr, "uprobe run: comm: renames watched at %s\n", spec);
-	}
 }
 
 /* The program's user-space attach points, into the session. */
@@ -1293,7 +1182,7 @@ static int run_run(int argc, char **argv)
 	}
 	if (nuser) {
 		struct up_trace_opts opts = { .out = NULL, .follow = true, .no_fast = no_fast,
-					      .verbose = verbose };
+					      .verbose = verbose, .log = verbose > 0 ? run_log : NULL };
 
 		plans = calloc(prog->nprobes, sizeof(*plans));
 		for (unsigned i = 0; plans && !no_fast && i < prog->nprobes; i++)
@@ -1336,8 +1225,10 @@ static int run_run(int argc, char **argv)
 			goto out;
 		}
 		nprobes += ad.added;
+		/* comm is the thread's name at the hit, as bpftrace reads it from the
+		   kernel: both paths cache names per thread, so renames are watched */
 		if (ad.added && prog_uses(prog, BT_B_COMM))
-			watch_comm(tr, pid, verbose);
+			up_trace_watch_comm(tr, pid);
 		if (!nprobes) {
 			fputs("No probes to attach\n", stderr);
 			status = CLI_FAIL;
