@@ -13,8 +13,10 @@
             bpftrace on threads renamed while they run (tids compared as counts)
   tools     Debian's bpftrace tools, read from the installed package: bashreadline.bt
             on an interactive bash fed commands, gethostlatency.bt on getaddrinfo
-            calls, threadsnoop.bt on thread creation; their lines equal bpftrace's
-            but for the clock and the pid columns
+            calls, threadsnoop.bt on thread creation, sslsnoop.bt and ssllatency.bt on
+            a TLS client and server (tests/targets/run_ssl.c); their lines equal
+            bpftrace's but for the clock, the pid and tid, the latencies (and the
+            buckets they fall in) and the functions bpftrace names by address
   nonroot   `uprobe run` as the user nobody on its own command: the same maps as root
   errors    bpftrace's caret errors, the kernel's probes refused by name
   tracecomm `uprobe trace -t` keyed by $comm (and a comm filter) on threads renamed
@@ -278,7 +280,7 @@ def mask(out, pid_col=True):
     return lines
 
 
-def cmd_tools(uprobe, work, th, gh):
+def cmd_tools(uprobe, work, th, gh, ssl=None):
     bt, why = have_bpftrace()
     tools = "/usr/sbin"
     br = os.path.join(tools, "bashreadline.bt")
@@ -336,7 +338,113 @@ def cmd_tools(uprobe, work, th, gh):
           "pthread_create here)")
     if b.stdout != want:
         print(diff(want, b.stdout), b.stderr.decode(errors="replace"))
+    ssl_tools(uprobe, bt, why, tools, ssl)
     finish()
+
+
+SSL_FUNCS = (b"SSL_read", b"SSL_write", b"SSL_do_handshake")
+
+
+def sslsnoop_rows(out):
+    """sslsnoop.bt's event lines: TIME(us) TID COMM LAT(us) RET FUNC, with the clock,
+    the tid and the latency masked; FUNC None where bpftrace printed an address (it
+    names a usym once the process is gone, and then gives the address)."""
+    rows = []
+    for line in out.splitlines()[3:]:
+        f = line.split()
+        if len(f) != 6 or not f[0].isdigit():
+            rows.append(line)
+            continue
+        rows.append((f[2], f[4], None if f[5].startswith(b"0x") else f[5]))
+    return rows
+
+
+def ssllatency_norm(out):
+    """ssllatency.bt's output with what timing decides left out: each map's keys
+    masked (bpftrace prints its func keys as addresses), a hist as its total count (its
+    buckets are latencies), a stats line as its count; the lines and their order
+    otherwise.  Also the keys themselves, for a check that ours are named."""
+    lines, keys, cur = [], [], None
+    for line in out.splitlines():
+        m = re.match(rb"^(@\w+)\[(.*)\]: (.*)$", line)
+        if m:
+            keys.append(m.group(2))
+            st = re.match(rb"count (\d+), average \d+, total \d+$", m.group(3))
+            if st:
+                lines.append([m.group(1), b"count", int(st.group(1))])
+                cur = None
+            else:
+                cur = [m.group(1), b"hist", 0]
+                lines.append(cur)
+            continue
+        b = re.match(rb"^[\[(].*\s(\d+) \|", line)
+        if b and cur:
+            cur[2] += int(b.group(1))
+            continue
+        lines.append(line)
+        cur = None
+    # equal counts print in no fixed order (and by different keys): per map, sorted
+    return [tuple(l) if isinstance(l, list) else l for l in lines], keys
+
+
+def ssl_tools(uprobe, bt, why, tools, ssl):
+    if not ssl or not os.path.exists(ssl):
+        print("note: sslsnoop.bt, ssllatency.bt not run: no run_ssl (Debian package "
+              "libssl-dev)")
+        return
+    if not shutil.which("openssl"):
+        print("note: sslsnoop.bt, ssllatency.bt not run: no openssl command to make "
+              "the server's certificate (Debian package openssl)")
+        return
+    tmp = tempfile.mkdtemp(prefix="uprobe-run-ssl-")
+    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    r = run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+             "-out", cert, "-days", "2", "-subj", "/CN=localhost"])
+    check(r.returncode == 0, "a certificate for run_ssl (openssl req)")
+    cmd = "%s %s %s" % (ssl, cert, key)
+    sn = os.path.join(tools, "sslsnoop.bt")
+    sl = os.path.join(tools, "ssllatency.bt")
+    # the calls run_ssl.c makes: 2 + 2 handshake steps (-1, -1, 1, 1), 3 x (write, read)
+    # twice, the last read with nothing to read
+    want = [(b"run_ssl", b"-1", b"SSL_do_handshake")] * 2 + \
+        [(b"run_ssl", b"1", b"SSL_do_handshake")] * 2 + \
+        [(b"run_ssl", b"4", f) for f in (b"SSL_write", b"SSL_read")] * 6 + \
+        [(b"run_ssl", b"-1", b"SSL_read")]
+    b = run([uprobe, "run", sn, "-c", cmd])
+    ours = sslsnoop_rows(b.stdout)
+    check(b.returncode == 0 and b.stdout.startswith(
+        b"Attaching 11 probes...\nTracing SSL/TLS handshake... Hit Ctrl-C to end.\n"
+        b"TIME(us)   TID      COMM     LAT(us)   RET FUNC\n") and
+        [r for r in ours if isinstance(r, tuple)] == want,
+        "sslsnoop.bt, unchanged: run_ssl's 17 calls, their return values and names")
+    if [r for r in ours if isinstance(r, tuple)] != want:
+        print(b.stdout.decode(errors="replace"), b.stderr.decode(errors="replace"))
+    if bt:
+        a = run([bt, sn, "-c", cmd])
+        theirs = sslsnoop_rows(a.stdout)
+        same = a.stdout.splitlines()[:3] == b.stdout.splitlines()[:3] and \
+            len(theirs) == len(ours) and \
+            all(t == o or (isinstance(t, tuple) and t[2] is None and t[:2] == o[:2])
+                for t, o in zip(theirs, ours))
+        check(same, "sslsnoop.bt: bpftrace's lines, clock, tid and latency aside")
+        if not same:
+            print(diff(a.stdout, b.stdout))
+    b = run([uprobe, "run", sl, "-c", cmd])
+    ours, keys = ssllatency_norm(b.stdout)
+    check(b.returncode == 0 and b.stdout.startswith(b"Attaching 12 probes...\n") and
+          set(keys) <= set(SSL_FUNCS) and (b"@stat", b"count", 6) in ours and
+          (b"@statF", b"count", 1) in ours,
+          "ssllatency.bt, unchanged: its maps by function, 6 reads and writes, a failed read")
+    if bt:
+        a = run([bt, sl, "-c", cmd])
+        theirs, _ = ssllatency_norm(a.stdout)
+        check(theirs == ours, "ssllatency.bt: bpftrace's maps, their counts and lines, "
+              "the latencies' buckets and the keys' addresses aside")
+        if theirs != ours:
+            print(diff(a.stdout, b.stdout))
+    else:
+        print("note: " + why)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def cmd_nonroot(uprobe, work):
@@ -563,7 +671,8 @@ def main():
     if mode == "compare":
         cmd_compare(uprobe, work)
     elif mode == "tools":
-        cmd_tools(uprobe, work, sys.argv[4], sys.argv[4])
+        ssl = [a for a in sys.argv[5:] if os.path.basename(a) == "run_ssl"]
+        cmd_tools(uprobe, work, sys.argv[4], sys.argv[4], ssl[0] if ssl else None)
     elif mode == "fast":
         cmd_fast(uprobe, work)
     elif mode == "nonroot":
@@ -573,7 +682,8 @@ def main():
     elif mode == "tracecomm":
         cmd_tracecomm(uprobe, work)
     elif mode == "misc":
-        cmd_misc(uprobe, work, sys.argv[5] if len(sys.argv) > 5 else None)
+        usdt = [a for a in sys.argv[5:] if os.path.basename(a) != "run_ssl"]
+        cmd_misc(uprobe, work, usdt[0] if usdt else None)
     else:
         sys.exit("unknown mode " + mode)
 
