@@ -127,6 +127,22 @@ def one_liners(w):
         f('uprobe:W:work_key { @c[arg0] = count(); @d = count(); } '
           'uprobe:W:work_ret /arg0 == 29/ { exit(); } '
           'END { print(@c); clear(@c); zero(@d); print(@d); print(5); print("x"); }'),
+        # print(@m, top, div): the biggest entries, values divided (a hist's counts;
+        # bpftrace 0.17 divides neither lhist's nor stats', nor takes stats' top)
+        f('uprobe:W:work_key { @c[arg0] = count(); @s[arg0] = sum(arg0); @a[arg0] = '
+          'avg(arg0); @st[arg0] = stats(arg0); @g = count(); @m[arg0 % 5] = '
+          'min((int32)arg0 - 9); @k[str(arg1)] = count(); } END { print(@c, 3); '
+          'print(@s, 0, 3); print(@a, 2, 2); print(@st, 2); print(@g, 0, 2); '
+          'print(@m, 3, 7); print(@k, 2); print(@c, 50, 0); }'),
+        f('uprobe:W:work_size { @h[arg0 % 2] = hist(arg0); @l[arg0 % 3] = '
+          'lhist(arg0, 0, 70000, 5000); } END { print(@h, 1, 3); print(@l, 2, 4); }'),
+        # ntop, strftime (a fixed time after boot: the boot's wall clock, in minutes),
+        # usym of addresses without a symbol (0 as bpftrace prints a null pointer)
+        f('uprobe:W:work_key { @n[ntop(arg0 + 0x0100007f)] = count(); @s[ntop(10, arg0)] = '
+          'count(); @t[ntop(arg0 % 2 ? 2 : 10, arg0)] = count(); @u[usym(arg0)] = count(); } '
+          'BEGIN { printf("%s|%s|%s\\n", strftime("%Y-%m-%d %H:%M", 1500), '
+          'strftime("%H:%M", 86400000000000), strftime("", 5)); $t = strftime("%Y", 0); '
+          'printf("%s\\n", $t); }'),
     ]
 
 
@@ -516,10 +532,26 @@ def cmd_errors(uprobe, work):
     for prog, word in [("kprobe:do_nanosleep { @ = count(); }", b"kprobe probes are the kernel's"),
                        ("tracepoint:syscalls:sys_enter_read { }", b"tracepoint probes are the kernel's"),
                        ("uprobe:%s:work_key { @ = kstack; }" % work, b"kstack"),
-                       ("uprobe:%s:work_key { @ = ntop(arg0); }" % work, b"ntop()"),
+                       ("uprobe:%s:work_key { @ = join(arg0); }" % work, b"join()"),
                        ("uprobe:%s:work_key { while (1) { } }" % work, b"'while'")]:
         b = run([uprobe, "run", "-e", prog, "-c", work])
         check(b.returncode == 1 and word in b.stderr, "refused by name: " + prog)
+    # $N read as a number, given a string: bpftrace's error; str($N) takes it
+    for prog, args in (('BEGIN { printf("%d\\n", $1 + 1); exit(); }', ["abc"]),
+                       ('BEGIN { printf("%d %s\\n", $2, str($1)); exit(); }', ["abc", "5 "])):
+        b = run([uprobe, "run", "-e", prog] + args)
+        check(b.returncode == 1 and b"used numerically but given" in b.stderr and
+              b"Try using str($" in b.stderr, "$N used numerically: refused: %s %s" %
+              (prog, args))
+        if bt:
+            a = run([bt, "-e", prog] + args)
+            theirs = [l for l in a.stderr.splitlines() if b"RLIMIT" not in l]
+            check(theirs == b.stderr.splitlines(), "$N used numerically: bpftrace's error")
+            if theirs != b.stderr.splitlines():
+                print(a.stderr.decode(errors="replace"), b.stderr.decode(errors="replace"))
+    b = run([uprobe, "run", "-e", 'BEGIN { printf("%d|%s|\\n", $1, str($2)); exit(); }',
+             "0x1f", "text"])
+    check(b.stdout.startswith(b"Attaching 1 probe...\n31|text|\n"), "$1 a number, str($2)")
     b = run([uprobe, "run", "-e", "uprobe:%s:work_key { }" % work])
     check(b.returncode == 2 and b"-p PID or -c" in b.stderr, "uprobes without a process: "
           "refused with the reason")
@@ -550,12 +582,23 @@ def cmd_misc(uprobe, work, usdt=None):
           "run script with $1")
     if b.stdout != b"Attaching 1 probe...\n\n\n@[4]: 15\n":
         print(b.stdout, b.stderr)
-    # -o FILE
+    # -o FILE: bpftrace writes all but the "\n\n" before the maps there (that goes to
+    # its standard output)
     out = os.path.join(tmp, "out.txt")
-    b = run([uprobe, "run", "-o", out, "-e", "uprobe:%s:work_ret { @ = count(); }" % work,
-             "-c", work])
-    check(b.stdout == b"" and open(out, "rb").read() == b"Attaching 1 probe...\n\n\n@: 30\n",
-          "-o FILE")
+    for fmt in ("text", "json"):
+        prog = "uprobe:%s:work_ret { @ = count(); } END { printf(\"end\\n\"); }" % work
+        b = run([uprobe, "run", "-f", fmt, "-o", out, "-e", prog, "-c", work])
+        ours = open(out, "rb").read()
+        if fmt == "text":
+            check(b.stdout == b"\n\n" and ours == b"Attaching 2 probes...\nend\n@: 30\n",
+                  "-o FILE: the program's output there, the maps' blank lines on stdout")
+        if bt:
+            a = run([bt, "-f", fmt, "-o", out, "-e", prog, "-c", work])
+            theirs = open(out, "rb").read()
+            check(a.stdout == b.stdout and theirs == ours, "-f %s -o FILE: as bpftrace's "
+                  "(the file and the standard output)" % fmt)
+            if theirs != ours:
+                print(diff(theirs, ours))
     # a map holds BPFTRACE_MAP_KEYS_MAX keys: a process cannot grow the tracer unbounded
     b = run([uprobe, "run", "--no-fast", "-e", "uprobe:%s:work_size { @[arg0] = count(); }" % work,
              "-c", work], env=dict(os.environ, BPFTRACE_MAP_KEYS_MAX="5"))

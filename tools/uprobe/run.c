@@ -71,12 +71,13 @@ static void run_usage(FILE *out)
 	      "             or a command's (in PATH).  Several probes may share one body.\n"
 	      "Actions:     @map[key, ...] = count() sum() avg() min() max() stats() hist()\n"
 	      "             lhist(v, min, max, step), or a value; $var = value; delete(@m[k]),\n"
-	      "             clear(@m), zero(@m), print(@m), print(v), printf(\"fmt\", ...),\n"
-	      "             time(\"fmt\"), exit(); if (...) { } else { }; /predicate/\n"
+	      "             clear(@m), zero(@m), print(@m[, top[, div]]), print(v),\n"
+	      "             printf(\"fmt\", ...), time(\"fmt\"), exit(); if (...) { } else { };\n"
+	      "             /predicate/\n"
 	      "Values:      integers and the C operators, (int8) .. (uint64) casts, strings\n"
 	      "             compared with == and !=, ?:, pid tid comm nsecs elapsed cpu uid gid\n"
 	      "             retval arg0..arg5 func probe ustack ustack(N) usym(addr)\n"
-	      "             str(addr[, len]) $1..$9\n"
+	      "             str(addr[, len]) strftime(\"fmt\", nsecs) ntop([af, ]addr) $1..$9\n"
 	      "Not taken:   the kernel's probes (kprobe, tracepoint, profile, ...: they need\n"
 	      "             bpftrace as root) and bpftrace's other functions: each is refused\n"
 	      "             by name.\n"
@@ -1129,8 +1130,12 @@ static int run_run(int argc, char **argv)
 	}
 	rc = bt_parse(src, prog_file && strcmp(prog_file, "-") ? prog_file : "stdin", &prog, err,
 		      sizeof(err));
+	if (!rc)
+		rc = bt_check_pos(prog, (const char *const *)argv + optind,
+				  (unsigned)(argc - optind), err, sizeof(err));
 	if (rc) {
 		fputs(err, stderr);
+		bt_prog_free(prog);
 		free(src);
 		return CLI_FAIL;
 	}
@@ -1169,7 +1174,8 @@ static int run_run(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	{
-		struct bt_rt_opts ro = { .out = out, .pos = (const char *const *)argv + optind,
+		struct bt_rt_opts ro = { .out = out, .sep_out = stdout,
+					 .pos = (const char *const *)argv + optind,
 					 .npos = (unsigned)(argc - optind),
 					 .json = format && !strcmp(format, "json") };
 
@@ -1376,7 +1382,8 @@ static int run_run(int argc, char **argv)
 		struct bt_rt *end_rt = rt;
 
 		if (bt_rt_exiting(rt)) {
-			struct bt_rt_opts ro = { .out = out, .pos = (const char *const *)argv + optind,
+			struct bt_rt_opts ro = { .out = out, .sep_out = stdout,
+						 .pos = (const char *const *)argv + optind,
 						 .npos = (unsigned)(argc - optind),
 						 .json = format && !strcmp(format, "json") };
 
