@@ -502,6 +502,36 @@ def cmd_nonroot(uprobe, work):
         print("note: bpftrace as nobody: exit %d (%s)" % (
             a.returncode, a.stderr.decode(errors="replace").strip().splitlines()[-1:]))
         check(a.returncode != 0, "bpftrace cannot run as nobody (what uprobe run is for)")
+    # -p PID: a process of the same user, started apart (not uprobe run's child), that
+    # execs the workload once traced
+    as_user = user_run[:-2] if os.geteuid() == 0 else []
+    p = subprocess.Popen(as_user + ["sh", "-c", "read x; exec %s" % work],
+                         stdin=subprocess.PIPE, cwd="/")
+    try:
+        q = subprocess.Popen(user_run + ["-p", str(p.pid), "-e",
+                                         "uprobe:%s:work_key { @[arg0] = count(); }" % work],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/")
+        import time
+        for _ in range(100):
+            try:
+                st = open("/proc/%d/status" % p.pid, "rb").read()
+            except OSError:
+                break
+            if b"TracerPid:\t0" not in st:
+                break
+            time.sleep(0.05)
+        time.sleep(0.2)
+        p.stdin.write(b"\n")
+        p.stdin.close()
+        p.wait(timeout=30)
+        o, e = q.communicate(timeout=30)
+        check(q.returncode == 0 and o.endswith(b"@[5]: 18\n@[6]: 21\n"),
+              "uprobe run -p PID as uid %s on its own process: the counts" % whoami.decode())
+        if not o.endswith(b"@[6]: 21\n"):
+            print(o, e)
+    finally:
+        if p.poll() is None:
+            p.kill()
     if tmp:
         shutil.rmtree(tmp, ignore_errors=True)
     finish()
