@@ -642,6 +642,18 @@ def cmd_misc(uprobe, work, usdt=None):
     if bt:
         want = run([bt, "-e", prog]).stdout
     check(b.stdout == want, "interval:ms:50 with exit() and END, as bpftrace")
+    # -c with no user-space probe: the command runs (untraced) and the program ends
+    # with it, BEGIN and END around it, as bpftrace's
+    prog = 'BEGIN { printf("begin\\n"); } interval:ms:100 { @n++; } END { printf("end\\n"); '\
+        'clear(@n); }'
+    b = run([uprobe, "run", "-e", prog, "-c", "/bin/sleep 0.5"], timeout=30)
+    want = b"Attaching 3 probes...\nbegin\nend\n\n\n\n"
+    if bt:
+        want = run([bt, "-e", prog, "-c", "/bin/sleep 0.5"], timeout=30).stdout
+    check(b.returncode == 0 and b.stdout == want, "-c CMD with BEGIN, END and an interval "
+          "only: ends with the command, as bpftrace")
+    if b.stdout != want:
+        print(diff(want, b.stdout))
     # -p PID: a process that waits to be traced
     p = subprocess.Popen(["sh", "-c", "read x; exec %s" % work], stdin=subprocess.PIPE)
     try:

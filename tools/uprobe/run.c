@@ -663,6 +663,36 @@ static bool node_uses(const struct bt_node *n, int builtin)
 	return false;
 }
 
+/* -c's text split at blanks, no shell (bpftrace's): 0, or the CLI status said. */
+static int split_cmd(const char *cmd, char ***out)
+{
+	/* from the first word: v[0] is the copy, which the caller frees */
+	char *copy = strdup(cmd + strspn(cmd, " \t"));
+	char **v = calloc(strlen(cmd) / 2 + 2, sizeof(*v));
+	unsigned n = 0;
+
+	if (!copy || !v) {
+		free(copy);
+		free(v);
+		cli_err("run", "%s", strerror(ENOMEM));
+		return CLI_FAIL;
+	}
+	for (char *sv, *t = strtok_r(copy, " \t", &sv); t; t = strtok_r(NULL, " \t", &sv))
+		v[n++] = t;
+	if (!n) {
+		free(copy);
+		free(v);
+		return cli_usage_error(&cli_cmd_run, "-c: no command");
+	}
+	*out = v;
+	return 0;
+}
+
+static void on_child(int sig)
+{
+	(void)sig; /* wakes the loop's sigsuspend */
+}
+
 /* The session's notes, with -v. */
 static void run_log(void *arg, const char *msg)
 {
@@ -1049,7 +1079,7 @@ static int run_run(int argc, char **argv)
 	bool list = false, no_fast = false;
 	struct fastplan *plans = NULL;
 	int verbose = 0, c, status = CLI_OK, rc;
-	pid_t pid = 0, child = 0;
+	pid_t pid = 0, child = 0, plain = 0; /* plain: -c's command, untraced */
 	char *src = NULL, err[4096];
 	struct bt_prog *prog = NULL;
 	struct bt_rt *rt = NULL;
@@ -1241,29 +1271,37 @@ static int run_run(int argc, char **argv)
 			goto out;
 		}
 		if (cmd) {
-			char *copy = strdup(cmd);
-			unsigned n = 0;
-
-			cargv = calloc(strlen(cmd) / 2 + 2, sizeof(*cargv));
-			if (!copy || !cargv) {
-				free(copy);
-				cli_err("run", "%s", strerror(ENOMEM));
-				status = CLI_FAIL;
+			status = split_cmd(cmd, &cargv);
+			if (status)
 				goto out;
-			}
-			for (char *sv, *t = strtok_r(copy, " \t", &sv); t; t = strtok_r(NULL, " \t", &sv))
-				cargv[n++] = t;
-			if (!n) {
-				free(copy);
-				status = cli_usage_error(&cli_cmd_run, "-c: no command");
-				goto out;
-			}
 			rc = up_trace_spawn(tr, cargv, &child);
 			if (rc) {
 				cli_err("run", "cannot run %s: %s", cargv[0], strerror(-rc));
 				status = CLI_FAIL;
 				goto out;
 			}
+		}
+	}
+	if (!nuser && cmd) {
+		/* no probe in it: the command runs untraced, and the program ends with it
+		   (BEGIN, intervals, END), as bpftrace's -c */
+		struct sigaction ca = { .sa_handler = on_child }; /* no SA_RESTART */
+
+		status = split_cmd(cmd, &cargv);
+		if (status)
+			goto out;
+		sigaction(SIGCHLD, &ca, NULL);
+		fflush(NULL);
+		plain = fork();
+		if (plain < 0) {
+			cli_err("run", "cannot run %s: %s", cargv[0], strerror(errno));
+			status = CLI_FAIL;
+			goto out;
+		}
+		if (!plain) {
+			execvp(cargv[0], cargv);
+			fprintf(stderr, "uprobe run: cannot run %s: %s\n", cargv[0], strerror(errno));
+			_exit(127);
 		}
 	}
 	if (format && !strcmp(format, "json"))
@@ -1322,6 +1360,23 @@ static int run_run(int argc, char **argv)
 			if (tr) {
 				rc = up_trace_run(tr, &cli_stop_sig);
 				if (rc != -EINTR)
+					break;
+			} else if (plain) {
+				/* until the command ends, a tick, a scrape or a stop */
+				sigset_t chld, prev;
+				int st;
+
+				sigemptyset(&chld);
+				sigaddset(&chld, SIGCHLD);
+				sigprocmask(SIG_BLOCK, &chld, &prev);
+				if (waitpid(plain, &st, WNOHANG) == plain)
+					plain = 0;
+				else if (!cli_stop_sig && !cli_tick_due)
+					sigsuspend(&prev);
+				sigprocmask(SIG_SETMASK, &prev, NULL);
+				if (plain && waitpid(plain, &st, WNOHANG) == plain)
+					plain = 0;
+				if (!plain)
 					break;
 			} else if (!cli_stop_sig) {
 				pause();
@@ -1415,6 +1470,14 @@ out:
 
 		/* the command runs on, unprobed, to its end */
 		while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (plain) {
+		int st;
+
+		/* stopped early (exit(), Ctrl-C): the command runs on to its end, as a traced
+		   one does */
+		while (waitpid(plain, &st, 0) < 0 && errno == EINTR)
 			;
 	}
 	for (unsigned i = 0; i < ad.nhooks; i++) {
