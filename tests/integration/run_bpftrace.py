@@ -143,6 +143,12 @@ def one_liners(w):
           'BEGIN { printf("%s|%s|%s\\n", strftime("%Y-%m-%d %H:%M", 1500), '
           'strftime("%H:%M", 86400000000000), strftime("", 5)); $t = strftime("%Y", 0); '
           'printf("%s\\n", $t); }'),
+        # the builtins whose values differ run to run, as facts about them; u: and ur:;
+        # a library by its name (libc: the linker's, then the mapping's); time()
+        f('uprobe:W:work_key { @[pid == tid, cpu >= 0, nsecs > elapsed, uid, gid] = count(); '
+          '@a[arg2 == arg2, arg5 >= 0] = count(); } u:W:work_ret { @r = count(); } '
+          'ur:W:work_ret { @rr = sum(retval); } uprobe:libc:nanosleep /comm == "run_work"/ '
+          '{ @sl = count(); } BEGIN { time("%Y\\n"); }'),
     ]
 
 
