@@ -469,7 +469,7 @@ def ssl_tools(uprobe, bt, why, tools, ssl):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def cmd_nonroot(uprobe, work):
+def cmd_nonroot(uprobe, work, host=None):
     if os.geteuid() != 0:
         user_run = [uprobe, "run"]
         tmp = None
@@ -479,10 +479,11 @@ def cmd_nonroot(uprobe, work):
         # the binaries where nobody can read them
         tmp = tempfile.mkdtemp(prefix="uprobe-run-")
         os.chmod(tmp, 0o755)
-        for f in (uprobe, work):
+        for f in (uprobe, work) + ((host,) if host else ()):
             shutil.copy(f, tmp)
         uprobe = os.path.join(tmp, os.path.basename(uprobe))
         work = os.path.join(tmp, os.path.basename(work))
+        host = os.path.join(tmp, os.path.basename(host)) if host else None
         user_run = ["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
                     uprobe, "run"]
     try:
@@ -502,6 +503,20 @@ def cmd_nonroot(uprobe, work):
           whoami.decode())
     if not ok:
         print(b.stdout.decode(errors="replace"), b.stderr.decode(errors="replace"))
+    # Debian's gethostlatency.bt (libc by its name) and renamed threads' comm, as nobody
+    gl = "/usr/sbin/gethostlatency.bt"
+    if host and os.path.exists(gl):
+        b = run(user_run + [gl, "-c", host], cwd="/")
+        rows = [l for l in b.stdout.splitlines() if re.match(rb"^\d\d:\d\d:\d\d  \d+ +run_host "
+                                                             rb"+\d+ localhost$", l)]
+        check(b.returncode == 0 and len(rows) == 3, "gethostlatency.bt as uid %s: 3 lookups"
+              % whoami.decode())
+    b = run(user_run + ["-e", "uprobe:%s:named_call { @[comm] = count(); }" % work, "-c", work],
+            cwd="/")
+    check(b.returncode == 0 and b.stdout.endswith(
+        b"@[run_work]: 2\n@[worker0]: 5\n@[renamed]: 7\n@[worker1]: 10\n@[other]: 11\n"
+        b"@[worker2]: 15\n"), "@[comm] as uid %s: renames seen (the watch of libc's prctl)"
+        % whoami.decode())
     if os.geteuid() == 0 and shutil.which("bpftrace"):
         a = run(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
                  "bpftrace", "-e", prog, "-c", work], cwd="/")
@@ -767,7 +782,7 @@ def main():
     elif mode == "fast":
         cmd_fast(uprobe, work)
     elif mode == "nonroot":
-        cmd_nonroot(uprobe, work)
+        cmd_nonroot(uprobe, work, sys.argv[4] if len(sys.argv) > 4 else None)
     elif mode == "errors":
         cmd_errors(uprobe, work)
     elif mode == "tracecomm":
