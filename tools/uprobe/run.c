@@ -8,7 +8,6 @@
  * the bodies print, then at the end the maps.
  */
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <getopt.h>
