@@ -686,6 +686,12 @@ def cmd_misc(uprobe, work, usdt=None):
           "only: ends with the command, as bpftrace")
     if b.stdout != want:
         print(diff(want, b.stdout))
+    b = run([uprobe, "run", "-e", prog, "-c", "/nonexistent/cmd"], timeout=30)
+    check(b.returncode == 1 and b.stdout == b"" and b"cannot run /nonexistent/cmd" in b.stderr,
+          "-c with a command that does not exist: refused before anything runs")
+    if bt:
+        a = run([bt, "-e", prog, "-c", "/nonexistent/cmd"], timeout=30)
+        check(a.returncode != 0 and a.stdout == b"", "bpftrace refuses it too")
     # -p PID: a process that waits to be traced
     p = subprocess.Popen(["sh", "-c", "read x; exec %s" % work], stdin=subprocess.PIPE)
     try:

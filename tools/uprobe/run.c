@@ -1286,9 +1286,19 @@ static int run_run(int argc, char **argv)
 		   (BEGIN, intervals, END), as bpftrace's -c */
 		struct sigaction ca = { .sa_handler = on_child }; /* no SA_RESTART */
 
+		char path[PATH_MAX];
+
 		status = split_cmd(cmd, &cargv);
 		if (status)
 			goto out;
+		/* refused before anything is attached, as a traced command is */
+		if (strchr(cargv[0], '/') ? access(cargv[0], X_OK) != 0
+					  : !in_exec_path(cargv[0], path, sizeof(path))) {
+			cli_err("run", "cannot run %s: %s", cargv[0],
+				strerror(strchr(cargv[0], '/') ? errno : ENOENT));
+			status = CLI_FAIL;
+			goto out;
+		}
 		sigaction(SIGCHLD, &ca, NULL);
 		fflush(NULL);
 		plain = fork();
