@@ -603,6 +603,9 @@ static struct bt_node *primary(struct parser *ps)
 				}
 				ps->pred_depth = save;
 			}
+			/* a call's errors underline it whole, as bpftrace's: name to ')' */
+			if (ps->t == T_RP && ps->tline == line)
+				n->len = ps->tcol + ps->tlen - col;
 			expect(ps, T_RP);
 			return n;
 		}
@@ -1032,7 +1035,7 @@ static void check_call(struct checker *ck, struct bt_node *n, struct bt_node *as
 {
 	static const signed char nargs[F_NFN][2] = {
 		[F_COUNT] = { 0, 0 }, [F_SUM] = { 1, 1 }, [F_AVG] = { 1, 1 }, [F_MIN] = { 1, 1 },
-		[F_MAX] = { 1, 1 }, [F_STATS] = { 1, 1 }, [F_HIST] = { 1, 2 },
+		[F_MAX] = { 1, 1 }, [F_STATS] = { 1, 1 }, [F_HIST] = { 1, 1 },
 		[F_LHIST] = { 4, 4 }, [F_PRINTF] = { 1, BT_MAX_ARGS }, [F_PRINT] = { 1, 3 },
 		[F_TIME] = { 0, 1 }, [F_EXIT] = { 0, 0 }, [F_DELETE] = { 1, 1 },
 		[F_CLEAR] = { 1, 1 }, [F_ZERO] = { 1, 1 }, [F_STR] = { 1, 2 }, [F_USYM] = { 1, 1 },
@@ -1041,9 +1044,18 @@ static void check_call(struct checker *ck, struct bt_node *n, struct bt_node *as
 	int f = n->op;
 
 	if ((int)n->n < nargs[f][0] || (int)n->n > nargs[f][1]) {
+		char want[32];
+
+		/* bpftrace's words: "no arguments", "one argument", "4 arguments" */
+		if (nargs[f][0] == 0)
+			snprintf(want, sizeof(want), "no arguments");
+		else if (nargs[f][0] == 1)
+			snprintf(want, sizeof(want), "one argument");
+		else
+			snprintf(want, sizeof(want), "%d arguments", nargs[f][0]);
 		if (nargs[f][0] == nargs[f][1])
-			fail(ck->ps, n->line, n->col, n->len, "%s() requires %d argument%s (%u "
-			     "provided)", n->s, nargs[f][0], nargs[f][0] == 1 ? "" : "s", n->n);
+			fail(ck->ps, n->line, n->col, n->len, "%s() requires %s (%u provided)",
+			     n->s, want, n->n);
 		else
 			fail(ck->ps, n->line, n->col, n->len, "%s() takes %d to %d arguments (%u "
 			     "provided)", n->s, nargs[f][0], nargs[f][1], n->n);
@@ -1120,11 +1132,6 @@ static void check_call(struct checker *ck, struct bt_node *n, struct bt_node *as
 			fail(ck->ps, n->line, n->col, n->len, "uprobe run takes ustack() and "
 			     "ustack(N), N an integer (not the perf mode)");
 		return;
-	case F_HIST:
-		if (n->n > 1)
-			fail(ck->ps, n->line, n->col, n->len, "uprobe run does not take hist()'s "
-			     "bits argument (bpftrace's, not implemented here yet)");
-		break;
 	case F_LHIST:
 		for (unsigned i = 1; i < 4; i++)
 			if (n->v[i]->k != BT_N_INT && !(n->v[i]->k == BT_N_UN &&

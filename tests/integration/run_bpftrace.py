@@ -591,6 +591,22 @@ def cmd_errors(uprobe, work):
             check(same, "the same error as bpftrace's: " + prog)
             if not same:
                 print(a.stderr.decode(errors="replace"), b.stderr.decode(errors="replace"))
+    # a call's errors: the same text, place and span as bpftrace's, byte for byte
+    for prog in ['uprobe:%s:work_size { @h = hist(arg0, 2); }' % work,
+                 'uprobe:%s:work_size { @x = count(1); }' % work,
+                 'uprobe:%s:work_size { @x = lhist(arg0, 1, 2); }' % work,
+                 'uprobe:%s:work_size { $x = count(); }' % work,
+                 'uprobe:%s:work_key { @[arg0] = count(); } END { $t = 2; print(@, $t); }' % work]:
+        b = run([uprobe, "run", "-e", prog, "-c", work])
+        check(b.returncode == 1 and b.stdout == b"" and b": ERROR: " in b.stderr,
+              "refused: " + prog[-50:])
+        if bt:
+            a = run([bt, "-e", prog, "-c", work])
+            theirs = [l for l in a.stderr.splitlines() if b"RLIMIT" not in l]
+            check(theirs == b.stderr.splitlines(), "bpftrace's error, its span too: " +
+                  prog[-50:])
+            if theirs != b.stderr.splitlines():
+                print(a.stderr.decode(errors="replace"), b.stderr.decode(errors="replace"))
     for prog, word in [("kprobe:do_nanosleep { @ = count(); }", b"kprobe probes are the kernel's"),
                        ("tracepoint:syscalls:sys_enter_read { }", b"tracepoint probes are the kernel's"),
                        ("uprobe:%s:work_key { @ = kstack; }" % work, b"kstack"),
