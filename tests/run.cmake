@@ -12,15 +12,24 @@ foreach(t run_work run_host)
 endforeach()
 target_link_libraries(run_host PRIVATE pthread)
 target_link_libraries(run_work PRIVATE pthread)
+# sslsnoop.bt's and ssllatency.bt's workload: libssl's calls, the same each run
+find_package(OpenSSL QUIET)
+if(OPENSSL_FOUND)
+  add_executable(run_ssl ${CMAKE_CURRENT_LIST_DIR}/targets/run_ssl.c)
+  set_target_properties(run_ssl PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${_run_tdir}
+    COMPILE_OPTIONS "-O2;-g;-Wall")
+  target_link_libraries(run_ssl PRIVATE OpenSSL::SSL OpenSSL::Crypto)
+endif()
 
 find_program(UPROBE_RUN_PY NAMES python3)
 set(_run_tests)
-foreach(mode compare fast tools nonroot errors misc)
+foreach(mode compare fast tools nonroot errors misc tracecomm)
   if(UPROBE_RUN_PY)
     add_test(NAME run.${mode} COMMAND ${UPROBE_RUN_PY}
       ${CMAKE_CURRENT_LIST_DIR}/integration/run_bpftrace.py ${mode}
       $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:run_work> $<TARGET_FILE:run_host>
-      $<$<TARGET_EXISTS:usdt_prog>:$<TARGET_FILE:usdt_prog>>)
+      $<$<TARGET_EXISTS:usdt_prog>:$<TARGET_FILE:usdt_prog>>
+      $<$<TARGET_EXISTS:run_ssl>:$<TARGET_FILE:run_ssl>>)
   else()
     add_test(NAME run.${mode}
       COMMAND sh -c "echo 'SKIP: python3 not found (Debian package python3)'; exit 77")

@@ -16,7 +16,7 @@
  * $variables, count sum avg min max stats hist lhist, delete clear zero print,
  * predicates, if/else, ?:, the C operators on 64-bit integers, casts to (u)int8..64,
  * string ==/!=, builtins pid tid comm nsecs elapsed cpu retval arg0..arg5 func probe
- * ustack usym str printf time exit uid gid $1..$9.  Anything else is refused by name.
+ * ustack usym str printf time strftime ntop exit uid gid $1..$9; print(@m, top, div).  Anything else is refused by name.
  * Nothing here prints except where the program says so (to the output given), or
  * exits.  Prefix: bt_.
  */
@@ -126,6 +126,10 @@ int bt_parse(const char *src, const char *name, struct bt_prog **out, char *err,
 int bt_pred_compile(struct bt_probe *p);
 void bt_pred_free(struct bt_probe *p);
 void bt_prog_free(struct bt_prog *p);
+/* The program's $N read as numbers against the parameters given: -EINVAL with err
+   holding bpftrace's "$1 used numerically but given "abc". Try using str($1)." */
+int bt_check_pos(const struct bt_prog *p, const char *const *pos, unsigned npos, char *err,
+		 size_t errlen);
 /* Formats an error at a node or a place as bpftrace does. */
 int bt_errf(const struct bt_prog *p, int line, int col, int len, char *err, size_t errlen,
 	    const char *fmt, ...) __attribute__((format(printf, 7, 8)));
@@ -135,6 +139,9 @@ struct bt_rt;
 
 struct bt_rt_opts {
 	FILE *out;
+	/* where the "\n\n" before the maps at the end goes (NULL: out): bpftrace writes it
+	   to its standard output whatever -o says */
+	FILE *sep_out;
 	bool json; /* bpftrace's -f json: one JSON object a message */
 	const char *const *pos; /* $1..$N */
 	unsigned npos;
@@ -194,8 +201,12 @@ void bt_entry_merge_total(struct bt_map *m, struct bt_entry *e, uint64_t hits, i
 void bt_entry_value(const struct bt_map *m, const struct bt_entry *e, struct bt_val *out);
 /* print(@m) */
 void bt_map_print(FILE *out, struct bt_map *m);
+/* print(@m, top, div): the top biggest entries only (0: all), each value (a hist's
+   counts) divided by div (0, 1: as they are); stats() maps ignore both, as bpftrace's. */
+void bt_map_print_top(FILE *out, struct bt_map *m, uint32_t top, uint32_t div);
 /* The same as bpftrace's -f json prints it (nothing for an empty map). */
 void bt_map_print_json(FILE *out, struct bt_map *m);
+void bt_map_print_json_top(FILE *out, struct bt_map *m, uint32_t top, uint32_t div);
 /* s as bpftrace's JSON output escapes it, quoted. */
 void bt_json_str(FILE *out, const char *s, size_t n);
 /* A copy of m's table (entries and the dropped count), for a live reading; NULL: -ENOMEM. */

@@ -7,6 +7,7 @@
  * sign each (casts narrow them); division by zero gives 0, as BPF's does.  Memory
  * that cannot be read gives 0s and an empty string, as bpftrace's probe_read does.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <sched.h>
 #include <inttypes.h>
@@ -27,12 +28,14 @@
 struct bt_rt {
 	struct bt_prog *p;
 	FILE *out;
+	FILE *sep_out;
 	bool json;
 	const char *const *pos;
 	unsigned npos;
 	bool exiting;
 	uint64_t errors;
 	uint64_t start_ns;
+	int64_t boot_ns; /* CLOCK_REALTIME - CLOCK_BOOTTIME at the start: strftime's */
 	const struct bt_ctx *c;
 	struct bt_val *vars;
 	char *arena;
@@ -55,10 +58,19 @@ int bt_rt_new(struct bt_prog *p, const struct bt_rt_opts *o, struct bt_rt **out)
 		return -ENOMEM;
 	rt->p = p;
 	rt->out = o->out;
+	rt->sep_out = o->sep_out ? o->sep_out : o->out;
 	rt->json = o->json;
 	rt->pos = o->pos;
 	rt->npos = o->npos;
 	rt->start_ns = mono_ns();
+	{
+		struct timespec r, b;
+
+		/* bpftrace's: strftime's nsecs are taken as time since boot */
+		clock_gettime(CLOCK_REALTIME, &r);
+		clock_gettime(CLOCK_BOOTTIME, &b);
+		rt->boot_ns = ((int64_t)r.tv_sec - b.tv_sec) * 1000000000 + (r.tv_nsec - b.tv_nsec);
+	}
 	rt->vars = calloc(p->nvars + 1, sizeof(*rt->vars));
 	rt->arena = malloc(ARENA);
 	if (!rt->vars || !rt->arena) {
@@ -162,7 +174,8 @@ static int frame_name(const struct up_trace_hit *h, uint64_t addr, bool offset, 
 	uint64_t off;
 
 	if (up_trace_hit_sym(h, addr, name, sizeof(name), &off))
-		return snprintf(buf, size, "0x%" PRIx64, addr);
+		/* bpftrace's: the address as C++ prints a void *, so 0 is "0" */
+		return addr ? snprintf(buf, size, "0x%" PRIx64, addr) : snprintf(buf, size, "0");
 	if (offset)
 		return snprintf(buf, size, "%s+%" PRIu64, name, off);
 	return snprintf(buf, size, "%s", name);
@@ -457,10 +470,14 @@ static void do_print(struct bt_rt *rt, struct bt_node *n)
 	struct bt_val v;
 
 	if (a->k == BT_N_MAP && !a->n) {
+		/* top and div: integer literals (parse.c) */
+		uint32_t top = n->n > 1 ? (uint32_t)n->v[1]->ival : 0;
+		uint32_t div = n->n > 2 ? (uint32_t)n->v[2]->ival : 0;
+
 		if (rt->json)
-			bt_map_print_json(rt->out, &rt->p->maps[a->id]);
+			bt_map_print_json_top(rt->out, &rt->p->maps[a->id], top, div);
 		else
-			bt_map_print(rt->out, &rt->p->maps[a->id]);
+			bt_map_print_top(rt->out, &rt->p->maps[a->id], top, div);
 		return;
 	}
 	eval(rt, a, &v);
@@ -483,6 +500,39 @@ static void do_print(struct bt_rt *rt, struct bt_node *n)
 		format(rt, rt->out, "%s\n", n->v, 1);
 	else
 		fprintf(rt->out, "%s\n", v.s ? v.s : "");
+}
+
+/* strftime(fmt, ns): ns after boot as the wall clock's local time, bpftrace's "%f"
+   (the microseconds) included: each "%f" of the text replaced first, as bpftrace
+   replaces it ("%%f" too), and "(?)" where strftime gives nothing. */
+static const char *strftime_text(struct bt_rt *rt, const char *fmt, int64_t ns)
+{
+	int64_t t = rt->boot_ns + ns;
+	time_t sec = (time_t)(t / 1000000000);
+	char f[512], buf[512];
+	size_t k = 0;
+	struct tm tm;
+
+	if (t < 0 && t % 1000000000)
+		sec--;
+	for (const char *s = fmt; *s && k + 8 < sizeof(f); s++) {
+		if (s[0] == '%' && s[1] == 'f') {
+			k += (size_t)snprintf(f + k, sizeof(f) - k, "%06u",
+					      (unsigned)(((t % 1000000000) + 1000000000) %
+							 1000000000 / 1000));
+			s++;
+		} else {
+			f[k++] = *s;
+		}
+	}
+	f[k] = '\0';
+	localtime_r(&sec, &tm);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+	if (!strftime(buf, sizeof(buf), f, &tm))
+		snprintf(buf, sizeof(buf), "(?)");
+#pragma GCC diagnostic pop
+	return arena_str(rt, buf, strlen(buf));
 }
 
 static void call(struct bt_rt *rt, struct bt_node *n, struct bt_val *v)
@@ -575,8 +625,10 @@ static void call(struct bt_rt *rt, struct bt_node *n, struct bt_val *v)
 		v->t = BT_T_SYM;
 		if (rt->c->hit)
 			frame_name(rt->c->hit, (uint64_t)a.i, false, buf, sizeof(buf));
-		else
+		else if (a.i)
 			snprintf(buf, sizeof(buf), "0x%" PRIx64, (uint64_t)a.i);
+		else
+			snprintf(buf, sizeof(buf), "0");
 		v->s = arena_str(rt, buf, strlen(buf));
 		break;
 	}
@@ -584,6 +636,30 @@ static void call(struct bt_rt *rt, struct bt_node *n, struct bt_val *v)
 		v->t = BT_T_STACK;
 		v->s = ustack_text(rt, n->n ? (unsigned)n->v[0]->ival : 0);
 		break;
+	case F_STRFTIME:
+		eval(rt, n->v[1], &a);
+		v->t = BT_T_STR;
+		v->s = strftime_text(rt, n->v[0]->s, a.i);
+		break;
+	case F_NTOP: {
+		/* bpftrace's: the integer's bytes as they lie in memory, 4 of them for
+		   AF_INET (2, the default), 16 for AF_INET6 (10: its 8, then zeros) */
+		unsigned char b[16] = { 0 };
+		char buf[INET6_ADDRSTRLEN];
+		int64_t af = AF_INET;
+
+		if (n->n > 1) {
+			eval(rt, n->v[0], &a);
+			af = a.i;
+		}
+		eval(rt, n->v[n->n - 1], &a);
+		memcpy(b, &a.i, sizeof(a.i));
+		if (!inet_ntop(af == AF_INET6 ? AF_INET6 : AF_INET, b, buf, sizeof(buf)))
+			buf[0] = '\0';
+		v->t = BT_T_STR;
+		v->s = arena_str(rt, buf, strlen(buf));
+		break;
+	}
 	default:
 		break;
 	}
@@ -812,7 +888,8 @@ void bt_rt_print_all(struct bt_rt *rt)
 	struct bt_prog *p = rt->p;
 	unsigned *order = malloc((p->nmaps ? p->nmaps : 1) * sizeof(*order));
 
-	fputs("\n\n", rt->out);
+	fputs("\n\n", rt->sep_out);
+	fflush(rt->sep_out);
 	if (!order)
 		return;
 	for (unsigned i = 0; i < p->nmaps; i++)

@@ -483,9 +483,10 @@ static void lhist_label(char *buf, size_t size, int64_t n)
 		snprintf(buf, size, "%" PRId64, n);
 }
 
-static void bar_line(FILE *out, const char *header, uint64_t v, uint64_t maxv)
+static void bar_line(FILE *out, const char *header, uint64_t v, uint64_t maxv, uint32_t div)
 {
-	/* bpftrace: int bar_width = values.at(i) / (float)max_value * max_width */
+	/* bpftrace: int bar_width = values.at(i) / (float)max_value * max_width, the
+	   values undivided; the count printed is divided (print(@h, top, div)) */
 	int w = (int)((float)v / (float)(int)maxv * 52);
 	char bar[53];
 
@@ -495,10 +496,11 @@ static void bar_line(FILE *out, const char *header, uint64_t v, uint64_t maxv)
 		w = 52;
 	memset(bar, '@', (size_t)w);
 	bar[w] = '\0';
-	fprintf(out, "%-16s%8" PRIu64 " |%-52s|\n", header, v, bar);
+	fprintf(out, "%-16s%8" PRIu64 " |%-52s|\n", header, div > 1 ? v / div : v, bar);
 }
 
-static void print_hist(FILE *out, const struct bt_map *m, const struct bt_entry *e)
+static void print_hist(FILE *out, const struct bt_map *m, const struct bt_entry *e,
+		       uint32_t div)
 {
 	int lo = -1, hi = -1;
 	uint64_t maxv = 0;
@@ -532,7 +534,7 @@ static void print_hist(FILE *out, const struct bt_map *m, const struct bt_entry 
 				lhist_label(l2, sizeof(l2), i * m->lstep + m->lmin);
 				snprintf(h, sizeof(h), "[%s, %s)", l1, l2);
 			}
-			bar_line(out, h, e->b[i], maxv);
+			bar_line(out, h, e->b[i], maxv, div);
 		}
 		return;
 	}
@@ -548,32 +550,66 @@ static void print_hist(FILE *out, const struct bt_map *m, const struct bt_entry 
 			hist_label(l2, sizeof(l2), i - 1);
 			snprintf(h, sizeof(h), "[%s, %s)", l1, l2);
 		}
-		bar_line(out, h, e->b[i], maxv);
+		bar_line(out, h, e->b[i], maxv, div);
 	}
+}
+
+/* An integer value divided as print(@m, top, div) divides it (0, 1: as it is). */
+static void divide(struct bt_val *v, uint32_t div)
+{
+	if (div <= 1)
+		return;
+	if (v->sign)
+		v->i /= (int64_t)div;
+	else
+		v->i = (int64_t)((uint64_t)v->i / div);
+}
+
+/* The entries of m sorted as bpftrace prints them, the first *skip of them left out
+   by top (0: none); NULL on -ENOMEM. */
+static struct bt_entry **sorted(struct bt_map *m, uint32_t top, size_t *n, size_t *skip)
+{
+	struct bt_table *t = m->t;
+	struct bt_entry **v = malloc((t->n ? t->n : 1) * sizeof(*v));
+
+	*n = *skip = 0;
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < t->nb; i++)
+		for (struct bt_entry *e = t->b[i]; e; e = e->next)
+			v[(*n)++] = e;
+	sort_map = m;
+	/* a stable order: ties by the key's bytes (entry_cmp's last word) */
+	qsort(v, *n, sizeof(*v), entry_cmp);
+	/* print(@m, top): the last top (the biggest); stats() maps ignore it, as
+	   bpftrace does (with a warning) */
+	if (top && top < *n && m->kind != BT_M_STATS)
+		*skip = *n - top;
+	return v;
 }
 
 void bt_map_print(FILE *out, struct bt_map *m)
 {
-	struct bt_table *t = m->t;
-	struct bt_entry **v = malloc((t->n ? t->n : 1) * sizeof(*v));
-	size_t n = 0;
+	bt_map_print_top(out, m, 0, 0);
+}
+
+void bt_map_print_top(FILE *out, struct bt_map *m, uint32_t top, uint32_t div)
+{
+	size_t n, skip;
+	struct bt_entry **v = sorted(m, top, &n, &skip);
 	const char *delim = "\n";
 
 	if (!v)
 		return;
-	for (size_t i = 0; i < t->nb; i++)
-		for (struct bt_entry *e = t->b[i]; e; e = e->next)
-			v[n++] = e;
-	sort_map = m;
-	/* a stable order: ties by the key's bytes (entry_cmp's last word) */
-	qsort(v, n, sizeof(*v), entry_cmp);
+	if (m->kind == BT_M_STATS || m->kind == BT_M_LHIST)
+		div = 0; /* bpftrace 0.17 divides neither */
 	if (m->kind == BT_M_STR && (m->vty == BT_T_STACK || m->vty == BT_T_SYM))
 		delim = "";
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = skip; i < n; i++) {
 		struct bt_entry *e = v[i];
 		struct bt_val val;
 
-		if (i)
+		if (i > skip)
 			fputs(m->kind == BT_M_HIST || m->kind == BT_M_LHIST ? "\n" : delim, out);
 		print_key(out, m, e);
 		fputs(": ", out);
@@ -581,7 +617,7 @@ void bt_map_print(FILE *out, struct bt_map *m)
 		case BT_M_HIST:
 		case BT_M_LHIST:
 			fputc('\n', out);
-			print_hist(out, m, e);
+			print_hist(out, m, e, div);
 			break;
 		case BT_M_STATS:
 			fprintf(out, "count %" PRId64 ", average %" PRId64 ", total %" PRId64,
@@ -604,6 +640,7 @@ void bt_map_print(FILE *out, struct bt_map *m)
 			break;
 		default:
 			bt_entry_value(m, e, &val);
+			divide(&val, div);
 			print_int(out, &val);
 			break;
 		}
@@ -640,7 +677,8 @@ void bt_json_str(FILE *out, const char *s, size_t n)
 	fputc('"', out);
 }
 
-static void json_hist(FILE *out, const struct bt_map *m, const struct bt_entry *e)
+static void json_hist(FILE *out, const struct bt_map *m, const struct bt_entry *e,
+		      uint32_t div)
 {
 	int lo = -1, hi = -1;
 	bool first = true;
@@ -677,39 +715,40 @@ static void json_hist(FILE *out, const struct bt_map *m, const struct bt_entry *
 			fprintf(out, "\"min\": %llu, \"max\": %llu, ", 1ull << (i - 2),
 				(1ull << (i - 1)) - 1);
 		}
-		fprintf(out, "\"count\": %" PRIu64 "}", e->b[i]);
+		fprintf(out, "\"count\": %" PRIu64 "}", div > 1 ? e->b[i] / div : e->b[i]);
 	}
 	fputc(']', out);
 }
 
 void bt_map_print_json(FILE *out, struct bt_map *m)
 {
-	struct bt_table *t = m->t;
+	bt_map_print_json_top(out, m, 0, 0);
+}
+
+void bt_map_print_json_top(FILE *out, struct bt_map *m, uint32_t top, uint32_t div)
+{
+	size_t n, skip;
 	struct bt_entry **v;
-	size_t n = 0;
 	const char *type = m->kind == BT_M_HIST || m->kind == BT_M_LHIST ? "hist" :
 			   m->kind == BT_M_STATS || m->kind == BT_M_AVG ? "stats" : "map";
 
-	if (!t->n)
+	if (!m->t->n)
 		return;
-	v = malloc(t->n * sizeof(*v));
+	v = sorted(m, top, &n, &skip);
 	if (!v)
 		return;
-	for (size_t i = 0; i < t->nb; i++)
-		for (struct bt_entry *e = t->b[i]; e; e = e->next)
-			v[n++] = e;
-	sort_map = m;
-	qsort(v, n, sizeof(*v), entry_cmp);
+	if (m->kind == BT_M_STATS || m->kind == BT_M_LHIST)
+		div = 0;
 	fprintf(out, "{\"type\": \"%s\", \"data\": {", type);
 	bt_json_str(out, m->name, strlen(m->name));
 	fputs(": ", out);
 	if (m->nkeys)
 		fputc('{', out);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = skip; i < n; i++) {
 		struct bt_entry *e = v[i];
 		struct bt_val val;
 
-		if (i)
+		if (i > skip)
 			fputs(", ", out);
 		if (e->n) {
 			char *kb = NULL;
@@ -734,7 +773,7 @@ void bt_map_print_json(FILE *out, struct bt_map *m)
 		switch (m->kind) {
 		case BT_M_HIST:
 		case BT_M_LHIST:
-			json_hist(out, m, e);
+			json_hist(out, m, e, div);
 			break;
 		case BT_M_STATS:
 			fprintf(out, "{\"count\": %" PRId64 ", \"average\": %" PRId64
@@ -746,6 +785,7 @@ void bt_map_print_json(FILE *out, struct bt_map *m)
 			break;
 		default:
 			bt_entry_value(m, e, &val);
+			divide(&val, div);
 			print_int(out, &val);
 			break;
 		}

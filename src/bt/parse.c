@@ -52,13 +52,13 @@ struct parser {
 
 static const char *const fn_names[F_NFN] = {
 	"count", "sum", "avg", "min", "max", "stats", "hist", "lhist", "printf", "print",
-	"time", "exit", "delete", "clear", "zero", "str", "usym", "ustack",
+	"time", "exit", "delete", "clear", "zero", "str", "usym", "ustack", "strftime", "ntop",
 };
 
 static const char *const fn_refused[] = {
-	"kstack", "ksym", "kaddr", "uaddr", "ntop", "join", "signal", "system", "cat",
+	"kstack", "ksym", "kaddr", "uaddr", "join", "signal", "system", "cat",
 	"override", "reg", "sizeof", "buf", "strncmp", "cgroupid", "cgroup_path", "macaddr",
-	"strftime", "strerror", "path", "skboutput", "printf_ns", "unwatch", "offsetof",
+	"strerror", "path", "skboutput", "printf_ns", "unwatch", "offsetof",
 	"bswap", "pton", "strcontains", "has_key", "len", "percpu_kaddr", "errorf", "debugf",
 	"print_mem", "kptr", "uptr", "nsecs_ns", NULL,
 };
@@ -603,6 +603,9 @@ static struct bt_node *primary(struct parser *ps)
 				}
 				ps->pred_depth = save;
 			}
+			/* a call's errors underline it whole, as bpftrace's: name to ')' */
+			if (ps->t == T_RP && ps->tline == line)
+				n->len = ps->tcol + ps->tlen - col;
 			expect(ps, T_RP);
 			return n;
 		}
@@ -1032,18 +1035,27 @@ static void check_call(struct checker *ck, struct bt_node *n, struct bt_node *as
 {
 	static const signed char nargs[F_NFN][2] = {
 		[F_COUNT] = { 0, 0 }, [F_SUM] = { 1, 1 }, [F_AVG] = { 1, 1 }, [F_MIN] = { 1, 1 },
-		[F_MAX] = { 1, 1 }, [F_STATS] = { 1, 1 }, [F_HIST] = { 1, 2 },
+		[F_MAX] = { 1, 1 }, [F_STATS] = { 1, 1 }, [F_HIST] = { 1, 1 },
 		[F_LHIST] = { 4, 4 }, [F_PRINTF] = { 1, BT_MAX_ARGS }, [F_PRINT] = { 1, 3 },
 		[F_TIME] = { 0, 1 }, [F_EXIT] = { 0, 0 }, [F_DELETE] = { 1, 1 },
 		[F_CLEAR] = { 1, 1 }, [F_ZERO] = { 1, 1 }, [F_STR] = { 1, 2 }, [F_USYM] = { 1, 1 },
-		[F_USTACK] = { 0, 2 },
+		[F_USTACK] = { 0, 2 }, [F_STRFTIME] = { 2, 2 }, [F_NTOP] = { 1, 2 },
 	};
 	int f = n->op;
 
 	if ((int)n->n < nargs[f][0] || (int)n->n > nargs[f][1]) {
+		char want[32];
+
+		/* bpftrace's words: "no arguments", "one argument", "4 arguments" */
+		if (nargs[f][0] == 0)
+			snprintf(want, sizeof(want), "no arguments");
+		else if (nargs[f][0] == 1)
+			snprintf(want, sizeof(want), "one argument");
+		else
+			snprintf(want, sizeof(want), "%d arguments", nargs[f][0]);
 		if (nargs[f][0] == nargs[f][1])
-			fail(ck->ps, n->line, n->col, n->len, "%s() requires %d argument%s (%u "
-			     "provided)", n->s, nargs[f][0], nargs[f][0] == 1 ? "" : "s", n->n);
+			fail(ck->ps, n->line, n->col, n->len, "%s() requires %s (%u provided)",
+			     n->s, want, n->n);
 		else
 			fail(ck->ps, n->line, n->col, n->len, "%s() takes %d to %d arguments (%u "
 			     "provided)", n->s, nargs[f][0], nargs[f][1], n->n);
@@ -1071,10 +1083,15 @@ static void check_call(struct checker *ck, struct bt_node *n, struct bt_node *as
 		return;
 	case F_PRINT:
 		if (n->v[0]->k == BT_N_MAP && !n->v[0]->n) {
-			if (n->n > 1)
-				fail(ck->ps, n->line, n->col, n->len, "uprobe run does not take "
-				     "print()'s top and div arguments (bpftrace's, not implemented "
-				     "here yet)");
+			/* print(@m, top, div): integer literals, as bpftrace takes them */
+			for (unsigned i = 1; i < n->n; i++)
+				if (n->v[i]->k != BT_N_INT || n->v[i]->ival < 0 ||
+				    n->v[i]->ival > UINT32_MAX) {
+					fail(ck->ps, n->line, n->col, n->len, "print() expects a "
+					     "integer literal (%s provided)",
+					     n->v[i]->k == BT_N_STR ? "string" : "integer");
+					return;
+				}
 			return;
 		}
 		check(ck, n->v[0]);
@@ -1090,8 +1107,22 @@ static void check_call(struct checker *ck, struct bt_node *n, struct bt_node *as
 			check(ck, n->v[i]);
 		return;
 	case F_STR:
+	case F_NTOP: /* ntop([af, ]addr): an IPv4 or IPv6 address from an integer */
 		n->ty = BT_T_STR;
 		break;
+	case F_STRFTIME:
+		/* strftime(fmt, nsecs): a string (bpftrace's timestamp, as printf shows it) */
+		n->ty = BT_T_STR;
+		if (n->v[0]->k != BT_N_STR) {
+			fail(ck->ps, n->v[0]->line, n->v[0]->col, n->v[0]->len, "strftime() "
+			     "expects a string literal as its format");
+			return;
+		}
+		check(ck, n->v[1]);
+		if (n->v[1]->ty != BT_T_INT)
+			fail(ck->ps, n->v[1]->line, n->v[1]->col, n->v[1]->len, "strftime() "
+			     "expects an integer argument");
+		return;
 	case F_USYM:
 		n->ty = BT_T_SYM;
 		break;
@@ -1101,11 +1132,6 @@ static void check_call(struct checker *ck, struct bt_node *n, struct bt_node *as
 			fail(ck->ps, n->line, n->col, n->len, "uprobe run takes ustack() and "
 			     "ustack(N), N an integer (not the perf mode)");
 		return;
-	case F_HIST:
-		if (n->n > 1)
-			fail(ck->ps, n->line, n->col, n->len, "uprobe run does not take hist()'s "
-			     "bits argument (bpftrace's, not implemented here yet)");
-		break;
 	case F_LHIST:
 		for (unsigned i = 1; i < 4; i++)
 			if (n->v[i]->k != BT_N_INT && !(n->v[i]->k == BT_N_UN &&
@@ -1390,6 +1416,45 @@ static void check(struct checker *ck, struct bt_node *n)
 		}
 		return;
 	}
+}
+
+/* $N read as a number (not under str()) whose text is not one: bpftrace's error. */
+static int pos_check(const struct bt_prog *p, const struct bt_node *n, bool in_str,
+		     const char *const *pos, unsigned npos, char *err, size_t errlen)
+{
+	if (!n)
+		return 0;
+	if (n->k == BT_N_BUILTIN && n->ival == BT_B_POS && !in_str && n->id >= 1 &&
+	    (unsigned)n->id <= npos) {
+		const char *s = pos[n->id - 1];
+		char *end;
+
+		errno = 0;
+		strtoll(s, &end, 0);
+		if (*end)
+			return bt_errf(p, n->line, n->col, n->len, err, errlen, "$%d used "
+				       "numerically but given \"%s\". Try using str($%d).", n->id,
+				       s, n->id);
+	}
+	in_str = n->k == BT_N_CALL && n->op == F_STR;
+	if (pos_check(p, n->a, false, pos, npos, err, errlen) ||
+	    pos_check(p, n->b, false, pos, npos, err, errlen) ||
+	    pos_check(p, n->c, false, pos, npos, err, errlen))
+		return -EINVAL;
+	for (unsigned i = 0; i < n->n; i++)
+		if (pos_check(p, n->v[i], in_str && i == 0, pos, npos, err, errlen))
+			return -EINVAL;
+	return 0;
+}
+
+int bt_check_pos(const struct bt_prog *p, const char *const *pos, unsigned npos, char *err,
+		 size_t errlen)
+{
+	for (unsigned i = 0; i < p->nprobes; i++)
+		if (pos_check(p, p->probes[i].pred, false, pos, npos, err, errlen) ||
+		    pos_check(p, p->probes[i].body, false, pos, npos, err, errlen))
+			return -EINVAL;
+	return 0;
 }
 
 void bt_prog_free(struct bt_prog *p)

@@ -19,7 +19,8 @@ enum tok {
 /* Functions: the ones taken, and the ones of bpftrace's that are refused by name. */
 enum fn {
 	F_COUNT, F_SUM, F_AVG, F_MIN, F_MAX, F_STATS, F_HIST, F_LHIST, F_PRINTF, F_PRINT,
-	F_TIME, F_EXIT, F_DELETE, F_CLEAR, F_ZERO, F_STR, F_USYM, F_USTACK, F_NFN,
+	F_TIME, F_EXIT, F_DELETE, F_CLEAR, F_ZERO, F_STR, F_USYM, F_USTACK, F_STRFTIME, F_NTOP,
+	F_NFN,
 };
 
 #endif

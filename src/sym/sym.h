@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct up_sym_elf;
 struct up_file_map;
@@ -54,6 +55,14 @@ void up_sym_elf_close(struct up_sym_elf *elf);
  * Either out pointer may be NULL.
  */
 int up_sym_elf_identify(const char *path, int *elf_class, unsigned *machine);
+
+/*
+ * A library named without a path ("libc", "libssl"), as bpftrace resolves it
+ * (libpath.c): a file NAME.so* or NAME-*.so that process pid maps (pid > 0), else the
+ * linker's search path (LD_LIBRARY_PATH, then the multiarch and the usual directories:
+ * NAME.so.N before NAME.so).  true with the path in out.
+ */
+bool up_sym_find_lib(const char *name, pid_t pid, char *out, size_t size);
 
 const char *up_sym_elf_path(const struct up_sym_elf *elf);
 int up_sym_elf_class(const struct up_sym_elf *elf);	   /* 32 or 64 */

@@ -408,7 +408,7 @@ void up_trace_arming(const struct up_trace *tr, struct up_trace_arming *out)
 		const struct tspec *ts = tr->specs[i];
 		bool armed = false;
 
-		if (ts->removed)
+		if (ts->removed || ts->internal)
 			continue;
 		out->asked++;
 		for (const struct tproc *tp = tr->procs; tp && !armed; tp = tp->next)

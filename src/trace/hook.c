@@ -7,10 +7,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sym/sym.h"
 #include "trace/session_int.h"
 
 struct hook_priv {
@@ -96,6 +98,68 @@ int up_trace_hit_comm_changed(const struct up_trace_hit *h)
 	for (unsigned i = 0; i < COMM_CACHE; i++)
 		tr->comms[i].comm[0] = '\0';
 	return uprobe_comm_changed(tr->ctx, h->pid);
+}
+
+static void on_comm_set(void *arg, const struct up_trace_hit *h)
+{
+	(void)arg;
+	up_trace_hit_comm_changed(h);
+}
+
+/*
+ * A thread's name changes only by its thread group's doing: prctl(PR_SET_NAME), a write
+ * of /proc/self/task/TID/comm (the kernel refuses one from another process), or exec
+ * (after which the agent is a new one).  libc does the first two in prctl (which
+ * pthread_setname_np calls for its own thread; __prctl is the same code) and in
+ * pthread_setname_np (the comm file, for another thread), so their returns are
+ * watched: trap-path return probes whose hits bump the names (above), the thread
+ * stopped.  The session's own specs (tspec.internal): not the caller's to count.
+ */
+int up_trace_watch_comm(struct up_trace *tr, pid_t pid)
+{
+	static const char *const fns[2] = { "prctl", "pthread_setname_np" };
+	char libc[PATH_MAX], spec[PATH_MAX + 64], err[512];
+	unsigned n = 0;
+
+	if (!up_sym_find_lib("libc", pid, libc, sizeof(libc))) {
+		tr_log(tr, "comm: renames not watched: no libc found");
+		return -ENOENT;
+	}
+	for (unsigned i = 0; i < 2; i++) {
+		int rc;
+
+		snprintf(spec, sizeof(spec), "r:upcomm/%s %s:%s", i ? "setname" : "prctl", libc,
+			 fns[i]);
+		rc = tr_add_spec(tr, spec, true, err, sizeof(err));
+		if (rc == -ENOMEM)
+			return rc;
+		if (rc) {
+			tr_log(tr, "comm: %s not watched: %s", fns[i], err);
+			continue;
+		}
+		tr->specs[tr->nspecs - 1]->hit_fn = on_comm_set;
+		n++;
+		if (tr->opts.verbose > 0)
+			tr_log(tr, "comm: renames watched at %s", spec);
+	}
+	return n ? 0 : -ENOENT;
+}
+
+bool up_trace_uses_comm(const struct up_trace *tr)
+{
+	for (unsigned i = 0; i < tr->nspecs; i++) {
+		const struct tspec *ts = tr->specs[i];
+
+		if (ts->removed || ts->internal)
+			continue;
+		for (int a = 0; a < ts->spec.nargs; a++)
+			if (ts->spec.args[a].nops && ts->spec.args[a].ops[0].op == UP_FOP_COMM)
+				return true;
+		if (up_filter_uses(&ts->filt, UP_FILTER_COMM) ||
+		    up_filter_uses(&ts->hfilt, UP_FILTER_COMM))
+			return true;
+	}
+	return false;
 }
 
 int up_trace_hit_cpu(const struct up_trace_hit *h)

@@ -68,7 +68,7 @@ int up_trace_print_metrics(struct up_trace *tr, FILE *out, bool om, unsigned max
 	for (unsigned i = 0; i < tr->nspecs; i++) {
 		const struct tspec *ts = tr->specs[i];
 
-		if (ts->removed)
+		if (ts->removed || ts->internal)
 			continue;
 		fputs("uprobe_probe_hits_total", out);
 		probe_labels(out, ts);
@@ -80,7 +80,7 @@ int up_trace_print_metrics(struct up_trace *tr, FILE *out, bool om, unsigned max
 	for (unsigned i = 0; i < tr->nspecs; i++) {
 		const struct tspec *ts = tr->specs[i];
 
-		if (ts->removed)
+		if (ts->removed || ts->internal)
 			continue;
 		fputs("uprobe_records_lost_total", out);
 		probe_labels(out, ts);

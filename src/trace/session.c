@@ -314,7 +314,7 @@ void up_trace_print_counts(struct up_trace *tr, FILE *out)
 		char where[64], line[1024];
 		const char *w;
 
-		if (ts->removed)
+		if (ts->removed || ts->internal)
 			continue;
 		if (ts->spec.kind == UP_SPEC_SEED)
 			snprintf(where, sizeof(where), "%d",

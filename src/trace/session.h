@@ -241,4 +241,18 @@ int up_trace_hit_cpu(const struct up_trace_hit *h);
    that sets one): the session's names and the fast path's comm keys are read again. */
 int up_trace_hit_comm_changed(const struct up_trace_hit *h);
 
+/*
+ * Renames watched (hook.c): the returns of libc's prctl and pthread_setname_np (libc as
+ * process pid maps it, else the linker's; pid 0 for a command not yet started) tell
+ * the session's names and the fast path's comm keys to be read again, so that $comm,
+ * a comm filter, a `comm` hist key and `uprobe run`'s comm see a thread's new name from
+ * its next hit on.  Specs of the session's own: not counted, not filtered, not in the
+ * metrics or the arming counts.  A name set by a raw syscall or a hand-written
+ * /proc/self/task/TID/comm is seen at the next watched call only.  0, -ENOENT (no libc,
+ * or neither function: logged), -ENOMEM.
+ */
+int up_trace_watch_comm(struct up_trace *tr, pid_t pid);
+/* Does a spec read the thread's name ($comm, a filter's comm)? */
+bool up_trace_uses_comm(const struct up_trace *tr);
+
 #endif

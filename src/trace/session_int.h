@@ -79,6 +79,8 @@ struct tspec {
 	/* up_trace_set_hit_fn: its hits go to a caller (hook.c) */
 	up_trace_hit_fn hit_fn;
 	void *hit_arg;
+	/* the session's own (up_trace_watch_comm): no --filter, no counts, no raw event */
+	bool internal;
 };
 
 struct tproc;
@@ -223,6 +225,8 @@ struct hit {
 
 /* session.c */
 void tr_log(struct up_trace *tr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* up_trace_add, or (internal) a spec of the session's own: see tspec.internal. */
+int tr_add_spec(struct up_trace *tr, const char *text, bool internal, char *err, size_t errlen);
 void tr_probe_free(struct tprobe *p);
 bool tr_probe_on(const struct up_trace *tr, const struct tprobe *p);
 

@@ -121,7 +121,12 @@ static int resolve_file(struct up_trace *tr, struct tspec *ts, char *err, size_t
 
 int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen)
 {
-	struct tspec ts = { 0 };
+	return tr_add_spec(tr, text, false, err, errlen);
+}
+
+int tr_add_spec(struct up_trace *tr, const char *text, bool internal, char *err, size_t errlen)
+{
+	struct tspec ts = { .internal = internal };
 	struct up_spec_err se;
 	int rc;
 
@@ -150,7 +155,7 @@ int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen
 			tr_log(tr, "%s", err); /* a note, not an error */
 		err[0] = '\0';
 	}
-	if (tr->has_filter) {
+	if (tr->has_filter && !internal) {
 		ts.filt = tr->filter;
 		rc = ts.spec.kind == UP_SPEC_EVENT
 			     ? up_filter_resolve(&ts.filt, &ts.spec, err, errlen)
@@ -204,7 +209,7 @@ int up_trace_add(struct up_trace *tr, const char *text, char *err, size_t errlen
 		*heap = ts;
 		tr->specs[tr->nspecs++] = heap;
 	}
-	if (tr->opts.raw)
+	if (tr->opts.raw && !internal)
 		tr_raw_check(tr, up_raw_write_event(tr->opts.out, ts.index, text));
 	return 0;
 }

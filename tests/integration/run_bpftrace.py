@@ -13,10 +13,15 @@
             bpftrace on threads renamed while they run (tids compared as counts)
   tools     Debian's bpftrace tools, read from the installed package: bashreadline.bt
             on an interactive bash fed commands, gethostlatency.bt on getaddrinfo
-            calls, threadsnoop.bt on thread creation; their lines equal bpftrace's
-            but for the clock and the pid columns
+            calls, threadsnoop.bt on thread creation, sslsnoop.bt and ssllatency.bt on
+            a TLS client and server (tests/targets/run_ssl.c); their lines equal
+            bpftrace's but for the clock, the pid and tid, the latencies (and the
+            buckets they fall in) and the functions bpftrace names by address
   nonroot   `uprobe run` as the user nobody on its own command: the same maps as root
   errors    bpftrace's caret errors, the kernel's probes refused by name
+  tracecomm `uprobe trace -t` keyed by $comm (and a comm filter) on threads renamed
+            while they run (prctl, pthread_setname_np): the counts by name
+            bpftrace's @[comm] = count() gives, in the process and on the trap path
   misc      -l against bpftrace -l, a '#!/usr/bin/env -S uprobe run' script with $1,
             interval probes with exit(), -o FILE, -p PID
 
@@ -122,6 +127,28 @@ def one_liners(w):
         f('uprobe:W:work_key { @c[arg0] = count(); @d = count(); } '
           'uprobe:W:work_ret /arg0 == 29/ { exit(); } '
           'END { print(@c); clear(@c); zero(@d); print(@d); print(5); print("x"); }'),
+        # print(@m, top, div): the biggest entries, values divided (a hist's counts;
+        # bpftrace 0.17 divides neither lhist's nor stats', nor takes stats' top)
+        f('uprobe:W:work_key { @c[arg0] = count(); @s[arg0] = sum(arg0); @a[arg0] = '
+          'avg(arg0); @st[arg0] = stats(arg0); @g = count(); @m[arg0 % 5] = '
+          'min((int32)arg0 - 9); @k[str(arg1)] = count(); } END { print(@c, 3); '
+          'print(@s, 0, 3); print(@a, 2, 2); print(@st, 2); print(@g, 0, 2); '
+          'print(@m, 3, 7); print(@k, 2); print(@c, 50, 0); }'),
+        f('uprobe:W:work_size { @h[arg0 % 2] = hist(arg0); @l[arg0 % 3] = '
+          'lhist(arg0, 0, 70000, 5000); } END { print(@h, 1, 3); print(@l, 2, 4); }'),
+        # ntop, strftime (a fixed time after boot: the boot's wall clock, in minutes),
+        # usym of addresses without a symbol (0 as bpftrace prints a null pointer)
+        f('uprobe:W:work_key { @n[ntop(arg0 + 0x0100007f)] = count(); @s[ntop(10, arg0)] = '
+          'count(); @t[ntop(arg0 % 2 ? 2 : 10, arg0)] = count(); @u[usym(arg0)] = count(); } '
+          'BEGIN { printf("%s|%s|%s\\n", strftime("%Y-%m-%d %H:%M", 1500), '
+          'strftime("%H:%M", 86400000000000), strftime("", 5)); $t = strftime("%Y", 0); '
+          'printf("%s\\n", $t); }'),
+        # the builtins whose values differ run to run, as facts about them; u: and ur:;
+        # a library by its name (libc: the linker's, then the mapping's); time()
+        f('uprobe:W:work_key { @[pid == tid, cpu >= 0, nsecs > elapsed, uid, gid] = count(); '
+          '@a[arg2 == arg2, arg5 >= 0] = count(); } u:W:work_ret { @r = count(); } '
+          'ur:W:work_ret { @rr = sum(retval); } uprobe:libc:nanosleep /comm == "run_work"/ '
+          '{ @sl = count(); } BEGIN { time("%Y\\n"); }'),
     ]
 
 
@@ -275,7 +302,7 @@ def mask(out, pid_col=True):
     return lines
 
 
-def cmd_tools(uprobe, work, th, gh):
+def cmd_tools(uprobe, work, th, gh, ssl=None):
     bt, why = have_bpftrace()
     tools = "/usr/sbin"
     br = os.path.join(tools, "bashreadline.bt")
@@ -333,10 +360,127 @@ def cmd_tools(uprobe, work, th, gh):
           "pthread_create here)")
     if b.stdout != want:
         print(diff(want, b.stdout), b.stderr.decode(errors="replace"))
+    ssl_tools(uprobe, bt, why, tools, ssl)
     finish()
 
 
-def cmd_nonroot(uprobe, work):
+SSL_FUNCS = (b"SSL_read", b"SSL_write", b"SSL_do_handshake")
+
+
+def sslsnoop_rows(out):
+    """sslsnoop.bt's event lines: TIME(us) TID COMM LAT(us) RET FUNC, with the clock,
+    the tid and the latency masked; FUNC None where bpftrace printed an address (it
+    names a usym once the process is gone, and then gives the address)."""
+    rows = []
+    for line in out.splitlines()[3:]:
+        f = line.split()
+        if len(f) != 6 or not f[0].isdigit():
+            rows.append(line)
+            continue
+        rows.append((f[2], f[4], None if f[5].startswith(b"0x") else f[5]))
+    return rows
+
+
+def ssllatency_norm(out):
+    """ssllatency.bt's output with what timing decides left out: each map's keys
+    masked (bpftrace prints its func keys as addresses), a hist as its total count (its
+    buckets are latencies), a stats line as its count; the lines and their order
+    otherwise.  Also the keys themselves, for a check that ours are named."""
+    lines, keys, cur = [], [], None
+    for line in out.splitlines():
+        m = re.match(rb"^(@\w+)\[(.*)\]: (.*)$", line)
+        if m:
+            keys.append(m.group(2))
+            st = re.match(rb"count (\d+), average \d+, total \d+$", m.group(3))
+            if st:
+                lines.append([m.group(1), b"count", int(st.group(1))])
+                cur = None
+            else:
+                cur = [m.group(1), b"hist", 0]
+                lines.append(cur)
+            continue
+        b = re.match(rb"^[\[(].*\s(\d+) \|", line)
+        if b and cur:
+            cur[2] += int(b.group(1))
+            continue
+        lines.append(line)
+        cur = None
+    # a map's entries print in the order of their values (stats: the average, a
+    # latency) and equal ones in no fixed order: per map, its counts sorted
+    out = []
+    for l in lines:
+        if isinstance(l, list) and out and isinstance(out[-1], tuple) and \
+                out[-1][0] == l[0] and out[-1][1] == l[1]:
+            out[-1] = (l[0], l[1], tuple(sorted(out[-1][2] + (l[2],))))
+        elif isinstance(l, list):
+            out.append((l[0], l[1], (l[2],)))
+        else:
+            out.append(l)
+    return out, keys
+
+
+def ssl_tools(uprobe, bt, why, tools, ssl):
+    if not ssl or not os.path.exists(ssl):
+        print("note: sslsnoop.bt, ssllatency.bt not run: no run_ssl (Debian package "
+              "libssl-dev)")
+        return
+    if not shutil.which("openssl"):
+        print("note: sslsnoop.bt, ssllatency.bt not run: no openssl command to make "
+              "the server's certificate (Debian package openssl)")
+        return
+    tmp = tempfile.mkdtemp(prefix="uprobe-run-ssl-")
+    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    r = run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+             "-out", cert, "-days", "2", "-subj", "/CN=localhost"])
+    check(r.returncode == 0, "a certificate for run_ssl (openssl req)")
+    cmd = "%s %s %s" % (ssl, cert, key)
+    sn = os.path.join(tools, "sslsnoop.bt")
+    sl = os.path.join(tools, "ssllatency.bt")
+    # the calls run_ssl.c makes: 2 + 2 handshake steps (-1, -1, 1, 1), 3 x (write, read)
+    # twice, the last read with nothing to read
+    want = [(b"run_ssl", b"-1", b"SSL_do_handshake")] * 2 + \
+        [(b"run_ssl", b"1", b"SSL_do_handshake")] * 2 + \
+        [(b"run_ssl", b"4", f) for f in (b"SSL_write", b"SSL_read")] * 6 + \
+        [(b"run_ssl", b"-1", b"SSL_read")]
+    b = run([uprobe, "run", sn, "-c", cmd])
+    ours = sslsnoop_rows(b.stdout)
+    check(b.returncode == 0 and b.stdout.startswith(
+        b"Attaching 11 probes...\nTracing SSL/TLS handshake... Hit Ctrl-C to end.\n"
+        b"TIME(us)   TID      COMM     LAT(us)   RET FUNC\n") and
+        [r for r in ours if isinstance(r, tuple)] == want,
+        "sslsnoop.bt, unchanged: run_ssl's 17 calls, their return values and names")
+    if [r for r in ours if isinstance(r, tuple)] != want:
+        print(b.stdout.decode(errors="replace"), b.stderr.decode(errors="replace"))
+    if bt:
+        a = run([bt, sn, "-c", cmd])
+        theirs = sslsnoop_rows(a.stdout)
+        same = a.stdout.splitlines()[:3] == b.stdout.splitlines()[:3] and \
+            len(theirs) == len(ours) and \
+            all(t == o or (isinstance(t, tuple) and t[2] is None and t[:2] == o[:2])
+                for t, o in zip(theirs, ours))
+        check(same, "sslsnoop.bt: bpftrace's lines, clock, tid and latency aside")
+        if not same:
+            print(diff(a.stdout, b.stdout))
+    b = run([uprobe, "run", sl, "-c", cmd])
+    ours, keys = ssllatency_norm(b.stdout)
+    check(b.returncode == 0 and b.stdout.startswith(b"Attaching 12 probes...\n") and
+          set(keys) <= set(SSL_FUNCS) and (b"@stat", b"count", (2, 6, 6)) in ours and
+          (b"@statF", b"count", (1, 2)) in ours,
+          "ssllatency.bt, unchanged: its maps by function, 6 reads and writes, a failed read")
+    if bt:
+        a = run([bt, sl, "-c", cmd])
+        theirs, _ = ssllatency_norm(a.stdout)
+        check(theirs == ours, "ssllatency.bt: bpftrace's maps, their counts and lines, "
+              "the latencies' buckets and the keys' addresses aside")
+        if theirs != ours:
+            print(diff(a.stdout, b.stdout))
+            print(theirs, ours)
+    else:
+        print("note: " + why)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cmd_nonroot(uprobe, work, host=None):
     if os.geteuid() != 0:
         user_run = [uprobe, "run"]
         tmp = None
@@ -346,10 +490,11 @@ def cmd_nonroot(uprobe, work):
         # the binaries where nobody can read them
         tmp = tempfile.mkdtemp(prefix="uprobe-run-")
         os.chmod(tmp, 0o755)
-        for f in (uprobe, work):
+        for f in (uprobe, work) + ((host,) if host else ()):
             shutil.copy(f, tmp)
         uprobe = os.path.join(tmp, os.path.basename(uprobe))
         work = os.path.join(tmp, os.path.basename(work))
+        host = os.path.join(tmp, os.path.basename(host)) if host else None
         user_run = ["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
                     uprobe, "run"]
     try:
@@ -369,12 +514,56 @@ def cmd_nonroot(uprobe, work):
           whoami.decode())
     if not ok:
         print(b.stdout.decode(errors="replace"), b.stderr.decode(errors="replace"))
+    # Debian's gethostlatency.bt (libc by its name) and renamed threads' comm, as nobody
+    gl = "/usr/sbin/gethostlatency.bt"
+    if host and os.path.exists(gl):
+        b = run(user_run + [gl, "-c", host], cwd="/")
+        rows = [l for l in b.stdout.splitlines() if re.match(rb"^\d\d:\d\d:\d\d  \d+ +run_host "
+                                                             rb"+\d+ localhost$", l)]
+        check(b.returncode == 0 and len(rows) == 3, "gethostlatency.bt as uid %s: 3 lookups"
+              % whoami.decode())
+    b = run(user_run + ["-e", "uprobe:%s:named_call { @[comm] = count(); }" % work, "-c", work],
+            cwd="/")
+    check(b.returncode == 0 and b.stdout.endswith(
+        b"@[run_work]: 2\n@[worker0]: 5\n@[renamed]: 7\n@[worker1]: 10\n@[other]: 11\n"
+        b"@[worker2]: 15\n"), "@[comm] as uid %s: renames seen (the watch of libc's prctl)"
+        % whoami.decode())
     if os.geteuid() == 0 and shutil.which("bpftrace"):
         a = run(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
                  "bpftrace", "-e", prog, "-c", work], cwd="/")
         print("note: bpftrace as nobody: exit %d (%s)" % (
             a.returncode, a.stderr.decode(errors="replace").strip().splitlines()[-1:]))
         check(a.returncode != 0, "bpftrace cannot run as nobody (what uprobe run is for)")
+    # -p PID: a process of the same user, started apart (not uprobe run's child), that
+    # execs the workload once traced
+    as_user = user_run[:-2] if os.geteuid() == 0 else []
+    p = subprocess.Popen(as_user + ["sh", "-c", "read x; exec %s" % work],
+                         stdin=subprocess.PIPE, cwd="/")
+    try:
+        q = subprocess.Popen(user_run + ["-p", str(p.pid), "-e",
+                                         "uprobe:%s:work_key { @[arg0] = count(); }" % work],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/")
+        import time
+        for _ in range(100):
+            try:
+                st = open("/proc/%d/status" % p.pid, "rb").read()
+            except OSError:
+                break
+            if b"TracerPid:\t0" not in st:
+                break
+            time.sleep(0.05)
+        time.sleep(0.2)
+        p.stdin.write(b"\n")
+        p.stdin.close()
+        p.wait(timeout=30)
+        o, e = q.communicate(timeout=30)
+        check(q.returncode == 0 and o.endswith(b"@[5]: 18\n@[6]: 21\n"),
+              "uprobe run -p PID as uid %s on its own process: the counts" % whoami.decode())
+        if not o.endswith(b"@[6]: 21\n"):
+            print(o, e)
+    finally:
+        if p.poll() is None:
+            p.kill()
     if tmp:
         shutil.rmtree(tmp, ignore_errors=True)
     finish()
@@ -402,13 +591,45 @@ def cmd_errors(uprobe, work):
             check(same, "the same error as bpftrace's: " + prog)
             if not same:
                 print(a.stderr.decode(errors="replace"), b.stderr.decode(errors="replace"))
+    # a call's errors: the same text, place and span as bpftrace's, byte for byte
+    for prog in ['uprobe:%s:work_size { @h = hist(arg0, 2); }' % work,
+                 'uprobe:%s:work_size { @x = count(1); }' % work,
+                 'uprobe:%s:work_size { @x = lhist(arg0, 1, 2); }' % work,
+                 'uprobe:%s:work_size { $x = count(); }' % work,
+                 'uprobe:%s:work_key { @[arg0] = count(); } END { $t = 2; print(@, $t); }' % work]:
+        b = run([uprobe, "run", "-e", prog, "-c", work])
+        check(b.returncode == 1 and b.stdout == b"" and b": ERROR: " in b.stderr,
+              "refused: " + prog[-50:])
+        if bt:
+            a = run([bt, "-e", prog, "-c", work])
+            theirs = [l for l in a.stderr.splitlines() if b"RLIMIT" not in l]
+            check(theirs == b.stderr.splitlines(), "bpftrace's error, its span too: " +
+                  prog[-50:])
+            if theirs != b.stderr.splitlines():
+                print(a.stderr.decode(errors="replace"), b.stderr.decode(errors="replace"))
     for prog, word in [("kprobe:do_nanosleep { @ = count(); }", b"kprobe probes are the kernel's"),
                        ("tracepoint:syscalls:sys_enter_read { }", b"tracepoint probes are the kernel's"),
                        ("uprobe:%s:work_key { @ = kstack; }" % work, b"kstack"),
-                       ("uprobe:%s:work_key { @ = ntop(arg0); }" % work, b"ntop()"),
+                       ("uprobe:%s:work_key { @ = join(arg0); }" % work, b"join()"),
                        ("uprobe:%s:work_key { while (1) { } }" % work, b"'while'")]:
         b = run([uprobe, "run", "-e", prog, "-c", work])
         check(b.returncode == 1 and word in b.stderr, "refused by name: " + prog)
+    # $N read as a number, given a string: bpftrace's error; str($N) takes it
+    for prog, args in (('BEGIN { printf("%d\\n", $1 + 1); exit(); }', ["abc"]),
+                       ('BEGIN { printf("%d %s\\n", $2, str($1)); exit(); }', ["abc", "5 "])):
+        b = run([uprobe, "run", "-e", prog] + args)
+        check(b.returncode == 1 and b"used numerically but given" in b.stderr and
+              b"Try using str($" in b.stderr, "$N used numerically: refused: %s %s" %
+              (prog, args))
+        if bt:
+            a = run([bt, "-e", prog] + args)
+            theirs = [l for l in a.stderr.splitlines() if b"RLIMIT" not in l]
+            check(theirs == b.stderr.splitlines(), "$N used numerically: bpftrace's error")
+            if theirs != b.stderr.splitlines():
+                print(a.stderr.decode(errors="replace"), b.stderr.decode(errors="replace"))
+    b = run([uprobe, "run", "-e", 'BEGIN { printf("%d|%s|\\n", $1, str($2)); exit(); }',
+             "0x1f", "text"])
+    check(b.stdout.startswith(b"Attaching 1 probe...\n31|text|\n"), "$1 a number, str($2)")
     b = run([uprobe, "run", "-e", "uprobe:%s:work_key { }" % work])
     check(b.returncode == 2 and b"-p PID or -c" in b.stderr, "uprobes without a process: "
           "refused with the reason")
@@ -439,12 +660,23 @@ def cmd_misc(uprobe, work, usdt=None):
           "run script with $1")
     if b.stdout != b"Attaching 1 probe...\n\n\n@[4]: 15\n":
         print(b.stdout, b.stderr)
-    # -o FILE
+    # -o FILE: bpftrace writes all but the "\n\n" before the maps there (that goes to
+    # its standard output)
     out = os.path.join(tmp, "out.txt")
-    b = run([uprobe, "run", "-o", out, "-e", "uprobe:%s:work_ret { @ = count(); }" % work,
-             "-c", work])
-    check(b.stdout == b"" and open(out, "rb").read() == b"Attaching 1 probe...\n\n\n@: 30\n",
-          "-o FILE")
+    for fmt in ("text", "json"):
+        prog = "uprobe:%s:work_ret { @ = count(); } END { printf(\"end\\n\"); }" % work
+        b = run([uprobe, "run", "-f", fmt, "-o", out, "-e", prog, "-c", work])
+        ours = open(out, "rb").read()
+        if fmt == "text":
+            check(b.stdout == b"\n\n" and ours == b"Attaching 2 probes...\nend\n@: 30\n",
+                  "-o FILE: the program's output there, the maps' blank lines on stdout")
+        if bt:
+            a = run([bt, "-f", fmt, "-o", out, "-e", prog, "-c", work])
+            theirs = open(out, "rb").read()
+            check(a.stdout == b.stdout and theirs == ours, "-f %s -o FILE: as bpftrace's "
+                  "(the file and the standard output)" % fmt)
+            if theirs != ours:
+                print(diff(theirs, ours))
     # a map holds BPFTRACE_MAP_KEYS_MAX keys: a process cannot grow the tracer unbounded
     b = run([uprobe, "run", "--no-fast", "-e", "uprobe:%s:work_size { @[arg0] = count(); }" % work,
              "-c", work], env=dict(os.environ, BPFTRACE_MAP_KEYS_MAX="5"))
@@ -458,6 +690,24 @@ def cmd_misc(uprobe, work, usdt=None):
     if bt:
         want = run([bt, "-e", prog]).stdout
     check(b.stdout == want, "interval:ms:50 with exit() and END, as bpftrace")
+    # -c with no user-space probe: the command runs (untraced) and the program ends
+    # with it, BEGIN and END around it, as bpftrace's
+    prog = 'BEGIN { printf("begin\\n"); } interval:ms:100 { @n++; } END { printf("end\\n"); '\
+        'clear(@n); }'
+    b = run([uprobe, "run", "-e", prog, "-c", "/bin/sleep 0.5"], timeout=30)
+    want = b"Attaching 3 probes...\nbegin\nend\n\n\n\n"
+    if bt:
+        want = run([bt, "-e", prog, "-c", "/bin/sleep 0.5"], timeout=30).stdout
+    check(b.returncode == 0 and b.stdout == want, "-c CMD with BEGIN, END and an interval "
+          "only: ends with the command, as bpftrace")
+    if b.stdout != want:
+        print(diff(want, b.stdout))
+    b = run([uprobe, "run", "-e", prog, "-c", "/nonexistent/cmd"], timeout=30)
+    check(b.returncode == 1 and b.stdout == b"" and b"cannot run /nonexistent/cmd" in b.stderr,
+          "-c with a command that does not exist: refused before anything runs")
+    if bt:
+        a = run([bt, "-e", prog, "-c", "/nonexistent/cmd"], timeout=30)
+        check(a.returncode != 0 and a.stdout == b"", "bpftrace refuses it too")
     # -p PID: a process that waits to be traced
     p = subprocess.Popen(["sh", "-c", "read x; exec %s" % work], stdin=subprocess.PIPE)
     try:
@@ -505,20 +755,74 @@ def cmd_misc(uprobe, work, usdt=None):
     finish()
 
 
+def comm_counts_bt(out):
+    return {k.decode(): int(n) for k, n in re.findall(rb"^@\[(.*)\]: (\d+)$", out, re.M)}
+
+
+def comm_counts_hist(out):
+    return {k.decode(): int(n) for k, n in
+            re.findall(rb"^\{ cm: (\S+) +\} hitcount: +(\d+)$", out, re.M)}
+
+
+def cmd_tracecomm(uprobe, work):
+    """`uprobe trace` sees renames as `uprobe run` does (the session's watch of prctl
+    and pthread_setname_np): a $comm-keyed trigger and a comm filter, on named_call's
+    threads (renamed by prctl, and one by pthread_setname_np from another thread)."""
+    # what run_work.c's named_threads does: by comm 2 5 10 15 7 11
+    want = {"run_work": 2, "worker0": 5, "worker1": 10, "worker2": 15, "renamed": 7,
+            "other": 11}
+    bt, why = have_bpftrace()
+    if bt:
+        a = run([bt, "-e", "uprobe:%s:named_call /comm != \"bpftrace\"/ "
+                 "{ @[comm] = count(); }" % work, "-c", work])
+        want = comm_counts_bt(a.stdout)
+        check(len(want) == 6, "bpftrace: six names: %s" % want)
+    else:
+        print("note: %s: compared with run_work.c's own counts" % why)
+    spec = "p:w/named %s:named_call cm=$comm" % work
+    for mode in ([], ["--no-fast"]):
+        b = run([uprobe, "trace", "-v"] + mode + ["-e", spec, "-t", "w/named:hist:keys=cm",
+                                                 "--", work])
+        got = comm_counts_hist(b.stdout)
+        err = b.stderr.decode(errors="replace")
+        check(b.returncode == 0 and got == want,
+              "trace -t keys=cm %s: the counts by name bpftrace gives: %s" %
+              (" ".join(mode) or "(in the process)", got))
+        if got != want:
+            print(err)
+        check("comm: renames watched at r:upcomm/prctl" in err and
+              "1 of 1 probes armed" in err, "trace -v: renames watched, not counted as the "
+              "user's probes")
+        # a comm filter: the events of the renamed main thread only
+        b = run([uprobe, "trace"] + mode + ["--filter", 'comm == "renamed"', "-e",
+                                            "p:w/named %s:named_call k=%%di:s32" % work,
+                                            "--", work])
+        lines = [l for l in b.stdout.splitlines() if b" named: " in l]
+        check(len(lines) == want["renamed"] and all(l.strip().startswith(b"renamed-") and
+                                                     l.endswith(b"k=-2") for l in lines),
+              "trace --filter 'comm == \"renamed\"' %s: the renamed thread's %d calls: %d" %
+              (" ".join(mode), want["renamed"], len(lines)))
+    finish()
+
+
 def main():
     mode, uprobe, work = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "compare":
         cmd_compare(uprobe, work)
     elif mode == "tools":
-        cmd_tools(uprobe, work, sys.argv[4], sys.argv[4])
+        ssl = [a for a in sys.argv[5:] if os.path.basename(a) == "run_ssl"]
+        cmd_tools(uprobe, work, sys.argv[4], sys.argv[4], ssl[0] if ssl else None)
     elif mode == "fast":
         cmd_fast(uprobe, work)
     elif mode == "nonroot":
-        cmd_nonroot(uprobe, work)
+        cmd_nonroot(uprobe, work, sys.argv[4] if len(sys.argv) > 4 else None)
     elif mode == "errors":
         cmd_errors(uprobe, work)
+    elif mode == "tracecomm":
+        cmd_tracecomm(uprobe, work)
     elif mode == "misc":
-        cmd_misc(uprobe, work, sys.argv[5] if len(sys.argv) > 5 else None)
+        usdt = [a for a in sys.argv[5:] if os.path.basename(a) != "run_ssl"]
+        cmd_misc(uprobe, work, usdt[0] if usdt else None)
     else:
         sys.exit("unknown mode " + mode)
 

@@ -8,7 +8,6 @@
  * the bodies print, then at the end the maps.
  */
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <getopt.h>
@@ -71,12 +70,13 @@ static void run_usage(FILE *out)
 	      "             or a command's (in PATH).  Several probes may share one body.\n"
 	      "Actions:     @map[key, ...] = count() sum() avg() min() max() stats() hist()\n"
 	      "             lhist(v, min, max, step), or a value; $var = value; delete(@m[k]),\n"
-	      "             clear(@m), zero(@m), print(@m), print(v), printf(\"fmt\", ...),\n"
-	      "             time(\"fmt\"), exit(); if (...) { } else { }; /predicate/\n"
+	      "             clear(@m), zero(@m), print(@m[, top[, div]]), print(v),\n"
+	      "             printf(\"fmt\", ...), time(\"fmt\"), exit(); if (...) { } else { };\n"
+	      "             /predicate/\n"
 	      "Values:      integers and the C operators, (int8) .. (uint64) casts, strings\n"
 	      "             compared with == and !=, ?:, pid tid comm nsecs elapsed cpu uid gid\n"
 	      "             retval arg0..arg5 func probe ustack ustack(N) usym(addr)\n"
-	      "             str(addr[, len]) $1..$9\n"
+	      "             str(addr[, len]) strftime(\"fmt\", nsecs) ntop([af, ]addr) $1..$9\n"
 	      "Not taken:   the kernel's probes (kprobe, tracepoint, profile, ...: they need\n"
 	      "             bpftrace as root) and bpftrace's other functions: each is refused\n"
 	      "             by name.\n"
@@ -489,84 +489,6 @@ static char *read_all(FILE *f)
 	return s;
 }
 
-/* "libc" as bpftrace finds it: a file NAME.so* or NAME-*.so the process maps. */
-static bool lib_in_maps(pid_t pid, const char *name, char *out, size_t size)
-{
-	char path[64], line[PATH_MAX + 128];
-	size_t nl = strlen(name);
-	bool found = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *p = strchr(line, '/'), *base;
-
-		if (!p)
-			continue;
-		p[strcspn(p, "\n")] = '\0';
-		base = strrchr(p, '/') + 1;
-		if (!strncmp(base, name, nl) && (base[nl] == '.' || base[nl] == '-') &&
-		    strstr(base, ".so")) {
-			snprintf(out, size, "%s", p);
-			found = true;
-		}
-	}
-	fclose(f);
-	return found;
-}
-
-/* The linker's search path: NAME.so.N (the highest-priority directory first). */
-static bool lib_in_path(const char *name, char *out, size_t size)
-{
-	static const char *const dirs[] = {
-		"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
-		"/lib", "/usr/lib", "/usr/local/lib", NULL,
-	};
-	size_t nl = strlen(name);
-	const char *ld = getenv("LD_LIBRARY_PATH");
-
-	for (int pass = 0; pass < 2; pass++) {
-		char ldbuf[PATH_MAX];
-		const char *list[64];
-		unsigned nlist = 0;
-
-		if (!pass && ld && *ld) {
-			snprintf(ldbuf, sizeof(ldbuf), "%s", ld);
-			for (char *sv, *t = strtok_r(ldbuf, ":", &sv); t && nlist < 63;
-			     t = strtok_r(NULL, ":", &sv))
-				list[nlist++] = t;
-		} else if (pass) {
-			for (int i = 0; dirs[i]; i++)
-				list[nlist++] = dirs[i];
-		}
-		for (unsigned i = 0; i < nlist; i++) {
-			DIR *d = opendir(list[i]);
-			struct dirent *e;
-			char best[NAME_MAX + 1] = "";
-
-			if (!d)
-				continue;
-			while ((e = readdir(d))) {
-				if (strncmp(e->d_name, name, nl) || strncmp(e->d_name + nl, ".so", 3))
-					continue;
-				/* the runtime's name (libc.so.6) before the link-time one (libc.so) */
-				if (!best[0] || (strlen(e->d_name) > strlen(best) && !strcmp(best + nl, ".so")) ||
-				    (strcmp(e->d_name + nl, ".so") && strlen(e->d_name) < strlen(best)))
-					snprintf(best, sizeof(best), "%s", e->d_name);
-			}
-			closedir(d);
-			if (best[0]) {
-				snprintf(out, size, "%s/%s", list[i], best);
-				return true;
-			}
-		}
-	}
-	return false;
-}
-
 /* A program in PATH (uprobe:bash:readline). */
 static bool in_exec_path(const char *name, char *out, size_t size)
 {
@@ -592,9 +514,7 @@ static bool resolve_target(const char *target, pid_t pid, char *out, size_t size
 		snprintf(out, size, "%s", target);
 		return true;
 	}
-	if (pid > 0 && lib_in_maps(pid, target, out, size))
-		return true;
-	if (lib_in_path(target, out, size))
+	if (up_sym_find_lib(target, pid, out, size))
 		return true;
 	return in_exec_path(target, out, size);
 }
@@ -742,6 +662,43 @@ static bool node_uses(const struct bt_node *n, int builtin)
 	return false;
 }
 
+/* -c's text split at blanks, no shell (bpftrace's): 0, or the CLI status said. */
+static int split_cmd(const char *cmd, char ***out)
+{
+	/* from the first word: v[0] is the copy, which the caller frees */
+	char *copy = strdup(cmd + strspn(cmd, " \t"));
+	char **v = calloc(strlen(cmd) / 2 + 2, sizeof(*v));
+	unsigned n = 0;
+
+	if (!copy || !v) {
+		free(copy);
+		free(v);
+		cli_err("run", "%s", strerror(ENOMEM));
+		return CLI_FAIL;
+	}
+	for (char *sv, *t = strtok_r(copy, " \t", &sv); t; t = strtok_r(NULL, " \t", &sv))
+		v[n++] = t;
+	if (!n) {
+		free(copy);
+		free(v);
+		return cli_usage_error(&cli_cmd_run, "-c: no command");
+	}
+	*out = v;
+	return 0;
+}
+
+static void on_child(int sig)
+{
+	(void)sig; /* wakes the loop's sigsuspend */
+}
+
+/* The session's notes, with -v. */
+static void run_log(void *arg, const char *msg)
+{
+	(void)arg;
+	fprintf(stderr, "uprobe run: %s\n", msg);
+}
+
 /* Does a user-space probe of p read the builtin? */
 static bool prog_uses(const struct bt_prog *p, int builtin)
 {
@@ -752,44 +709,6 @@ static bool prog_uses(const struct bt_prog *p, int builtin)
 		    (node_uses(p->probes[i].pred, builtin) || node_uses(p->probes[i].body, builtin)))
 			return true;
 	return false;
-}
-
-static void on_comm_set(void *arg, const struct up_trace_hit *h)
-{
-	(void)arg;
-	up_trace_hit_comm_changed(h);
-}
-
-/*
- * comm is the thread's name at the hit, as bpftrace reads it from the kernel.  Both
- * paths cache names per thread (the session per tid, the agent in its thread slots), so
- * the calls that rename a thread are watched: at the return of libc's prctl (which
- * pthread_setname_np calls for its own thread; __prctl is the same code) and of
- * pthread_setname_np (which writes /proc/self/task/TID/comm for another thread), while
- * the thread is stopped, both caches are told to read the names again
- * (up_trace_hit_comm_changed).  Not counted as the program's probes, never printed.
- * A name written by a raw syscall or by hand into /proc/self/task/TID/comm is not seen
- * until the next such call.
- */
-static void watch_comm(struct up_trace *tr, pid_t pid, int verbose)
-{
-	static const char *const fns[2] = { "prctl", "pthread_setname_np" };
-	char path[PATH_MAX], spec[PATH_MAX + 64], err[512];
-
-	if (!resolve_target("libc", pid, path, sizeof(path)))
-		return;
-	for (unsigned i = 0; i < 2; i++) {
-		snprintf(spec, sizeof(spec), "r:btcomm/%s %s:%s", i ? "setname" : "prctl", path,
-			 fns[i]);
-		if (up_trace_add(tr, spec, err, sizeof(err))) {
-			if (verbose > 0)
-				fprintf(stderr, "uprobe run: %s: not watched: %s\n", fns[i], err);
-			continue;
-		}
-		up_trace_set_hit_fn(tr, up_trace_nspecs(tr) - 1, on_comm_set, NULL);
-		if (verbose > 0)
-			fprintf(stderr, "uprobe run: comm: renames watched at %s\n", spec);
-	}
 }
 
 /* The program's user-space attach points, into the session. */
@@ -1159,7 +1078,7 @@ static int run_run(int argc, char **argv)
 	bool list = false, no_fast = false;
 	struct fastplan *plans = NULL;
 	int verbose = 0, c, status = CLI_OK, rc;
-	pid_t pid = 0, child = 0;
+	pid_t pid = 0, child = 0, plain = 0; /* plain: -c's command, untraced */
 	char *src = NULL, err[4096];
 	struct bt_prog *prog = NULL;
 	struct bt_rt *rt = NULL;
@@ -1240,8 +1159,12 @@ static int run_run(int argc, char **argv)
 	}
 	rc = bt_parse(src, prog_file && strcmp(prog_file, "-") ? prog_file : "stdin", &prog, err,
 		      sizeof(err));
+	if (!rc)
+		rc = bt_check_pos(prog, (const char *const *)argv + optind,
+				  (unsigned)(argc - optind), err, sizeof(err));
 	if (rc) {
 		fputs(err, stderr);
+		bt_prog_free(prog);
 		free(src);
 		return CLI_FAIL;
 	}
@@ -1280,7 +1203,8 @@ static int run_run(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	{
-		struct bt_rt_opts ro = { .out = out, .pos = (const char *const *)argv + optind,
+		struct bt_rt_opts ro = { .out = out, .sep_out = stdout,
+					 .pos = (const char *const *)argv + optind,
 					 .npos = (unsigned)(argc - optind),
 					 .json = format && !strcmp(format, "json") };
 
@@ -1293,7 +1217,7 @@ static int run_run(int argc, char **argv)
 	}
 	if (nuser) {
 		struct up_trace_opts opts = { .out = NULL, .follow = true, .no_fast = no_fast,
-					      .verbose = verbose };
+					      .verbose = verbose, .log = verbose > 0 ? run_log : NULL };
 
 		plans = calloc(prog->nprobes, sizeof(*plans));
 		for (unsigned i = 0; plans && !no_fast && i < prog->nprobes; i++)
@@ -1336,37 +1260,57 @@ static int run_run(int argc, char **argv)
 			goto out;
 		}
 		nprobes += ad.added;
+		/* comm is the thread's name at the hit, as bpftrace reads it from the
+		   kernel: both paths cache names per thread, so renames are watched */
 		if (ad.added && prog_uses(prog, BT_B_COMM))
-			watch_comm(tr, pid, verbose);
+			up_trace_watch_comm(tr, pid);
 		if (!nprobes) {
 			fputs("No probes to attach\n", stderr);
 			status = CLI_FAIL;
 			goto out;
 		}
 		if (cmd) {
-			char *copy = strdup(cmd);
-			unsigned n = 0;
-
-			cargv = calloc(strlen(cmd) / 2 + 2, sizeof(*cargv));
-			if (!copy || !cargv) {
-				free(copy);
-				cli_err("run", "%s", strerror(ENOMEM));
-				status = CLI_FAIL;
+			status = split_cmd(cmd, &cargv);
+			if (status)
 				goto out;
-			}
-			for (char *sv, *t = strtok_r(copy, " \t", &sv); t; t = strtok_r(NULL, " \t", &sv))
-				cargv[n++] = t;
-			if (!n) {
-				free(copy);
-				status = cli_usage_error(&cli_cmd_run, "-c: no command");
-				goto out;
-			}
 			rc = up_trace_spawn(tr, cargv, &child);
 			if (rc) {
 				cli_err("run", "cannot run %s: %s", cargv[0], strerror(-rc));
 				status = CLI_FAIL;
 				goto out;
 			}
+		}
+	}
+	if (!nuser && cmd) {
+		/* no probe in it: the command runs untraced, and the program ends with it
+		   (BEGIN, intervals, END), as bpftrace's -c */
+		struct sigaction ca = { .sa_handler = on_child }; /* no SA_RESTART */
+
+		char path[PATH_MAX];
+
+		status = split_cmd(cmd, &cargv);
+		if (status)
+			goto out;
+		/* refused before anything is attached, as a traced command is */
+		if (strchr(cargv[0], '/') ? access(cargv[0], X_OK) != 0
+					  : !in_exec_path(cargv[0], path, sizeof(path))) {
+			cli_err("run", "cannot run %s: %s", cargv[0],
+				strerror(strchr(cargv[0], '/') ? errno : ENOENT));
+			status = CLI_FAIL;
+			goto out;
+		}
+		sigaction(SIGCHLD, &ca, NULL);
+		fflush(NULL);
+		plain = fork();
+		if (plain < 0) {
+			cli_err("run", "cannot run %s: %s", cargv[0], strerror(errno));
+			status = CLI_FAIL;
+			goto out;
+		}
+		if (!plain) {
+			execvp(cargv[0], cargv);
+			fprintf(stderr, "uprobe run: cannot run %s: %s\n", cargv[0], strerror(errno));
+			_exit(127);
 		}
 	}
 	if (format && !strcmp(format, "json"))
@@ -1425,6 +1369,23 @@ static int run_run(int argc, char **argv)
 			if (tr) {
 				rc = up_trace_run(tr, &cli_stop_sig);
 				if (rc != -EINTR)
+					break;
+			} else if (plain) {
+				/* until the command ends, a tick, a scrape or a stop */
+				sigset_t chld, prev;
+				int st;
+
+				sigemptyset(&chld);
+				sigaddset(&chld, SIGCHLD);
+				sigprocmask(SIG_BLOCK, &chld, &prev);
+				if (waitpid(plain, &st, WNOHANG) == plain)
+					plain = 0;
+				else if (!cli_stop_sig && !cli_tick_due)
+					sigsuspend(&prev);
+				sigprocmask(SIG_SETMASK, &prev, NULL);
+				if (plain && waitpid(plain, &st, WNOHANG) == plain)
+					plain = 0;
+				if (!plain)
 					break;
 			} else if (!cli_stop_sig) {
 				pause();
@@ -1485,7 +1446,8 @@ static int run_run(int argc, char **argv)
 		struct bt_rt *end_rt = rt;
 
 		if (bt_rt_exiting(rt)) {
-			struct bt_rt_opts ro = { .out = out, .pos = (const char *const *)argv + optind,
+			struct bt_rt_opts ro = { .out = out, .sep_out = stdout,
+						 .pos = (const char *const *)argv + optind,
 						 .npos = (unsigned)(argc - optind),
 						 .json = format && !strcmp(format, "json") };
 
@@ -1517,6 +1479,14 @@ out:
 
 		/* the command runs on, unprobed, to its end */
 		while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (plain) {
+		int st;
+
+		/* stopped early (exit(), Ctrl-C): the command runs on to its end, as a traced
+		   one does */
+		while (waitpid(plain, &st, 0) < 0 && errno == EINTR)
 			;
 	}
 	for (unsigned i = 0; i < ad.nhooks; i++) {

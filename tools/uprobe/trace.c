@@ -847,6 +847,13 @@ static int run_trace(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* $comm and comm filters see renames (prctl, pthread_setname_np), as `uprobe run`
+	   does: the trap path's names and the agent's comm keys are cached per thread */
+	if (up_trace_uses_comm(tr) && up_trace_watch_comm(tr, npids ? pids[0] : 0) == -ENOMEM) {
+		cli_err("trace", "%s", strerror(ENOMEM));
+		status = CLI_FAIL;
+		goto out;
+	}
 	if (optind < argc) {
 		rc = up_trace_spawn(tr, argv + optind, &child);
 		if (rc) {
