@@ -1624,6 +1624,39 @@ static bool cb_is_breakpoint(void *arg, struct up_task *t, uint64_t addr)
 	return (mm->tramp && addr == mm->tramp) || ppt_lookup(mm, addr);
 }
 
+/*
+ * t's signal goes as it is (what cb_stop does with a signal that is no fault, of a
+ * thread with no step under way and rip in no slot of ours; on_breakpoint with a trap
+ * at an int3 of the program's own, still there, in nothing of ours): the quiesce may
+ * deliver it at once.
+ */
+static bool cb_may_deliver(void *arg, struct up_task *t, const siginfo_t *info)
+{
+	struct uproc *up = up_proc_data(up_task_proc(t));
+	struct utask *ut = up_task_data(t);
+	struct up_stop stop = { .kind = UP_STOP_SIGNAL, .sig = info->si_signo, .info = *info };
+	bool trap = stop.sig == SIGTRAP && info->si_code > 0;
+	struct user_regs_struct r;
+	struct uproc *mm;
+	uint8_t b;
+
+	(void)arg;
+	if (is_fault(&stop) || (trap && info->si_code != SI_KERNEL))
+		return false;
+	if (!up)
+		return true; /* nothing of ours in the process yet */
+	if ((ut && (ut->state != UT_NONE || ut->ndelayed)) || (up->releasing && trap) ||
+	    up_task_get_regs(t, &r))
+		return false;
+	mm = mm_of(up);
+	if (trap && ((mm->tramp && r.rip - 1 == mm->tramp) || ppt_lookup(mm, r.rip - 1) ||
+		     up_site_written_orig(&mm->sites, r.rip - 1) >= 0 ||
+		     up_xol_ours(&mm->sites.xol, r.rip - 1) || up_proc_read(up->p, r.rip - 1, &b, 1) ||
+		     b != UP_BKPT_INSN))
+		return false;
+	return !ppt_by_slot(mm, r.rip);
+}
+
 /* A remote call on t: the safety net told how to put it back if we die meanwhile. */
 static void cb_remote_note(void *arg, struct up_task *t, uint64_t lo, uint64_t hi,
 			   const struct user_regs_struct *back, uint64_t mask)
@@ -1638,6 +1671,7 @@ static void cb_remote_note(void *arg, struct up_task *t, uint64_t lo, uint64_t h
 static const struct up_task_ops ops = {
 	.is_breakpoint = cb_is_breakpoint,
 	.remote_note = cb_remote_note,
+	.may_deliver = cb_may_deliver,
 	.on_exiting = cb_exiting,
 	.on_stop = cb_stop,
 	.on_fork = cb_fork,

@@ -118,6 +118,14 @@ uint64_t up_xol_mapped(const struct up_xol *x)
 	return n;
 }
 
+bool up_xol_ours(const struct up_xol *x, uint64_t addr)
+{
+	for (unsigned i = 0; i < x->nmaps; i++)
+		if (addr - x->maps[i].start < x->maps[i].len)
+			return true;
+	return up_xol_contains(x, addr);
+}
+
 /* size bytes mapped at exactly at (MAP_FIXED_NOREPLACE; a 32-bit process: anywhere,
    at 0), never inherited by fork, and listed in x's mappings (unmapped again if it
    cannot be: what is not listed is never left behind). */

@@ -64,6 +64,8 @@ int up_xol_map_data(struct up_xol *x, struct up_task *t, uint64_t near, uint64_t
 int up_xol_note_map(struct up_xol *x, uint64_t start, uint64_t len, bool exec);
 /* The bytes of ours mapped in the process. */
 uint64_t up_xol_mapped(const struct up_xol *x);
+/* Is addr in a mapping of ours (a slot area, the agent, the safety net...)? */
+bool up_xol_ours(const struct up_xol *x, uint64_t addr);
 /*
  * A free range of size bytes within +-2 GiB of near, a page away from any mapping
  * (not placed: the caller maps it with MAP_FIXED_NOREPLACE).  -ENOMEM when none.

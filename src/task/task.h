@@ -91,6 +91,15 @@ struct up_task_ops {
 	 */
 	void (*remote_note)(void *ctx, struct up_task *t, uint64_t lo, uint64_t hi,
 			    const struct user_regs_struct *back, uint64_t mask);
+	/*
+	 * Optional: may t's signal-delivery-stop for info (not a stop signal) be
+	 * delivered as it is, now -- the client would pass it on unchanged (no trap or
+	 * fault of the client's, no step under way, rip in nothing of the client's)?  A
+	 * quiesce then delivers such a signal at once, its stop never reaped, instead
+	 * of keeping it for the unquiesce: a tracer's death before that would lose it.
+	 * t is stopped for the call (its registers readable).  NULL: never.
+	 */
+	bool (*may_deliver)(void *ctx, struct up_task *t, const siginfo_t *info);
 };
 
 /* ---- the engine ------------------------------------------------------------------ */
