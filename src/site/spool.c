@@ -83,6 +83,7 @@ void up_spool_warm(struct up_spool *s, size_t bytes)
 		   of fresh memory may become a calloc that writes nothing) */
 		for (size_t i = 0; i < CHUNK; i += 4096)
 			((volatile uint8_t *)c->data)[i] = 0;
+		((volatile uint8_t *)c->data)[CHUNK - 1] = 0;
 		c->cap = CHUNK;
 		c->next = s->spare;
 		s->spare = c;
