@@ -141,7 +141,7 @@ static void print_table(const struct bench *b)
 	       "uprobe fast path: a counting probe as a jmp to a trampoline (uprobe trace -c\n"
 	       "takes it too where it is safe); fast path, records: the six argument registers "
 	       "recorded by the\nin-process agent into the 4 MiB ring (d: rax at the return), "
-	       "as many hits as it holds: none may\nbe lost (checked).  records, burst: the "
+	       "as many hits as it holds (g: one ring a thread): none may\nbe lost (checked).  records, burst: the "
 	       "same probe for the calibrated run, far longer: when\nthe ring is full the "
 	       "thread waits for room (the default, --when-full=block; a dropped\nrecord "
 	       "would be lost); records + lost checked.  trace --format raw, trace, text / json: "

@@ -147,6 +147,12 @@ add_test(NAME trace.fast.records
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_fast.py $<TARGET_FILE:uprobe-cli>
     $<TARGET_FILE:fast_rec>)
 set_tests_properties(trace.fast.records PROPERTIES TIMEOUT 180)
+# threads born after the probe: all their records, and the first ones' rings present
+# before they were (issue 30 item 3)
+add_test(NAME trace.fast.born
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/trace_born.py $<TARGET_FILE:uprobe-cli>
+    $<TARGET_FILE:fast_rec>)
+set_tests_properties(trace.fast.born PROPERTIES TIMEOUT 300)
 # output for people and programs: json parses to the last line, lost records per probe
 # in the output and on stderr, -c's counts never among a launched command's output
 add_test(NAME trace.output

@@ -15,12 +15,14 @@
  * its time).
  *
  * A ring's pages are made present before its writer needs them (up_agent_rings_ready):
- * the first thread slot's once a recording probe is placed, the next slot's as threads
- * are made once the slots before it are claimed; never more than one ring ahead of the
- * slots claimed, 8 MiB of a ring, 1 MiB at a new thread (which waits while its process
- * writes them: 4 MiB took ~65 ms under a load of 7 here), so the memory is that of the
- * rings of threads that record plus one (a thread writes the shared one only past
- * UPA_RT_OWNERS threads, or where threads have no TLS: it comes in as written).  A page
+ * the next RING_POOL thread slots' rings whenever a recording probe is placed (the
+ * process is stopped for it anyway), so that threads born later, up to that many, find
+ * theirs present and wait for nothing; past them, a new thread's own as it is made, once
+ * the slots before it are claimed (1 MiB of it: it waits while its process writes them,
+ * 4 MiB took ~65 ms under a load of 7 here).  8 MiB of a ring at most; the memory is
+ * that of the rings of threads that record plus RING_POOL (a thread writes the shared
+ * one past UPA_RT_OWNERS threads, made present once they are all claimed, or where
+ * threads have no TLS: it comes in as written).  A page
  * first touched by the writer costs it a fault, and on a shadow-paged guest a fill of
  * the hypervisor's tables (10-40 us a page under load here, 85-116 ns a record of the
  * first lap against 15-20 ns); the kernel's populating (MAP_POPULATE,
@@ -69,6 +71,11 @@ extern const size_t up_agent_blob_size;
    a new thread, which waits meanwhile, no more than PREFAULT_NEW (~11,000 records) */
 #define PREFAULT_MAX (8u << 20)
 #define PREFAULT_NEW (1u << 20)
+/* rings made present ahead of the threads that record, when a recording probe is placed
+   (the process is stopped for it anyway): the next RING_POOL slots' rings, so that that
+   many threads made later record at full speed from their first record, none of them
+   waiting at its birth (issue 30 item 3) */
+#define RING_POOL 2
 /* Far from the program's heap, mmap area and stacks, so that the program's own
    mappings land where they would without us (32 TiB: nothing is there on x86-64). */
 #define AGENT_NEAR 0x200000000000ull
@@ -487,8 +494,14 @@ int up_agent_rings_ready(struct up_agent *a, struct up_task *t, bool recording)
 		return 0;
 	while (claimed < UPA_RT_OWNERS && __atomic_load_n(&owner[claimed], __ATOMIC_RELAXED))
 		claimed++;
-	/* the slot the next thread to record claims: at most one ring ahead of them */
-	want = claimed + 1;
+	/* the threads past the last slot write the shared ring (and so do all of them while
+	   some thread has no TLS block, which a process caught at its exec has not yet: not
+	   known here, that ring comes in as written) */
+	if (claimed == UPA_RT_OWNERS)
+		return ring_ready(a, t, 0, recording ? PREFAULT_MAX : PREFAULT_NEW);
+	/* the slots the next threads to record claim: at a placement the pool's, at a new
+	   thread its own if the pool ran out (it waits meanwhile) */
+	want = claimed + (recording ? RING_POOL : 1);
 	if (want > UPA_RT_OWNERS)
 		want = UPA_RT_OWNERS;
 	for (unsigned s = 0; s < want && !rc; s++)

@@ -67,10 +67,10 @@ void up_agent_free(struct up_agent *a);
 
 /*
  * The rings of the thread slots about to be claimed made present before their writers
- * need them, t (stopped) doing the writes in its process: the ring of the slot the
- * next thread to record claims, once a recording probe was placed (recording: one was
- * just placed; else t is a new thread).  At most one ring more than the slots claimed
- * is ever made present this way, 8 MiB of each at most (1 MiB at a new thread).  A
+ * need them, t (stopped) doing the writes in its process, once a recording probe was
+ * placed: at a placement (recording) the rings of the next RING_POOL slots (ring.c),
+ * for threads not born yet; at a new thread (t) the ring of the slot it will claim if
+ * the pool ran out.  8 MiB of each at most (1 MiB at a new thread, which waits).  A
  * negative errno when t could not run.
  */
 int up_agent_rings_ready(struct up_agent *a, struct up_task *t, bool recording);

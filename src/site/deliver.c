@@ -225,6 +225,13 @@ static size_t spool_copy(struct up_sites *mm)
 		    : 0;
 }
 
+void up_site_spool_warm(struct up_site_ctx *c)
+{
+	/* a default ring's worth: what one thread's first burst leaves to copy */
+	if (c->spooling)
+		up_spool_warm(&c->spool, 4u << 20);
+}
+
 static struct up_sites *space_of(struct up_site_ctx *c, uint32_t id)
 {
 	for (struct up_sites *s = c->spaces; s; s = s->next)

@@ -447,8 +447,10 @@ static int rec_desc(struct up_sites *mm, struct up_task *t, struct up_patched *f
 	up_agent_heap_ready(mm->agent, t); /* best effort: its descriptor and tables */
 	f->rec = true;
 	f->agg = u->capture->agg != NULL;
-	if (!f->agg) /* best effort: else the first lap of records faults the pages in */
+	if (!f->agg) { /* best effort: else the first lap of records faults the pages in */
 		up_agent_rings_ready(mm->agent, t, true);
+		up_site_spool_warm(mm->ctx);
+	}
 	f->regs = d.regs;
 	f->save = save | 1ull << UPA_RSP; /* the agent names the thread by its stack */
 	rc = rec_slot(mm, f);

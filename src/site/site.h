@@ -311,6 +311,9 @@ void up_site_drain(struct up_sites *s);
 /* The spool's records to record_handler, oldest first: all of them (until_ns 0), or
    until CLOCK_MONOTONIC until_ns; true when some are left. */
 bool up_site_spool_deliver(struct up_site_ctx *c, uint64_t until_ns);
+/* A recording probe was placed: the spool's first chunks made ready (up_spool_warm), so
+   that the first copies out of the rings fault nothing in the tracer. */
+void up_site_spool_warm(struct up_site_ctx *c);
 /* Every address space's rings drained; how full they were noted for up_site_drain_ms. */
 void up_site_drain_all(struct up_site_ctx *c);
 bool up_site_any_agent(const struct up_site_ctx *c);

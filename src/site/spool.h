@@ -24,7 +24,8 @@ struct up_spool_chunk;
 struct up_spool {
 	size_t mem_cap, file_cap;	   /* the bounds */
 	struct up_spool_chunk *head, *tail; /* memory: oldest chunk first */
-	struct up_spool_chunk *spare;	   /* one empty chunk kept for reuse */
+	struct up_spool_chunk *spare;	   /* empty chunks kept for reuse, their pages present */
+	unsigned nspare;
 	size_t mem_q;			   /* bytes of records in the chunks */
 	int fd;				   /* the file, -1: none (yet) */
 	bool file_failed;		   /* it could not be made or written: memory only */
@@ -45,6 +46,9 @@ struct up_spool {
 /* total bytes: the first min(total, 64 MiB) in memory, the rest in a file */
 void up_spool_init(struct up_spool *s, size_t total);
 void up_spool_fini(struct up_spool *s);
+/* Empty chunks for bytes of records (at most 8 MiB) made ready and present, before a
+   first burst of records needs them (at a recording probe's placement). */
+void up_spool_warm(struct up_spool *s, size_t bytes);
 /* How many bytes of records it takes now. */
 size_t up_spool_room(const struct up_spool *s);
 /* Whole records, len bytes of them, no more than up_spool_room() said: 0, or -ENOSPC

@@ -16,6 +16,9 @@
  *   forkin   rec_forker() forks inside itself: both return from it (a return probe's
  *            hijacked return address must not reach the child)
  *   spin     THREADS threads call rec_args() until standard input ends
+ *   born     THREADS threads made at once call rec_args() N times each, together; each
+ *            prints the minor page faults it took in its calls (its record ring's pages
+ *            are made present before it is born, or faulted in by its records)
  *   sleeper  N calls of rec_sleep(), 100 ms each (a tracer stopped meanwhile must
  *            leave the hijacked return to go home)
  */
@@ -26,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -129,6 +133,21 @@ static void *work(void *arg)
 	return (void *)s;
 }
 
+static pthread_barrier_t born_go;
+
+/* work(), from a start shared with the other threads; returns its minor faults */
+static void *born(void *arg)
+{
+	struct rusage r0, r1;
+
+	(void)arg;
+	pthread_barrier_wait(&born_go);
+	getrusage(RUSAGE_THREAD, &r0);
+	work(NULL);
+	getrusage(RUSAGE_THREAD, &r1);
+	return (void *)(r1.ru_minflt - r0.ru_minflt);
+}
+
 static volatile int spin_stop;
 
 static void *spin(void *arg)
@@ -206,6 +225,18 @@ int main(int argc, char **argv)
 			total += (long)r;
 		}
 		printf("total %ld\n", total);
+	} else if (!strcmp(mode, "born")) {
+		void *r;
+
+		if (nt < 1 || nt > 32)
+			nt = nt < 1 ? 1 : 32;
+		pthread_barrier_init(&born_go, NULL, (unsigned)nt);
+		for (int i = 0; i < nt; i++)
+			pthread_create(&th[i], NULL, born, NULL);
+		for (int i = 0; i < nt; i++) {
+			pthread_join(th[i], &r);
+			printf("thread %d faults %ld\n", i, (long)r);
+		}
 	} else if (!strcmp(mode, "bad")) {
 		static const long good = 42;
 		static const char str[] = "a string";
