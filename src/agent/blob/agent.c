@@ -1049,6 +1049,7 @@ struct uw {
 	struct upa_uw_cache *cache;   /* the thread's, NULL none */
 	struct upa_uw_memo *memo;     /* the reads kept for the memo, NULL none */
 	unsigned nrd;		      /* reads kept; past UPA_UW_MEMO_READS: not memoized */
+	int live;		      /* the last lookup was in a live table (not cached) */
 };
 
 static void uw_grow(struct uw *u, uint64_t to)
@@ -1112,7 +1113,6 @@ static __attribute__((noinline)) int uw_lookup_dir(struct uw *u, uint64_t pc,
 	const struct upa_uw_dir *d = u->dir;
 	const struct upa_uw_map *m = u->map;
 	const struct up_unwind_table *t;
-	const struct up_unwind_row *r;
 	uint64_t lo = 0, hi = d->n, vaddr;
 
 	u->cfi = 0;
@@ -1131,11 +1131,16 @@ static __attribute__((noinline)) int uw_lookup_dir(struct uw *u, uint64_t pc,
 	}
 	row->cfa = UP_UW_NONE;
 	t = (const struct up_unwind_table *)m->table;
+	if (t && (t->flags & UP_UNWIND_LIVE)) {
+		/* a page of trampolines, rewritten in place: its rows are not cached nor
+		   a walk through them kept */
+		u->live = 1;
+		u->memo = 0;
+	}
 	if (!t || up_unwind_vaddr(t, pc - m->start + m->offset, &vaddr) ||
-	    !(r = up_unwind_find(t, vaddr)))
+	    !up_unwind_row_at(t, vaddr, row))
 		return 0;
-	*row = *r;
-	u->cfi = r->cfa != UP_UW_UNKNOWN && r->cfa != UP_UW_NONE;
+	u->cfi = row->cfa != UP_UW_UNKNOWN && row->cfa != UP_UW_NONE && row->cfa != UP_UW_TRAMP;
 	return 1;
 }
 
@@ -1161,8 +1166,11 @@ static inline __attribute__((always_inline)) int uw_lookup(void *ctx, uint64_t p
 		u->cfi = k == 1 && row->cfa != UP_UW_UNKNOWN && row->cfa != UP_UW_NONE;
 		return k;
 	}
+	u->live = 0;
 	k = uw_lookup_dir(u, pc, &found);
 	*row = found;
+	if (u->live)
+		return k;
 	e->pc = 0;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	*(struct up_unwind_row *)e->row = *row;
@@ -1268,7 +1276,7 @@ static __attribute__((noinline)) unsigned unwind(struct upa_ctl *ctl, const uint
 	uint64_t sp = frame[UPA_RSP], bp = frame[UPA_RBP], buf[UPA_AGG_KEY_WORDS];
 	struct uw u = { ctl, (const struct upa_uw_dir *)__atomic_load_n(&ctl->uw_dir,
 									  __ATOMIC_ACQUIRE),
-			0, 0, o, 0, 0, 0, 0, 0, 0 };
+			0, 0, o, 0, 0, 0, 0, 0, 0, 0 };
 	struct upa_uw_memo *m = 0;
 	unsigned n;
 
@@ -1339,7 +1347,7 @@ static __attribute__((noinline)) unsigned fp_walk(struct upa_ctl *ctl, const uin
 						  unsigned max, struct out *o, int slot)
 {
 	uint64_t sp = frame[UPA_RSP], fp = frame[UPA_RBP], pair[2];
-	struct uw u = { ctl, 0, 0, 0, o, 0, 1, 0, 0, 0, 0 };
+	struct uw u = { ctl, 0, 0, 0, o, 0, 1, 0, 0, 0, 0, 0 };
 	unsigned n = 0;
 
 	if (!max)
