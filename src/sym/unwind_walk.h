@@ -130,6 +130,11 @@ static inline __attribute__((always_inline)) unsigned up_unwind_walk(uint64_t pc
 		int signal = 0, ok = 0, was_tramp = tramp, ours = r.rbp & UP_UW_RBP_OURS;
 
 		r.rbp &= (uint8_t)~UP_UW_RBP_OURS;
+		if (ours && (r.cfa == UP_UW_NONE || r.cfa == UP_UW_UNKNOWN)) {
+			/* our code without CFI (the return trampoline's stubs): no junk */
+			out[n - 1] = UP_UNWIND_UNKNOWN;
+			break;
+		}
 		if (k == 0 || r.cfa == UP_UW_NONE || r.cfa == UP_UW_UNKNOWN) {
 			/* no row: one frame-pointer step (at an entry, [sp] is the return) */
 			uint64_t pair[2];

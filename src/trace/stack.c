@@ -224,14 +224,10 @@ static int uw_lookup(void *ctx, uint64_t pc, struct up_unwind_row *row)
 	struct up_stack_syms *s = ctx;
 	struct smap *m = map_of(s, pc);
 	uint64_t vaddr;
-	int k;
 
 	/* the library's own code: an anonymous page of trampolines, the agent's memfd */
-	if (s->code && (!m || !strncmp(m->path, "/memfd:uprobe-", 14))) {
-		k = s->code(s->code_ctx, pc, row);
-		if (k >= 0 || !m)
-			return k;
-	}
+	if (s->code && (!m || !strncmp(m->path, "/memfd:uprobe-", 14)))
+		return s->code(s->code_ctx, pc, row);
 	if (!m)
 		return -1;
 	if (!m->uw_tried) {
