@@ -181,7 +181,7 @@ static unsigned area_rows(struct up_sites *mm, uint64_t base, struct up_unwind_r
 	return k;
 }
 
-#define AREA_ROWS 1024
+#define AREA_ROWS (64 * (UP_PATCH_ROWS + 1)) /* a page of one-slot trampolines */
 
 /* The area of mm's XOL areas that holds addr, 0 none. */
 static uint64_t area_of(struct up_sites *mm, uint64_t addr)

@@ -11,7 +11,8 @@ the agent's C code; a count key: mostly in the trampoline and the relocated
 instructions; an instruction inside hot: a trampoline whose relocated instructions
 are hot's), on_signal with a stacktrace hist key walked in the process (fast), by
 the tracer (the key's filter has ||, which keeps that probe on the trap path while
-hot stays on the fast path: mixed) and with --no-fast.
+hot stays on the fast path: mixed), with $ustack in its events (the agent's walk
+logged, walked again by the tracer) and with --no-fast.
 
 Every stack at on_signal must be on_signal <- handler <- (libc's __restore_rt) <- the
 interrupted frame <- its callers, with
@@ -69,13 +70,27 @@ def gdb_chain():
 
 
 def run(label, events, opts=(), signals=SIGNALS):
-    cmd = [UPROBE, "trace"] + list(opts)
+    cmd = [UPROBE, "trace", "-v"] + list(opts)
     for e, t in events:
         cmd += ["-e", e] + (["-t", t] if t else [])
     cmd += ["--", PROG, signals]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)
     if p.returncode != 0:
         fail("%s: %s exited %d\n%s" % (label, " ".join(cmd), p.returncode, p.stderr[-2000:]))
+    if events[-1][1] is None:  # $ustack in each event printed: frames under its line
+        st = collections.Counter()
+        cur = None
+        for ln in p.stdout.splitlines():
+            if ln.startswith(" => "):
+                if cur is not None:
+                    cur.append(ln[4:].strip())
+                continue
+            if cur:
+                st[tuple(cur)] += 1
+            cur = [] if " sig: " in ln else None
+        if cur:
+            st[tuple(cur)] += 1
+        return [(list(f), n) for f, n in st.items()], p.stderr
     parts = p.stdout.split("# u/sig\n")
     if len(parts) != 2:
         fail("%s: no table of u/sig:\n%s" % (label, p.stdout[-3000:]))
@@ -147,11 +162,24 @@ for label, events, opts in (
         ("mixed (on_signal on the trap path), hot with a stack key",
          [hot_stack, (sig, tkey)], ()),
         ("mixed, hot counted", [hot_count, hot_mid, (sig, tkey)], ()),
+        ("fast, $ustack in on_signal's events (the agent's reads walked again by the "
+         "tracer), hot counted", [hot_count, hot_mid, (sig + " $ustack", None)], ()),
         ("--no-fast", [hot_stack, (sig, key)], ("--no-fast",))):
     # two stops a hit on the trap path: fewer signals
-    stacks, err = run(label, events, opts, str(int(SIGNALS) // 10) if opts else SIGNALS)
-    if "fast path" in label and "stays on the trap path" in err:
-        pass
+    stacks, err = run(label, events, opts,
+                      str(int(SIGNALS) // 10) if opts or "$ustack" in label else SIGNALS)
+    # where each probe went, as -v says: hot's on the fast path but with --no-fast,
+    # on_signal's on the trap path only where mixed
+    nfast = len(re.findall(r"on the fast path \(", err))
+    sig_trap = re.search(r"u/sig .*stays on the trap path", err) is not None
+    if opts:
+        want = nfast == 0
+    else:
+        want = nfast >= len(events) - 1 and sig_trap == label.startswith("mixed")
+    if not want:
+        failed = True
+        print("  not where the case wants its probes (%d on the fast path, on_signal's "
+              "%s the trap path):\n%s" % (nfast, "on" if sig_trap else "not on", err[-1500:]))
     total, unknown, bad = check(label, stacks, chain, hot_at, mid_at)
     if not total or bad:
         failed = True
