@@ -492,8 +492,7 @@ int up_patch_jmp(const struct up_patch_site *site, uint64_t tramp, uint8_t *code
 
 /* How an instruction of ours moves rsp (push, pop, lea disp(%rsp),%rsp), in bytes
    pushed; *jmp: it jumps for good (jmp, not jcc). */
-static int rsp_delta(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op,
-		     bool *jmp)
+static int rsp_delta(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, bool *jmp)
 {
 	*jmp = in->mnemonic == ZYDIS_MNEMONIC_JMP;
 	switch (in->mnemonic) {
@@ -504,8 +503,9 @@ static int rsp_delta(const ZydisDecodedInstruction *in, const ZydisDecodedOperan
 	case ZYDIS_MNEMONIC_POPFQ:
 		return -8;
 	case ZYDIS_MNEMONIC_LEA:
-		if (op[0].type == ZYDIS_OPERAND_TYPE_REGISTER && op[0].reg.value == ZYDIS_REGISTER_RSP &&
-		    op[1].mem.base == ZYDIS_REGISTER_RSP && op[1].mem.index == ZYDIS_REGISTER_NONE)
+		if (op[0].type == ZYDIS_OPERAND_TYPE_REGISTER &&
+		    op[0].reg.value == ZYDIS_REGISTER_RSP && op[1].mem.base == ZYDIS_REGISTER_RSP &&
+		    op[1].mem.index == ZYDIS_REGISTER_NONE)
 			return (int)-op[1].mem.disp.value;
 		return 0;
 	default:
@@ -558,7 +558,8 @@ unsigned up_patch_rows(const struct up_patch_site *site, uint64_t tramp, const u
 		    (int64_t)rows[n - 1].cfa_off + (int64_t)rows[n - 1].pc != d + (int64_t)off) {
 			if (n == max)
 				return 0;
-			rows[n++] = (struct up_unwind_row){ .pc = (uint32_t)off, .cfa_off = (int32_t)d,
+			rows[n++] = (struct up_unwind_row){ .pc = (uint32_t)off,
+							    .cfa_off = (int32_t)d,
 							    .rbp_off = (int16_t)sp,
 							    .cfa = UP_UW_TRAMP };
 		}

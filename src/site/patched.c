@@ -143,8 +143,7 @@ static int agent_ensure(struct up_sites *mm, struct up_task *t, char *why, size_
 
 /* The rows of the trampolines in the XOL area at base (UP_XOL_AREA_SIZE bytes), pcs
    from base, sorted, each trampoline's end a NONE row; how many (at most max). */
-static unsigned area_rows(struct up_sites *mm, uint64_t base, struct up_unwind_row *v,
-			  unsigned max)
+static unsigned area_rows(struct up_sites *mm, uint64_t base, struct up_unwind_row *v, unsigned max)
 {
 	unsigned n = 0;
 
@@ -166,9 +165,9 @@ static unsigned area_rows(struct up_sites *mm, uint64_t base, struct up_unwind_r
 		struct up_unwind_row r = v[i];
 		unsigned j = i;
 
-		for (; j > 0 && (v[j - 1].pc > r.pc ||
-				 (v[j - 1].pc == r.pc && v[j - 1].cfa == UP_UW_NONE &&
-				  r.cfa != UP_UW_NONE));
+		for (; j > 0 &&
+		       (v[j - 1].pc > r.pc ||
+			(v[j - 1].pc == r.pc && v[j - 1].cfa == UP_UW_NONE && r.cfa != UP_UW_NONE));
 		     j--)
 			v[j] = v[j - 1];
 		v[j] = r;

@@ -68,9 +68,8 @@ static inline __attribute__((always_inline)) const struct up_unwind_row *up_unwi
 /* The row of t for the file vaddr into *out: 1, or 0 where none.  A trampoline's row is
    made relative to vaddr itself (the same pc always gives the same row: the agent
    caches rows by pc). */
-static inline __attribute__((always_inline)) int up_unwind_row_at(const struct up_unwind_table *t,
-								  uint64_t vaddr,
-								  struct up_unwind_row *out)
+static inline __attribute__((always_inline)) int
+up_unwind_row_at(const struct up_unwind_table *t, uint64_t vaddr, struct up_unwind_row *out)
 {
 	const struct up_unwind_row *r = up_unwind_find(t, vaddr);
 
