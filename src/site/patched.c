@@ -194,10 +194,14 @@ static uint64_t area_of(struct up_sites *mm, uint64_t addr)
 /* One area's table; 1: the directory must be written again. */
 static int area_sync(struct up_sites *mm, uint64_t base)
 {
-	static struct up_unwind_row v[AREA_ROWS]; /* tracer threads: one at a time */
-	unsigned n = area_rows(mm, base, v, AREA_ROWS);
+	struct up_unwind_row *v = malloc(AREA_ROWS * sizeof(*v));
+	int rc;
 
-	return up_uwarea_code(mm->uw, base, UP_XOL_AREA_SIZE, v, n) == 1;
+	if (!v)
+		return 0;
+	rc = up_uwarea_code(mm->uw, base, UP_XOL_AREA_SIZE, v, area_rows(mm, base, v, AREA_ROWS));
+	free(v);
+	return rc == 1;
 }
 
 void code_rows_sync(struct up_sites *mm, uint64_t addr)
