@@ -118,12 +118,13 @@ static inline __attribute__((always_inline)) unsigned up_unwind_walk(uint64_t pc
 {
 	struct up_unwind_row r;
 	unsigned n = 0;
-	int k, is_ra = 0, tramp = 0;
+	int k, is_ra = 0, tramp = 0, last_ours;
 
 	if (!max)
 		return 0;
 	out[n++] = pc;
 	k = lookup(lctx, pc, &r);
+	last_ours = k > 0 && (r.rbp & UP_UW_RBP_OURS);
 	while (n < max && k >= 0) {
 		uint64_t cfa, npc = 0, nsp, nbp = bp, base;
 		int signal = 0, ok = 0, was_tramp = tramp, ours = r.rbp & UP_UW_RBP_OURS;
@@ -210,8 +211,11 @@ static inline __attribute__((always_inline)) unsigned up_unwind_walk(uint64_t pc
 		sp = nsp;
 		bp = nbp;
 		k = lookup(lctx, is_ra ? pc - 1 : pc, &r);
+		last_ours = k > 0 && (r.rbp & UP_UW_RBP_OURS);
 		out[n++] = k < 0 ? UP_UNWIND_UNKNOWN : pc;
 	}
+	if (last_ours) /* the walk stopped in the agent's code: never its frame */
+		out[n - 1] = UP_UNWIND_UNKNOWN;
 	return n;
 }
 

@@ -11,7 +11,8 @@ the agent's C code; a count key: mostly in the trampoline and the relocated
 instructions; an instruction inside hot: a trampoline whose relocated instructions
 are hot's), on_signal with a stacktrace hist key walked in the process (fast), by
 the tracer (the key's filter has ||, which keeps that probe on the trap path while
-hot stays on the fast path: mixed), with $ustack in its events (the agent's walk
+hot stays on the fast path: mixed; hot also with a return probe, whose return runs
+through the agent's return trampoline), with $ustack in its events (the agent's walk
 logged, walked again by the tracer) and with --no-fast.
 
 Every stack at on_signal must be on_signal <- handler <- (libc's __restore_rt) <- the
@@ -153,6 +154,9 @@ hot_count = ("p:u/hot %s:hot" % PROG, "hot:hist:keys=common_pid")
 # an instruction inside hot (its second): a trampoline of its own, hot's own
 # instructions relocated
 second = sorted(hot_at)[1]
+# a return probe: its entry trampoline hijacks hot's return into the agent's return
+# trampoline, whose asm and upa_return run after hot has returned (middle's frame)
+hot_ret = ("r:u/hotr %s:hot" % PROG, "hotr:hist:keys=common_pid")
 hot_mid = ("p:u/hotm %s:hot+%d" % (PROG, second), "hotm:hist:keys=common_pid")
 
 failed = False
@@ -162,6 +166,8 @@ for label, events, opts in (
         ("mixed (on_signal on the trap path), hot with a stack key",
          [hot_stack, (sig, tkey)], ()),
         ("mixed, hot counted", [hot_count, hot_mid, (sig, tkey)], ()),
+        ("fast, a return probe on hot", [hot_ret, (sig, key)], ()),
+        ("mixed, a return probe on hot", [hot_ret, (sig, tkey)], ()),
         ("fast, $ustack in on_signal's events (the agent's reads walked again by the "
          "tracer), hot counted", [hot_count, hot_mid, (sig + " $ustack", None)], ()),
         ("--no-fast", [hot_stack, (sig, key)], ("--no-fast",))):

@@ -1210,11 +1210,18 @@ static inline __attribute__((always_inline)) uint64_t uw_ret(void *ctx, uint64_t
 							      uint64_t value)
 {
 	struct uw *u = ctx;
+	uint64_t stub, r;
 
-	if (value - u->ctl->ret_tramp >= 2 * UPA_RT_LEAN)
+	if (value - u->ctl->ret_tramp >= 2 * UPA_RT_LEAN && value + 1 > UPA_RT_OWNERS)
 		return value; /* not a stub: the common case, inline */
 	u->memo = 0; /* the stub's return is in a table, not in the words read */
-	return uw_ret_stub(u, slot, value);
+	if (value - u->ctl->ret_tramp < 2 * UPA_RT_LEAN)
+		return uw_ret_stub(u, slot, value);
+	/* the table's number (-1 the shared one's) that a stub pushed into the slot on
+	   its way home (upa_ret_common, upa_ret_lean): that table's stub's return */
+	stub = u->ctl->ret_tramp + (value + 1) * UPA_RT_STUB;
+	r = uw_ret_stub(u, slot, stub);
+	return r == stub ? value : r;
 }
 
 /* The pages of the thread's stack found readable by its last walk, while its rsp is in
@@ -1407,6 +1414,9 @@ __attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl, 
 	if (fl & UPA_P_ENTRY_ARGS)
 		for (unsigned i = 0; i < 6; i++)
 			frame[UPA_ENTRY_ARG + i] = e->args[i];
+	/* the slot the real return address before the entry goes (upa_ret_common writes
+	   it again): a stack walked meanwhile, by a signal's handler, finds the caller */
+	*(uint64_t *)slot = orig;
 	__atomic_store_n(&e->key, UPA_RT_TOMB, __ATOMIC_RELEASE);
 	frame[UPA_RIP] = orig;
 	if ((fl & ~UPA_P_ENTRY_ARGS) == (UPA_P_ENABLED | UPA_P_RETURN | UPA_P_AGG | UPA_P_AGG1))
@@ -1579,28 +1589,43 @@ __asm__(".text\n"
 	"upa_ret_tramp_lahf = upa_rt_units + 9\n" /* UPA_RT_CALL_LEN: the first stub */
 	UPA_RT_ROW("upa_ret_common")
 	UPA_RT_ROW("upa_ret_lean")
+	/* CFI (the blob's .eh_frame, for stacks a signal interrupts here): the slot is
+	   the return address; it holds the table's number until upa_return* writes the
+	   real return address there */
 	"upa_ret_lean:\n"			/* the slot: the table's number */
+	"	.cfi_startproc\n"
 	"	push %rax\n"
+	"	.cfi_adjust_cfa_offset 8\n"
 	"	seto %al\n"
 	"	lahf\n"
 	"	push %rax\n"
+	"	.cfi_adjust_cfa_offset 8\n"
 	"	push %rdi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
 	"	lea 24(%rsp),%rdi\n"		/* the slot */
 	"	call upa_return_lean\n"		/* saves what it uses */
 	"	test %rax,%rax\n"
 	"	pop %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
 	"	pop %rax\n"
+	"	.cfi_adjust_cfa_offset -8\n"
 	"	jz 1f\n"
 	"	add $0x7f,%al\n"
 	"	sahf\n"
+	"	.cfi_remember_state\n"
 	"	pop %rax\n"
+	"	.cfi_adjust_cfa_offset -8\n"
 	"	ret\n"				/* the slot: the real return address */
+	"	.cfi_restore_state\n"
 	"1:	add $0x7f,%al\n"			/* not lean after all: the full path */
 	"	sahf\n"
 	"	pop %rax\n"
+	"	.cfi_adjust_cfa_offset -8\n"
 	"upa_ret_common:\n"
 	"	lea -8(%rsp),%rsp\n"		/* the flags' word; the table's number in the slot */
+	"	.cfi_adjust_cfa_offset 8\n"
 	"	lea -216(%rsp),%rsp\n"
+	"	.cfi_adjust_cfa_offset 216\n"
 	"	mov %r15,0(%rsp)\n	mov %r14,8(%rsp)\n	mov %r13,16(%rsp)\n"
 	"	mov %r12,24(%rsp)\n	mov %rbp,32(%rsp)\n	mov %rbx,40(%rsp)\n"
 	"	mov %r11,48(%rsp)\n	mov %r10,56(%rsp)\n	mov %r9,64(%rsp)\n"
@@ -1631,7 +1656,9 @@ __asm__(".text\n"
 	   return address again (a return hijacked by upa_entry, with no call, is
 	   mispredicted once more here, and is still right) */
 	"	lea 224(%rsp),%rsp\n"
-	"	ret\n");
+	"	.cfi_adjust_cfa_offset -224\n"
+	"	ret\n"
+	"	.cfi_endproc\n");
 
 __attribute__((section(".text.entry1"), used, force_align_arg_pointer)) void
 upa_entry(uint64_t *frame, struct upa_probe *d)
