@@ -48,3 +48,16 @@ add_test(NAME trace.flamegraph
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/flamegraph.py
     $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:unwind_prog>)
 set_tests_properties(trace.flamegraph PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+
+# Signals at a high rate at a hot function probed on the fast path: a signal that
+# interrupts its trampoline, the agent's C code or the relocated instructions still
+# shows the program's frames (the trampolines' rows, the agent's .eh_frame)
+add_executable(unwind_sig ${CMAKE_CURRENT_LIST_DIR}/targets/unwind_sig.c)
+set_target_properties(unwind_sig PROPERTIES
+  COMPILE_OPTIONS "-O2;-g;-fomit-frame-pointer;-Wall"
+  LINK_OPTIONS "-pthread")
+target_link_libraries(unwind_sig PRIVATE pthread)
+add_test(NAME trace.unwind_signal
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/integration/unwind_signal.py
+    $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:unwind_sig>)
+set_tests_properties(trace.unwind_signal PROPERTIES TIMEOUT 300)

@@ -420,6 +420,13 @@ UPROBE_API int uprobe_comm_changed(struct uprobe_ctx *ctx, pid_t pid);
  */
 UPROBE_API int uprobe_current_return(struct uprobe_ctx *ctx, uint64_t slot, uint64_t value,
 				     uint64_t *ret);
+/*
+ * A stack walk's row (the library's sym/unwind.h struct up_unwind_row, into row) for a
+ * pc of pid's in code of the library's own (a fast-path trampoline, the agent's code),
+ * so that a signal that interrupted it shows the program's frames: 1 a row; 0 code of
+ * ours without one; -1 not ours.
+ */
+UPROBE_API int uprobe_code_row(struct uprobe_ctx *ctx, pid_t pid, uint64_t pc, void *row);
 
 /* How the probed instruction of a registered u is executed. */
 UPROBE_API int uprobe_plan(struct uprobe_ctx *ctx, const struct uprobe *u,

@@ -11,6 +11,7 @@
 
 #include "agent/patch.h"
 #include "agent/abi.h"
+#include "sym/unwind.h"
 #include "ubp.h"
 
 extern const uint8_t up_agent_blob[]; /* the agent (blob/agent.c): its header's words */
@@ -487,4 +488,85 @@ int up_patch_jmp(const struct up_patch_site *site, uint64_t tramp, uint8_t *code
 	/* the rest of the covered bytes are never reached: int3, so a stray jump traps */
 	memset(code + UP_PATCH_JMP, UP_BKPT_INSN, site->len - UP_PATCH_JMP);
 	return 0;
+}
+
+/* How an instruction of ours moves rsp (push, pop, lea disp(%rsp),%rsp), in bytes
+   pushed; *jmp: it jumps for good (jmp, not jcc). */
+static int rsp_delta(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *op, bool *jmp)
+{
+	*jmp = in->mnemonic == ZYDIS_MNEMONIC_JMP;
+	switch (in->mnemonic) {
+	case ZYDIS_MNEMONIC_PUSH:
+	case ZYDIS_MNEMONIC_PUSHFQ:
+		return 8;
+	case ZYDIS_MNEMONIC_POP:
+	case ZYDIS_MNEMONIC_POPFQ:
+		return -8;
+	case ZYDIS_MNEMONIC_LEA:
+		if (op[0].type == ZYDIS_OPERAND_TYPE_REGISTER &&
+		    op[0].reg.value == ZYDIS_REGISTER_RSP && op[1].mem.base == ZYDIS_REGISTER_RSP &&
+		    op[1].mem.index == ZYDIS_REGISTER_NONE)
+			return (int)-op[1].mem.disp.value;
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+unsigned up_patch_rows(const struct up_patch_site *site, uint64_t tramp, const uint8_t *code,
+		       size_t len, const unsigned home_of[UP_PATCH_MAX_INSN],
+		       struct up_unwind_row *rows, unsigned max)
+{
+	ZydisDecoder dec;
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand op[ZYDIS_MAX_OPERAND_COUNT];
+	uint64_t pc = site->vaddr, back = site->vaddr;
+	unsigned n = 0, region = 0; /* 0: ours, before the relocated ones; i + 1: insn i */
+	int sp = 0;
+
+	if (!ZYAN_SUCCESS(ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+		return 0;
+	for (unsigned i = 0; i < site->ninsn; i++)
+		back = site->insn[i].vaddr + site->insn[i].length;
+	for (size_t off = 0; off < len;) {
+		bool jmp, last;
+		int64_t d;
+		int k;
+
+		/* the relocated instruction that starts here: the program is at its address,
+		   its rsp the trampoline's (a chain's tail, a jmp on, is the site's) */
+		while (!site->chain && region < site->ninsn && home_of[region] <= off) {
+			pc = site->insn[region].vaddr;
+			sp = 0;
+			region++;
+		}
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + off, len - off, &in, op)))
+			break;
+		last = site->chain ? off >= home_of[0] : region == site->ninsn;
+		k = rsp_delta(&in, op, &jmp);
+		/* the jmp back, after the last relocated instruction */
+		if (last && jmp && !site->chain && in.length == 5 && code[off] == 0xe9 &&
+		    off > home_of[site->ninsn - 1] &&
+		    !up_patch_is_call(&site->insn[site->ninsn - 1])) {
+			pc = back;
+			sp = 0;
+		}
+		d = (int64_t)(pc - (tramp + off));
+		if (d < INT32_MIN || d > INT32_MAX || sp < 0 || sp > INT16_MAX)
+			return 0;
+		if (!n || rows[n - 1].rbp_off != sp ||
+		    (int64_t)rows[n - 1].cfa_off + (int64_t)rows[n - 1].pc != d + (int64_t)off) {
+			if (n == max)
+				return 0;
+			rows[n++] = (struct up_unwind_row){ .pc = (uint32_t)off,
+							    .cfa_off = (int32_t)d,
+							    .rbp_off = (int16_t)sp,
+							    .cfa = UP_UW_TRAMP };
+		}
+		off += in.length;
+		sp += k;
+		if (last && jmp)
+			break; /* nothing of ours runs after it (a hijack's literal follows) */
+	}
+	return n;
 }

@@ -132,6 +132,21 @@ int up_patch_tramp_rec(const struct up_patch_site *site, uint64_t tramp, uint64_
 		       uint64_t entry, uint64_t regs, bool is_ret, uint8_t *code, size_t size,
 		       size_t *len, unsigned home_of[UP_PATCH_MAX_INSN]);
 
+/*
+ * The unwind rows (sym/unwind.h, UP_UW_TRAMP) of a trampoline's code for site at tramp
+ * (len bytes, home_of as its maker gave them): for each stretch of it, where the
+ * program's own frame is (the site's address before the relocated instructions, each
+ * one's original address while it runs, the address after them at the jmp back) and
+ * how far below the program's rsp the trampoline's is there, so that a signal that
+ * interrupts it, or the agent it calls, shows the program's frames.  Row pcs are
+ * offsets from tramp, cfa_off from the row's start.  How many rows, at most max.
+ */
+#define UP_PATCH_ROWS 32
+struct up_unwind_row;
+unsigned up_patch_rows(const struct up_patch_site *site, uint64_t tramp, const uint8_t *code,
+		       size_t len, const unsigned home_of[UP_PATCH_MAX_INSN],
+		       struct up_unwind_row *rows, unsigned max);
+
 /* The jmp written over the site. */
 /* lahf/sahf work in 64-bit mode here (all but the first x86-64s): flags are kept
    without pushfq/popfq. */

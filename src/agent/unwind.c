@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <libelf.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +42,18 @@ struct placed {
 	uint64_t at;			 /* its copy, in the process */
 };
 
+/* Code of ours in the process with rows of its own (a page of trampolines, the agent's
+   blob): a directory entry of its own, its table in the area. */
+struct code {
+	uint64_t start, len;
+	uint64_t at;  /* the table's offset in the area */
+	unsigned cap; /* rows it has room for (a live table, rewritten in place) */
+	const struct up_unwind_table *t; /* a static table (the blob's), else NULL */
+};
+
 struct up_uwarea {
+	struct code *code;
+	size_t ncode;
 	uint8_t *map; /* ours, read-write */
 	uint64_t addr; /* the process's: the caches read-write, the rest read-only */
 	size_t used;
@@ -125,6 +138,7 @@ void up_uwarea_free(struct up_uwarea *w)
 		munmap(w->map, AREA_SIZE);
 	free(w->placed);
 	free(w->last);
+	free(w->code);
 	free(w);
 }
 
@@ -176,6 +190,135 @@ static uint64_t place(struct up_uwarea *w, const struct up_unwind_table *t)
 	return w->addr + at;
 }
 
+extern const uint8_t up_agent_blob_elf[];
+extern const size_t up_agent_blob_elf_size;
+
+static const struct up_unwind_table *blob_table;
+static pthread_once_t blob_once = PTHREAD_ONCE_INIT;
+
+static void blob_build(void)
+{
+	char *img = malloc(up_agent_blob_elf_size);
+	struct up_unwind_table *t = NULL;
+	Elf *e;
+
+	if (!img)
+		return;
+	memcpy(img, up_agent_blob_elf, up_agent_blob_elf_size);
+	elf_version(EV_CURRENT);
+	e = elf_memory(img, up_agent_blob_elf_size);
+	if (e && !up_unwind_build(e, &t) && t && t->nrows && t->nsegs) {
+		t->flags |= UP_UNWIND_OURS;
+		blob_table = t;
+	} else {
+		free(t);
+	}
+	if (e)
+		elf_end(e);
+	free(img); /* the table keeps nothing of the image */
+}
+
+const struct up_unwind_table *up_uwarea_blob_table(void)
+{
+	pthread_once(&blob_once, blob_build);
+	return blob_table;
+}
+
+static struct code *code_of(struct up_uwarea *w, uint64_t start)
+{
+	struct code *v;
+
+	for (size_t i = 0; i < w->ncode; i++)
+		if (w->code[i].start == start)
+			return &w->code[i];
+	v = realloc(w->code, (w->ncode + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	w->code = v;
+	v[w->ncode] = (struct code){ .start = start };
+	return &v[w->ncode++];
+}
+
+int up_uwarea_blob(struct up_uwarea *w, uint64_t start, uint64_t len)
+{
+	const struct up_unwind_table *t = up_uwarea_blob_table();
+	struct code *c;
+	uint64_t at;
+
+	if (!t)
+		return -ENOENT;
+	c = code_of(w, start);
+	if (!c)
+		return -ENOMEM;
+	if (c->t == t && c->len == len)
+		return 0;
+	at = place(w, t);
+	if (!at)
+		return -ENOSPC;
+	*c = (struct code){ start, len, at - w->addr, 0, t };
+	return 1;
+}
+
+int up_uwarea_code(struct up_uwarea *w, uint64_t start, uint64_t len,
+		   const struct up_unwind_row *rows, unsigned n)
+{
+	struct code *c = code_of(w, start);
+	struct up_unwind_table *t;
+	int fresh = 0;
+
+	if (!c)
+		return -ENOMEM;
+	if (c->t || !c->cap || c->cap < n || c->len != len) {
+		unsigned cap = n < 64 ? 64 : n * 2;
+		size_t at = take(w, sizeof(*t) + (size_t)cap * sizeof(*rows));
+
+		if (at == (size_t)-1)
+			return -ENOSPC;
+		*c = (struct code){ start, len, at, cap, NULL };
+		fresh = 1;
+	}
+	/* in place: the process is quiesced, and a walk takes no row of it into a cache */
+	t = (struct up_unwind_table *)(w->map + c->at);
+	memset(t, 0, sizeof(*t));
+	t->base = start;
+	t->nsegs = 1;
+	t->seg[0].offset = start;
+	t->seg[0].vaddr = start;
+	t->seg[0].filesz = len;
+	t->flags = UP_UNWIND_LIVE;
+	if (n)
+		memcpy(t->rows, rows, n * sizeof(*rows));
+	t->nrows = n;
+	t->size = sizeof(*t) + (uint64_t)c->cap * sizeof(*rows);
+	return fresh;
+}
+
+/* The code entries into the file mappings m[0..n) (sorted by start), in order. */
+static struct upa_uw_map *with_code(struct up_uwarea *w, struct upa_uw_map *m, size_t *n)
+{
+	struct upa_uw_map *v = realloc(m, (*n + w->ncode + 1) * sizeof(*v));
+
+	if (!v)
+		return m;
+	for (size_t i = 0; i < w->ncode; i++) {
+		const struct code *c = &w->code[i];
+		const struct up_unwind_table *t = c->t;
+		struct upa_uw_map e = { c->start, c->start + c->len,
+					t ? t->seg[0].offset - t->seg[0].vaddr : c->start,
+					w->addr + c->at };
+		size_t j = 0;
+
+		while (j < *n && v[j].start < e.start)
+			j++;
+		if ((j > 0 && v[j - 1].end > e.start) || (j < *n && v[j].start < e.end))
+			continue; /* overlaps another entry: not ours to describe */
+		memmove(&v[j + 1], &v[j], (*n - j) * sizeof(*v));
+		v[j] = e;
+		(*n)++;
+	}
+	return v;
+}
+
 int up_uwarea_sync(struct up_uwarea *w, pid_t pid, uint64_t *dir)
 {
 	char path[64], line[PATH_MAX + 128];
@@ -195,10 +338,12 @@ int up_uwarea_sync(struct up_uwarea *w, pid_t pid, uint64_t *dir)
 		char perms[8], *p;
 		int pos = 0;
 
-		/* the maps trace/stack.c's walk knows: executable, of a file */
+		/* the maps trace/stack.c's walk knows: executable, of a file (not our own
+		   memfds: the agent's code has an entry of its own) */
 		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %" SCNu64 " %n",
 			   &start, &end, perms, &off, &ino, &pos) < 5 ||
-		    !pos || perms[2] != 'x' || line[pos] != '/')
+		    !pos || perms[2] != 'x' || line[pos] != '/' ||
+		    !strncmp(line + pos, "/memfd:uprobe-", 14))
 			continue;
 		p = line + pos;
 		p[strcspn(p, "\n")] = '\0';
@@ -216,6 +361,7 @@ int up_uwarea_sync(struct up_uwarea *w, pid_t pid, uint64_t *dir)
 		free(m);
 		return rc;
 	}
+	m = with_code(w, m, &n);
 	if (w->last && n == w->nlast && !memcmp(m, w->last, n * sizeof(*m))) {
 		free(m);
 		*dir = w->last_at;

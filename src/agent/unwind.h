@@ -36,6 +36,20 @@ uint64_t up_uwarea_caches(const struct up_uwarea *w);
  * nothing changed).  0; -ENOSPC when the area is full (the last directory stands).
  */
 int up_uwarea_sync(struct up_uwarea *w, pid_t pid, uint64_t *dir);
+/*
+ * Code of ours in the process with rows of its own, listed in the next directory (a
+ * directory entry each): a page of trampolines (its rows, pcs from start: a table
+ * rewritten in place from then on, UP_UNWIND_LIVE), the agent's code at start (its
+ * .eh_frame's table).  1: the directory must be written again (up_uwarea_sync) for
+ * the agent to find them; 0; -ENOSPC, -ENOMEM.
+ */
+struct up_unwind_row;
+struct up_unwind_table;
+int up_uwarea_code(struct up_uwarea *w, uint64_t start, uint64_t len,
+		   const struct up_unwind_row *rows, unsigned n);
+int up_uwarea_blob(struct up_uwarea *w, uint64_t start, uint64_t len);
+/* The agent's code's table (its blob's .eh_frame, built once), NULL where none. */
+const struct up_unwind_table *up_uwarea_blob_table(void);
 /* Bytes of the area used (tables and directories). */
 size_t up_uwarea_used(const struct up_uwarea *w);
 

@@ -119,6 +119,8 @@ int chain_build_in(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
 	struct up_patched *v[CHAIN_MAX + 1];
 	uint64_t tramp[CHAIN_MAX];
 	unsigned nslots[CHAIN_MAX], home[CHAIN_MAX][UP_PATCH_MAX_INSN];
+	struct up_unwind_row rows[CHAIN_MAX][UP_PATCH_ROWS];
+	unsigned nrows[CHAIN_MAX], code_len[CHAIN_MAX];
 	uint8_t code[UP_PATCH_TRAMP_REC], jmp[UP_PATCH_MAX_INSN * UP_INSN_MAX];
 	unsigned n = chain_of(mm, vaddr, v), made = 0;
 	uint64_t near = vaddr, back;
@@ -163,8 +165,12 @@ int chain_build_in(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
 			break;
 		}
 		rc = tramp_code(mm, v[i], &site, tramp[i], code, sizeof(code), &len, home[i]);
-		if (!rc)
+		if (!rc) {
+			nrows[i] = up_patch_rows(&site, tramp[i], code, len, home[i], rows[i],
+						 UP_PATCH_ROWS);
+			code_len[i] = (unsigned)len;
 			rc = up_xol_write(mm->p, tramp[i], code, len);
+		}
 		if (!i)
 			pun_held = false; /* made, or freed just below */
 		if (rc) {
@@ -205,7 +211,13 @@ int chain_build_in(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
 		v[i]->nslots = nslots[i];
 		v[i]->chained = n > 1;
 		memcpy(v[i]->home_of, home[i], sizeof(home[i]));
+		memcpy(v[i]->rows, rows[i], sizeof(rows[i]));
+		v[i]->nrows = nrows[i];
+		v[i]->code_len = code_len[i];
 	}
+	/* the agent's tables of the pages the new trampolines are in */
+	for (unsigned i = 0; i < n; i++)
+		code_rows_sync(mm, tramp[i]);
 	/* where the last one jumps back to, after its relocated instructions */
 	back = vaddr;
 	for (unsigned i = 0; i < v[n - 1]->site.ninsn; i++)

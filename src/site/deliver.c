@@ -150,7 +150,9 @@ int up_site_agent_return(struct up_sites *mm, uint64_t slot, uint64_t value, uin
 {
 	struct find_return fr = { slot, 0, false };
 
-	if (!mm || !mm->agent || !UPA_RT_IS_STUB(value, up_agent_ret_tramp(mm->agent)))
+	/* a stub, or the table's number a stub pushed into the slot on its way home */
+	if (!mm || !mm->agent ||
+	    (!UPA_RT_IS_STUB(value, up_agent_ret_tramp(mm->agent)) && value + 1 > UPA_RT_OWNERS))
 		return -ENOENT;
 	up_agent_for_each_return(mm->agent, find_return_one, &fr);
 	if (!fr.found)

@@ -13,6 +13,7 @@
 #include "agent/patch.h"
 #include "agent/ring.h"
 #include "site/site.h"
+#include "sym/unwind.h"
 
 #define FAST_SLOTS 2 /* 128 bytes of trampoline */
 #define FAST_SLOTS_REC 6 /* 384 bytes of a recording trampoline */
@@ -26,6 +27,10 @@ struct up_patched {
 	uint64_t tramp, counter;
 	unsigned nslots; /* of the trampoline, 0 once given back */
 	unsigned home_of[UP_PATCH_MAX_INSN];
+	/* its trampoline's unwind rows (up_patch_rows: pcs from tramp), for stacks through
+	   it; code_len its bytes of code */
+	struct up_unwind_row rows[UP_PATCH_ROWS];
+	unsigned nrows, code_len;
 	uint64_t last; /* the counter as last read */
 	bool patched;
 	bool shared; /* the counter is in the agent's region: readable after exec and exit */
@@ -119,6 +124,9 @@ int chain_build(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
 int chain_build_in(struct up_sites *mm, struct up_task *t, uint64_t vaddr,
 		   struct up_patched *extra, uint64_t lo, uint64_t hi, char *why, size_t whylen);
 /* The bytes f's trampoline takes as the first of its chain (chained: not the last). */
+/* patched.c: the agent's unwind table of the page of trampolines at addr made anew from
+   its trampolines' rows (where the process has an unwind area) */
+void code_rows_sync(struct up_sites *mm, uint64_t addr);
 size_t tramp_need(struct up_sites *mm, const struct up_patched *f, bool chained);
 
 /* pun.c */

@@ -15,8 +15,11 @@
 
 #include "agent/unwind.h"
 #include "site/internal.h"
+#include "sym/unwind_walk.h"
 
 /* the unwind area: far from the program's mappings, as the agent's region */
+extern const size_t up_agent_blob_size; /* the agent's code (blob/agent.c) */
+
 #define UNWIND_NEAR 0x200000000000ull
 
 int read_counter(struct up_sites *mm, struct up_patched *f, struct up_task *t, uint64_t *v)
@@ -138,6 +141,119 @@ static int agent_ensure(struct up_sites *mm, struct up_task *t, char *why, size_
 	return 0;
 }
 
+/* The rows of the trampolines in the XOL area at base (UP_XOL_AREA_SIZE bytes), pcs
+   from base, sorted, each trampoline's end a NONE row; how many (at most max). */
+static unsigned area_rows(struct up_sites *mm, uint64_t base, struct up_unwind_row *v, unsigned max)
+{
+	unsigned n = 0;
+
+	for (struct up_patched *f = mm->fast; f; f = f->next) {
+		uint32_t at = (uint32_t)(f->tramp - base);
+
+		if (!f->nslots || !f->nrows || f->tramp < base ||
+		    f->tramp - base >= UP_XOL_AREA_SIZE || n + f->nrows + 1 > max)
+			continue;
+		for (unsigned i = 0; i < f->nrows; i++) {
+			v[n] = f->rows[i];
+			v[n++].pc += at;
+		}
+		v[n++] = (struct up_unwind_row){ .pc = at + f->code_len, .cfa = UP_UW_NONE };
+	}
+	/* by pc (insertion: a page holds a few dozen), a trampoline's rows before an end
+	   at the same pc */
+	for (unsigned i = 1; i < n; i++) {
+		struct up_unwind_row r = v[i];
+		unsigned j = i;
+
+		for (; j > 0 &&
+		       (v[j - 1].pc > r.pc ||
+			(v[j - 1].pc == r.pc && v[j - 1].cfa == UP_UW_NONE && r.cfa != UP_UW_NONE));
+		     j--)
+			v[j] = v[j - 1];
+		v[j] = r;
+	}
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < n; i++) /* one row a pc */
+		if (!k || v[k - 1].pc != v[i].pc)
+			v[k++] = v[i];
+	return k;
+}
+
+#define AREA_ROWS (64 * (UP_PATCH_ROWS + 1)) /* a page of one-slot trampolines */
+
+/* The area of mm's XOL areas that holds addr, 0 none. */
+static uint64_t area_of(struct up_sites *mm, uint64_t addr)
+{
+	for (struct up_xol_area *a = mm->xol.areas; a; a = a->next)
+		if (addr >= a->base && addr - a->base < UP_XOL_AREA_SIZE)
+			return a->base;
+	return 0;
+}
+
+/* One area's table; 1: the directory must be written again. */
+static int area_sync(struct up_sites *mm, uint64_t base)
+{
+	struct up_unwind_row *v = malloc(AREA_ROWS * sizeof(*v));
+	int rc;
+
+	if (!v)
+		return 0;
+	rc = up_uwarea_code(mm->uw, base, UP_XOL_AREA_SIZE, v, area_rows(mm, base, v, AREA_ROWS));
+	free(v);
+	return rc == 1;
+}
+
+void code_rows_sync(struct up_sites *mm, uint64_t addr)
+{
+	uint64_t base = area_of(mm, addr);
+
+	if (mm->uw && base && area_sync(mm, base))
+		up_site_unwind_sync(mm);
+}
+
+/* Every page of trampolines' table and the agent's code's, before a directory. */
+static void code_rows_all(struct up_sites *mm)
+{
+	for (struct up_xol_area *a = mm->xol.areas; a; a = a->next)
+		area_sync(mm, a->base);
+	if (mm->agent)
+		up_uwarea_blob(mm->uw, up_agent_entry(mm->agent) - UPA_ENTRY_OFF,
+			       up_agent_blob_size);
+}
+
+int up_site_code_row(struct up_sites *mm, uint64_t pc, struct up_unwind_row *row)
+{
+	const struct up_unwind_table *t;
+	uint64_t code;
+
+	if (!mm)
+		return -1;
+	if (mm->agent) {
+		code = up_agent_entry(mm->agent) - UPA_ENTRY_OFF;
+		if (pc >= code && pc - code < up_agent_blob_size) {
+			t = up_uwarea_blob_table();
+			row->cfa = UP_UW_NONE;
+			if (!t || !up_unwind_row_at(t, t->seg[0].vaddr + (pc - code), row))
+				return 0;
+			return 1;
+		}
+	}
+	for (struct up_patched *f = mm->fast; f; f = f->next) {
+		uint64_t off = pc - f->tramp;
+		unsigned i = 0;
+
+		if (!f->nslots || !f->nrows || pc < f->tramp || off >= f->code_len)
+			continue;
+		while (i + 1 < f->nrows && f->rows[i + 1].pc <= off)
+			i++;
+		*row = f->rows[i];
+		row->cfa_off = (int32_t)((int64_t)row->cfa_off - (int64_t)(off - row->pc));
+		return 1;
+	}
+	return up_xol_contains(&mm->xol, pc) ? 0 : -1;
+}
+
 /*
  * Stacks: the unwind area beside the agent (agent/unwind.h), its directory of the
  * process's maps as they are now, the agent told where it is.  Listed with the other
@@ -175,6 +291,7 @@ static int unwind_ensure(struct up_sites *mm, struct up_task *t, char *why, size
 			return -ENOMEM;
 		}
 	}
+	code_rows_all(mm);
 	rc = up_uwarea_sync(mm->uw, mm->pid, &dir);
 	if (rc && !dir) {
 		snprintf(why, whylen, "cannot place the unwind tables (%s)", strerror(-rc));

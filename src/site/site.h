@@ -333,6 +333,13 @@ void up_site_record_trap_hit(struct up_proc *p, struct up_task *t, struct uprobe
 /* Stacks: value, read at slot of a thread's stack, is one of the agent's return stubs
    (a fast-path return probe's hijack): 0 and the return it hides in *orig. */
 int up_site_agent_return(struct up_sites *mm, uint64_t slot, uint64_t value, uint64_t *orig);
+/*
+ * Stacks through code of ours (a trampoline, the agent's C code): the row for pc, as the
+ * walk's lookup gives it (sym/unwind_walk.h: 1 a row, made relative to pc; 0 code of
+ * ours without one; -1 not ours).
+ */
+struct up_unwind_row;
+int up_site_code_row(struct up_sites *mm, uint64_t pc, struct up_unwind_row *row);
 /* Stacks: the unwind directory of the process's agent made anew from its maps now (a
    library mapped or unmapped); nothing where no probe walks stacks in the process. */
 int up_site_unwind_sync(struct up_sites *mm);

@@ -34,6 +34,10 @@ enum {
 	UP_UW_SIGNAL,	 /* rt_sigframe: the interrupted rip, rsp, rbp in the ucontext at rsp */
 	UP_UW_END,	 /* the return address is undefined: the outermost frame (_start) */
 	UP_UW_UNKNOWN,	 /* the CFI says what these rows cannot: frame pointers */
+	UP_UW_TRAMP,	 /* uprobe's own out-of-line code (a trampoline): the program's frame
+			    is at pc + cfa_off (exact, not a return address) with rsp + rbp_off,
+			    rbp unchanged; cfa_off from the row's start in a table, from the
+			    pc looked up once up_unwind_row_at gave it */
 };
 
 enum {
@@ -41,6 +45,9 @@ enum {
 	UP_UW_RBP_AT_CFA,   /* saved at CFA + rbp_off */
 	UP_UW_RBP_UNDEF,    /* cannot be recovered */
 };
+/* In a row up_unwind_row_at gave: the frame is uprobe's own (the agent's code), walked
+   through but not shown. */
+#define UP_UW_RBP_OURS 0x80
 
 struct up_unwind_row {
 	uint32_t pc; /* vaddr - base */
@@ -58,6 +65,12 @@ struct up_unwind_row {
    cache, were half of a 10-frame walk's cost in the agent).  libc's: 24 KB. */
 #define UP_UNWIND_IDX_SHIFT 8
 
+/* A table rewritten in place (a page of trampolines, while the process is quiesced):
+   its rows are not kept in the agent's caches, nor a walk that used one in a memo. */
+#define UP_UNWIND_LIVE 1u
+/* A table of uprobe's own code (the agent's): its frames are not shown. */
+#define UP_UNWIND_OURS 2u
+
 struct up_unwind_table {
 	uint64_t size; /* bytes of the whole block */
 	uint64_t base; /* rows' pcs are vaddr - base */
@@ -67,7 +80,7 @@ struct up_unwind_table {
 		uint64_t offset, vaddr, filesz;
 	} seg[UP_UNWIND_SEGS];
 	uint32_t nidx; /* entries of the index after the rows (uint32_t each), 0 none */
-	uint32_t pad;
+	uint32_t flags; /* UP_UNWIND_LIVE */
 	struct up_unwind_row rows[];
 };
 

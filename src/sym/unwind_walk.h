@@ -65,6 +65,24 @@ static inline __attribute__((always_inline)) const struct up_unwind_row *up_unwi
 	return t->rows[lo].pc <= rel ? &t->rows[lo] : NULL;
 }
 
+/* The row of t for the file vaddr into *out: 1, or 0 where none.  A trampoline's row is
+   made relative to vaddr itself (the same pc always gives the same row: the agent
+   caches rows by pc). */
+static inline __attribute__((always_inline)) int
+up_unwind_row_at(const struct up_unwind_table *t, uint64_t vaddr, struct up_unwind_row *out)
+{
+	const struct up_unwind_row *r = up_unwind_find(t, vaddr);
+
+	if (!r)
+		return 0;
+	*out = *r;
+	if (t->flags & UP_UNWIND_OURS)
+		out->rbp |= UP_UW_RBP_OURS;
+	if (r->cfa == UP_UW_TRAMP)
+		out->cfa_off = (int32_t)((int64_t)r->cfa_off - (int64_t)(vaddr - t->base - r->pc));
+	return 1;
+}
+
 /* A file offset of t's file to its vaddr: 0, or -1 where no executable segment has it. */
 static inline int up_unwind_vaddr(const struct up_unwind_table *t, uint64_t off, uint64_t *vaddr)
 {
@@ -100,16 +118,23 @@ static inline __attribute__((always_inline)) unsigned up_unwind_walk(uint64_t pc
 {
 	struct up_unwind_row r;
 	unsigned n = 0;
-	int k, is_ra = 0;
+	int k, is_ra = 0, tramp = 0, last_ours;
 
 	if (!max)
 		return 0;
 	out[n++] = pc;
 	k = lookup(lctx, pc, &r);
+	last_ours = k > 0 && (r.rbp & UP_UW_RBP_OURS);
 	while (n < max && k >= 0) {
 		uint64_t cfa, npc = 0, nsp, nbp = bp, base;
-		int signal = 0, ok = 0;
+		int signal = 0, ok = 0, was_tramp = tramp, ours = r.rbp & UP_UW_RBP_OURS;
 
+		r.rbp &= (uint8_t)~UP_UW_RBP_OURS;
+		if (ours && (r.cfa == UP_UW_NONE || r.cfa == UP_UW_UNKNOWN)) {
+			/* our code without CFI (the return trampoline's stubs): no junk */
+			out[n - 1] = UP_UNWIND_UNKNOWN;
+			break;
+		}
 		if (k == 0 || r.cfa == UP_UW_NONE || r.cfa == UP_UW_UNKNOWN) {
 			/* no row: one frame-pointer step (at an entry, [sp] is the return) */
 			uint64_t pair[2];
@@ -131,6 +156,15 @@ static inline __attribute__((always_inline)) unsigned up_unwind_walk(uint64_t pc
 			}
 		} else if (r.cfa == UP_UW_END) {
 			break;
+		} else if (r.cfa == UP_UW_TRAMP) {
+			/* our trampoline: the program's own frame takes its place (never two
+			   in a row: a trampoline's program pc is the program's code) */
+			if (was_tramp)
+				break;
+			npc = (is_ra ? pc - 1 : pc) + (uint64_t)(int64_t)r.cfa_off;
+			nsp = sp + (uint64_t)(uint16_t)r.rbp_off;
+			signal = 1; /* an exact pc, not a return address */
+			n--;
 		} else if (r.cfa == UP_UW_SIGNAL) {
 			if (read(rctx, sp + UP_UW_UC_RIP, &npc, 8) ||
 			    read(rctx, sp + UP_UW_UC_RSP, &nsp, 8) ||
@@ -169,13 +203,19 @@ static inline __attribute__((always_inline)) unsigned up_unwind_walk(uint64_t pc
 		}
 		if (!npc)
 			break; /* the outermost frame */
+		if (ours && r.cfa != UP_UW_TRAMP)
+			n--; /* the agent's own frame: walked through, not shown */
 		is_ra = !signal;
+		tramp = r.cfa == UP_UW_TRAMP && k > 0;
 		pc = npc;
 		sp = nsp;
 		bp = nbp;
 		k = lookup(lctx, is_ra ? pc - 1 : pc, &r);
+		last_ours = k > 0 && (r.rbp & UP_UW_RBP_OURS);
 		out[n++] = k < 0 ? UP_UNWIND_UNKNOWN : pc;
 	}
+	if (last_ours) /* the walk stopped in the agent's code: never its frame */
+		out[n - 1] = UP_UNWIND_UNKNOWN;
 	return n;
 }
 

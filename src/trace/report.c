@@ -189,12 +189,22 @@ static uint64_t real_return(void *ctx, uint64_t slot, uint64_t value)
 	return uprobe_current_return(tp->tr->ctx, slot, value, &ret) ? value : ret;
 }
 
+/* A pc in the library's own code (a trampoline, the agent): its row. */
+static int code_row(void *ctx, uint64_t pc, struct up_unwind_row *row)
+{
+	struct tproc *tp = ctx;
+
+	return tp->tr->ctx ? uprobe_code_row(tp->tr->ctx, tp->pid, pc, row) : -1;
+}
+
 struct up_stack_syms *tr_syms_of(struct tproc *tp)
 {
 	if (!tp->syms) {
 		tp->syms = up_stack_syms_new(tp->pid);
-		if (tp->syms)
+		if (tp->syms) {
 			up_stack_syms_returns(tp->syms, real_return, tp);
+			up_stack_syms_code(tp->syms, code_row, tp);
+		}
 	}
 	return tp->syms;
 }

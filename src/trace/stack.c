@@ -52,6 +52,8 @@ struct up_stack_syms {
 	bool loaded, stale;
 	uint64_t (*ret)(void *ctx, uint64_t slot, uint64_t value); /* up_stack_syms_returns */
 	void *ret_ctx;
+	int (*code)(void *ctx, uint64_t pc, struct up_unwind_row *row); /* up_stack_syms_code */
+	void *code_ctx;
 	struct smap *maps;
 	unsigned n;
 };
@@ -221,9 +223,11 @@ static int uw_lookup(void *ctx, uint64_t pc, struct up_unwind_row *row)
 {
 	struct up_stack_syms *s = ctx;
 	struct smap *m = map_of(s, pc);
-	const struct up_unwind_row *r;
 	uint64_t vaddr;
 
+	/* the library's own code: an anonymous page of trampolines, the agent's memfd */
+	if (s->code && (!m || !strncmp(m->path, "/memfd:uprobe-", 14)))
+		return s->code(s->code_ctx, pc, row);
 	if (!m)
 		return -1;
 	if (!m->uw_tried) {
@@ -233,10 +237,16 @@ static int uw_lookup(void *ctx, uint64_t pc, struct up_unwind_row *row)
 	}
 	row->cfa = UP_UW_NONE;
 	if (!m->uw || up_unwind_vaddr(m->uw, pc - m->start + m->offset, &vaddr) ||
-	    !(r = up_unwind_find(m->uw, vaddr)))
+	    !up_unwind_row_at(m->uw, vaddr, row))
 		return 0;
-	*row = *r;
 	return 1;
+}
+
+void up_stack_syms_code(struct up_stack_syms *s,
+			int (*code)(void *ctx, uint64_t pc, struct up_unwind_row *row), void *ctx)
+{
+	s->code = code;
+	s->code_ctx = ctx;
 }
 
 void up_stack_syms_returns(struct up_stack_syms *s,

@@ -51,6 +51,11 @@ struct up_stack_syms *up_stack_syms_new(pid_t pid);
    at slot): ctx is ret's. */
 void up_stack_syms_returns(struct up_stack_syms *s,
 			   uint64_t (*ret)(void *ctx, uint64_t slot, uint64_t value), void *ctx);
+/* The rows of code of the library's own (uprobe_code_row: trampolines, the agent) for
+   the pcs in no file's mapping or in the library's memfds: ctx is code's. */
+struct up_unwind_row;
+void up_stack_syms_code(struct up_stack_syms *s,
+			int (*code)(void *ctx, uint64_t pc, struct up_unwind_row *row), void *ctx);
 void up_stack_syms_free(struct up_stack_syms *s);
 /* The maps are read again at the next miss (an exec, a dlopen). */
 void up_stack_syms_stale(struct up_stack_syms *s);

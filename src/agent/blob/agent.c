@@ -1049,6 +1049,7 @@ struct uw {
 	struct upa_uw_cache *cache;   /* the thread's, NULL none */
 	struct upa_uw_memo *memo;     /* the reads kept for the memo, NULL none */
 	unsigned nrd;		      /* reads kept; past UPA_UW_MEMO_READS: not memoized */
+	int live;		      /* the last lookup was in a live table (not cached) */
 };
 
 static void uw_grow(struct uw *u, uint64_t to)
@@ -1112,7 +1113,6 @@ static __attribute__((noinline)) int uw_lookup_dir(struct uw *u, uint64_t pc,
 	const struct upa_uw_dir *d = u->dir;
 	const struct upa_uw_map *m = u->map;
 	const struct up_unwind_table *t;
-	const struct up_unwind_row *r;
 	uint64_t lo = 0, hi = d->n, vaddr;
 
 	u->cfi = 0;
@@ -1131,11 +1131,16 @@ static __attribute__((noinline)) int uw_lookup_dir(struct uw *u, uint64_t pc,
 	}
 	row->cfa = UP_UW_NONE;
 	t = (const struct up_unwind_table *)m->table;
+	if (t && (t->flags & UP_UNWIND_LIVE)) {
+		/* a page of trampolines, rewritten in place: its rows are not cached nor
+		   a walk through them kept */
+		u->live = 1;
+		u->memo = 0;
+	}
 	if (!t || up_unwind_vaddr(t, pc - m->start + m->offset, &vaddr) ||
-	    !(r = up_unwind_find(t, vaddr)))
+	    !up_unwind_row_at(t, vaddr, row))
 		return 0;
-	*row = *r;
-	u->cfi = r->cfa != UP_UW_UNKNOWN && r->cfa != UP_UW_NONE;
+	u->cfi = row->cfa != UP_UW_UNKNOWN && row->cfa != UP_UW_NONE && row->cfa != UP_UW_TRAMP;
 	return 1;
 }
 
@@ -1161,8 +1166,11 @@ static inline __attribute__((always_inline)) int uw_lookup(void *ctx, uint64_t p
 		u->cfi = k == 1 && row->cfa != UP_UW_UNKNOWN && row->cfa != UP_UW_NONE;
 		return k;
 	}
+	u->live = 0;
 	k = uw_lookup_dir(u, pc, &found);
 	*row = found;
+	if (u->live)
+		return k;
 	e->pc = 0;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	*(struct up_unwind_row *)e->row = *row;
@@ -1202,11 +1210,18 @@ static inline __attribute__((always_inline)) uint64_t uw_ret(void *ctx, uint64_t
 							      uint64_t value)
 {
 	struct uw *u = ctx;
+	uint64_t stub, r;
 
-	if (value - u->ctl->ret_tramp >= 2 * UPA_RT_LEAN)
+	if (value - u->ctl->ret_tramp >= 2 * UPA_RT_LEAN && value + 1 > UPA_RT_OWNERS)
 		return value; /* not a stub: the common case, inline */
 	u->memo = 0; /* the stub's return is in a table, not in the words read */
-	return uw_ret_stub(u, slot, value);
+	if (value - u->ctl->ret_tramp < 2 * UPA_RT_LEAN)
+		return uw_ret_stub(u, slot, value);
+	/* the table's number (-1 the shared one's) that a stub pushed into the slot on
+	   its way home (upa_ret_common, upa_ret_lean): that table's stub's return */
+	stub = u->ctl->ret_tramp + (value + 1) * UPA_RT_STUB;
+	r = uw_ret_stub(u, slot, stub);
+	return r == stub ? value : r;
 }
 
 /* The pages of the thread's stack found readable by its last walk, while its rsp is in
@@ -1268,7 +1283,7 @@ static __attribute__((noinline)) unsigned unwind(struct upa_ctl *ctl, const uint
 	uint64_t sp = frame[UPA_RSP], bp = frame[UPA_RBP], buf[UPA_AGG_KEY_WORDS];
 	struct uw u = { ctl, (const struct upa_uw_dir *)__atomic_load_n(&ctl->uw_dir,
 									  __ATOMIC_ACQUIRE),
-			0, 0, o, 0, 0, 0, 0, 0, 0 };
+			0, 0, o, 0, 0, 0, 0, 0, 0, 0 };
 	struct upa_uw_memo *m = 0;
 	unsigned n;
 
@@ -1339,7 +1354,7 @@ static __attribute__((noinline)) unsigned fp_walk(struct upa_ctl *ctl, const uin
 						  unsigned max, struct out *o, int slot)
 {
 	uint64_t sp = frame[UPA_RSP], fp = frame[UPA_RBP], pair[2];
-	struct uw u = { ctl, 0, 0, 0, o, 0, 1, 0, 0, 0, 0 };
+	struct uw u = { ctl, 0, 0, 0, o, 0, 1, 0, 0, 0, 0, 0 };
 	unsigned n = 0;
 
 	if (!max)
@@ -1399,6 +1414,9 @@ __attribute__((used)) uint64_t upa_return(uint64_t *frame, struct upa_ctl *ctl, 
 	if (fl & UPA_P_ENTRY_ARGS)
 		for (unsigned i = 0; i < 6; i++)
 			frame[UPA_ENTRY_ARG + i] = e->args[i];
+	/* the slot the real return address before the entry goes (upa_ret_common writes
+	   it again): a stack walked meanwhile, by a signal's handler, finds the caller */
+	*(uint64_t *)slot = orig;
 	__atomic_store_n(&e->key, UPA_RT_TOMB, __ATOMIC_RELEASE);
 	frame[UPA_RIP] = orig;
 	if ((fl & ~UPA_P_ENTRY_ARGS) == (UPA_P_ENABLED | UPA_P_RETURN | UPA_P_AGG | UPA_P_AGG1))
@@ -1571,28 +1589,43 @@ __asm__(".text\n"
 	"upa_ret_tramp_lahf = upa_rt_units + 9\n" /* UPA_RT_CALL_LEN: the first stub */
 	UPA_RT_ROW("upa_ret_common")
 	UPA_RT_ROW("upa_ret_lean")
+	/* CFI (the blob's .eh_frame, for stacks a signal interrupts here): the slot is
+	   the return address; it holds the table's number until upa_return* writes the
+	   real return address there */
 	"upa_ret_lean:\n"			/* the slot: the table's number */
+	"	.cfi_startproc\n"
 	"	push %rax\n"
+	"	.cfi_adjust_cfa_offset 8\n"
 	"	seto %al\n"
 	"	lahf\n"
 	"	push %rax\n"
+	"	.cfi_adjust_cfa_offset 8\n"
 	"	push %rdi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
 	"	lea 24(%rsp),%rdi\n"		/* the slot */
 	"	call upa_return_lean\n"		/* saves what it uses */
 	"	test %rax,%rax\n"
 	"	pop %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
 	"	pop %rax\n"
+	"	.cfi_adjust_cfa_offset -8\n"
 	"	jz 1f\n"
 	"	add $0x7f,%al\n"
 	"	sahf\n"
+	"	.cfi_remember_state\n"
 	"	pop %rax\n"
+	"	.cfi_adjust_cfa_offset -8\n"
 	"	ret\n"				/* the slot: the real return address */
+	"	.cfi_restore_state\n"
 	"1:	add $0x7f,%al\n"			/* not lean after all: the full path */
 	"	sahf\n"
 	"	pop %rax\n"
+	"	.cfi_adjust_cfa_offset -8\n"
 	"upa_ret_common:\n"
 	"	lea -8(%rsp),%rsp\n"		/* the flags' word; the table's number in the slot */
+	"	.cfi_adjust_cfa_offset 8\n"
 	"	lea -216(%rsp),%rsp\n"
+	"	.cfi_adjust_cfa_offset 216\n"
 	"	mov %r15,0(%rsp)\n	mov %r14,8(%rsp)\n	mov %r13,16(%rsp)\n"
 	"	mov %r12,24(%rsp)\n	mov %rbp,32(%rsp)\n	mov %rbx,40(%rsp)\n"
 	"	mov %r11,48(%rsp)\n	mov %r10,56(%rsp)\n	mov %r9,64(%rsp)\n"
@@ -1623,7 +1656,9 @@ __asm__(".text\n"
 	   return address again (a return hijacked by upa_entry, with no call, is
 	   mispredicted once more here, and is still right) */
 	"	lea 224(%rsp),%rsp\n"
-	"	ret\n");
+	"	.cfi_adjust_cfa_offset -224\n"
+	"	ret\n"
+	"	.cfi_endproc\n");
 
 __attribute__((section(".text.entry1"), used, force_align_arg_pointer)) void
 upa_entry(uint64_t *frame, struct upa_probe *d)
