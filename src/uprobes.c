@@ -110,6 +110,15 @@ static struct uproc *uproc_of_pid(struct uprobe_ctx *ctx, pid_t pid)
 	return NULL;
 }
 
+/* Stacks through the library's own code (uprobe.h): the probe-site layer knows its
+   trampolines' rows and the agent's. */
+int uprobe_code_row(struct uprobe_ctx *ctx, pid_t pid, uint64_t pc, void *row)
+{
+	struct uproc *up = ctx ? uproc_of_pid(ctx, pid) : NULL;
+
+	return up ? up_site_code_row(&mm_of(up)->sites, pc, row) : -1;
+}
+
 static struct utask *utask_of(struct up_task *t)
 {
 	struct utask *ut = up_task_data(t);
