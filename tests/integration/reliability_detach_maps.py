@@ -161,7 +161,7 @@ def cycles_scenario():
     m0, vm0, sh0 = maps(t.pid), status(t.pid, "VmSize"), status(t.pid, "RssShmem")
     text = text_as_file(t.pid)
     t0 = time.time()
-    fast = 0
+    fast = inside = 0
     for i in range(cycles):
         mode = ORDER[i % len(ORDER)]
         nofast = (i // len(ORDER)) % 2 == 1
@@ -169,6 +169,11 @@ def cycles_scenario():
         err, _ = trace(t.pid, args, 0.02)
         if "on the fast path" in err:
             fast += 1
+        elif not nofast and "a thread is inside the bytes the jmp would cover" in err:
+            # a thread of the four calling it flat out was there (on its int3) at the
+            # patching: the planner rightly keeps the trap path; the detach is checked
+            # all the same, and most cycles must be fast ones (below)
+            inside += 1
         elif not nofast:
             fail("cycle %d (%s): not on the fast path\n%s" % (i, mode, err))
         m1 = maps(t.pid)
@@ -185,9 +190,13 @@ def cycles_scenario():
     per = (time.time() - t0) / cycles
     m1, vm1, sh1 = maps(t.pid), status(t.pid, "VmSize"), status(t.pid, "RssShmem")
     finish(t)
-    print("cycles: %d attach/probe/detach cycles (%d on the fast path), %.0f ms a cycle: "
-          "VmSize %d -> %d kB, RssShmem %d -> %d kB, mappings %d -> %d, %d bytes of text as "
-          "the file's" % (cycles, fast, per * 1000, vm0, vm1, sh0, sh1, len(m0), len(m1), text))
+    if inside * 10 > fast + inside:
+        fail("%d of %d fast-path cycles stayed on the trap path (a thread inside)" %
+             (inside, fast + inside))
+    print("cycles: %d attach/probe/detach cycles (%d on the fast path, %d kept on the trap "
+          "path by a thread inside), %.0f ms a cycle: VmSize %d -> %d kB, RssShmem %d -> %d "
+          "kB, mappings %d -> %d, %d bytes of text as the file's" %
+          (cycles, fast, inside, per * 1000, vm0, vm1, sh0, sh1, len(m0), len(m1), text))
 
 
 def park_scenario():
