@@ -127,7 +127,8 @@ static inline __attribute__((always_inline)) unsigned up_unwind_walk(uint64_t pc
 	last_ours = k > 0 && (r.rbp & UP_UW_RBP_OURS);
 	while (n < max && k >= 0) {
 		uint64_t cfa, npc = 0, nsp, nbp = bp, base;
-		int signal = 0, ok = 0, was_tramp = tramp, ours = r.rbp & UP_UW_RBP_OURS;
+		/* a lookup that found no row (k 0) set only its cfa: the rest is not a row */
+		int signal = 0, ok = 0, was_tramp = tramp, ours = k > 0 && (r.rbp & UP_UW_RBP_OURS);
 
 		r.rbp &= (uint8_t)~UP_UW_RBP_OURS;
 		if (ours && (r.cfa == UP_UW_NONE || r.cfa == UP_UW_UNKNOWN)) {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * src/trace/stack.c: the frame-pointer walk over a fake stack (the same cases as the
- * agent's walk in test_agent), and the names of addresses in this very process: one of
- * its functions, a libc function, an address in no file.
+ * agent's walk in test_agent), the table walk (sym/unwind_walk.h) where no lookup finds
+ * a row, and the names of addresses in this very process: one of its functions, a libc
+ * function, an address in no file.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -17,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "sym/unwind_walk.h"
 #include "trace/stack.h"
 
 static int read_self(void *ctx, uint64_t addr, void *buf, size_t len)
@@ -61,6 +63,36 @@ static void test_walk(void **state)
 	assert_int_equal(up_stack_walk(&r, 0x401000, false, read_self, NULL, out, 6), 1);
 }
 
+/* A lookup that finds no row: it says so (0) and sets the row's cfa to NONE only; its
+   other fields are whatever the walk's stack held (trace/stack.c's and the agent's
+   lookups): here garbage with the agent's UP_UW_RBP_OURS bit among it. */
+static int lookup_none(void *ctx, uint64_t pc, struct up_unwind_row *row)
+{
+	(void)pc;
+	memset(row, *(int *)ctx, sizeof(*row));
+	row->cfa = UP_UW_NONE;
+	return 0;
+}
+
+static void test_walk_no_row(void **state)
+{
+	uint64_t stack[16] = { 0 }, out[6];
+
+	(void)state;
+	stack[4] = (uint64_t)(uintptr_t)&stack[8], stack[5] = 0x1111;
+	stack[8] = 0, stack[9] = 0x2222;
+	for (int junk = 0; junk < 256; junk += 0x51) {
+		assert_int_equal(up_unwind_walk(0x401000, (uint64_t)(uintptr_t)&stack[0],
+						(uint64_t)(uintptr_t)&stack[4], 0, lookup_none,
+						&junk, read_self, NULL, NULL, out, 6),
+				 4);
+		assert_int_equal(out[0], 0x401000); /* the hit's own pc, never [unknown] */
+		assert_int_equal(out[1], 0x1111);
+		assert_int_equal(out[2], 0x2222);
+		assert_int_equal(out[3], UP_UNWIND_UNKNOWN); /* bp 0: the walk cannot go on */
+	}
+}
+
 __attribute__((noinline)) int stack_test_target(int x)
 {
 	return x * 3;
@@ -97,6 +129,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_walk),
+		cmocka_unit_test(test_walk_no_row),
 		cmocka_unit_test(test_names),
 	};
 
