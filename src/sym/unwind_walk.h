@@ -190,7 +190,9 @@ static inline __attribute__((always_inline)) unsigned up_unwind_walk(uint64_t pc
 				cfa = base;
 				break;
 			}
-			if (!cfa || cfa <= sp || read(rctx, cfa - 8, &npc, 8))
+			/* the stack rises, but for our return trampoline's units: CFA rsp+0,
+			   where the function's ret left rsp just above its return's slot */
+			if (!cfa || cfa < sp || (cfa == sp && !ours) || read(rctx, cfa - 8, &npc, 8))
 				break;
 			if (ret)
 				npc = ret(rctx, cfa - 8, npc);

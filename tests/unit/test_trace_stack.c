@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "agent/abi.h"
+#include "agent/unwind.h"
 #include "sym/unwind_walk.h"
 #include "trace/stack.h"
 
@@ -93,6 +95,74 @@ static void test_walk_no_row(void **state)
 	}
 }
 
+/* The agent's blob at a made-up address: its own rows (the blob's CFI) for its pcs. */
+#define BLOB_AT 0x7e0000000000ull
+extern const uint8_t up_agent_blob[];
+extern const size_t up_agent_blob_size;
+
+static int lookup_blob(void *ctx, uint64_t pc, struct up_unwind_row *row)
+{
+	(void)ctx;
+	row->cfa = UP_UW_NONE;
+	if (pc < BLOB_AT || pc - BLOB_AT >= up_agent_blob_size)
+		return 0; /* the program's code, without tables */
+	return up_unwind_row_at(up_uwarea_blob_table(), pc - BLOB_AT, row);
+}
+
+/* The real return of a hijacked slot: a stub's address or its table's number there. */
+static uint64_t ret_hijacked(void *ctx, uint64_t slot, uint64_t value)
+{
+	const uint64_t *s = ctx;
+
+	return slot == (uint64_t)(uintptr_t)s && (value < 0x100 || value + 1 == 0 ||
+						  value - BLOB_AT < up_agent_blob_size)
+		       ? 0x401234
+		       : value;
+}
+
+/* A signal in a unit of the return trampoline (a call site, then its stub): the
+   program's frames, as at the real return; the unit's own frame never shown. */
+static void test_walk_return_units(void **state)
+{
+	uint64_t stack[16] = { 0 }, out[6], ret_off, unit;
+	uint64_t *slot = &stack[8];
+	const struct {
+		unsigned at; /* in the unit */
+		int above;   /* rsp: at the slot (0) or just above it (1) */
+		uint64_t in_slot; /* 0 the real return, 1 the stub, 2 the table's number */
+	} c[] = {
+		{ 0, 0, 0 },		     /* lea 8(%rsp),%rsp: entered by a jump */
+		{ 5, 1, 0 },		     /* call *-16(%rsp) */
+		{ UPA_RT_CALL_LEN, 1, 1 },     /* the stub's push $n: the function returned */
+		{ UPA_RT_CALL_LEN + 2, 0, 2 }, /* its jmp */
+	};
+
+	(void)state;
+	assert_non_null(up_uwarea_blob_table());
+	memcpy(&ret_off, up_agent_blob + UPA_RET_LAHF_AT, sizeof(ret_off));
+	stack[12] = 0, stack[13] = 0x2222; /* the caller's frame, by its rbp */
+	for (unsigned row = 0; row < 2; row++)
+		for (unsigned k = 0; k <= UPA_RT_OWNERS; k += UPA_RT_OWNERS / 2)
+			for (unsigned i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+				unit = BLOB_AT + ret_off - UPA_RT_CALL_LEN + row * UPA_RT_LEAN +
+				       k * UPA_RT_STUB;
+				*slot = c[i].in_slot == 0   ? 0x401234
+					: c[i].in_slot == 1 ? unit + UPA_RT_CALL_LEN
+							    : (uint64_t)k - 1;
+				memset(out, 0, sizeof(out));
+				assert_int_equal(
+					up_unwind_walk(unit + c[i].at,
+						       (uint64_t)(uintptr_t)(slot + c[i].above),
+						       (uint64_t)(uintptr_t)&stack[12], 0,
+						       lookup_blob, NULL, read_self, ret_hijacked,
+						       slot, out, 6),
+					3);
+				assert_int_equal(out[0], 0x401234);
+				assert_int_equal(out[1], 0x2222);
+				assert_int_equal(out[2], UP_UNWIND_UNKNOWN);
+			}
+}
+
 __attribute__((noinline)) int stack_test_target(int x)
 {
 	return x * 3;
@@ -130,6 +200,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_walk),
 		cmocka_unit_test(test_walk_no_row),
+		cmocka_unit_test(test_walk_return_units),
 		cmocka_unit_test(test_names),
 	};
 

@@ -1575,12 +1575,20 @@ __asm__(".section .text.entry0,\"ax\",@progbits\n"
  * so the return need not look for it.  The first row's stubs go to the full path (a
  * register frame, upa_return), the second's to the lean one (upa_return_lean).
  */
+/* CFI (for stacks a signal interrupts here): a unit is entered by a jump with rsp at
+   the slot, which holds the return address; then rsp is just above it, which the call
+   fills with the stub's address and the stub with its table's number (the walk's
+   return lookup knows both: unwind_walk.h's ret) */
 #define UPA_RT_ROW(common)                                                                 \
 	"	.irp n, 0xff,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"                          \
+	"	.cfi_startproc\n"                                                              \
 	"	lea 8(%rsp),%rsp\n" /* rsp above the slot, which the call fills */            \
+	"	.cfi_adjust_cfa_offset -8\n"                                                   \
 	"	call *-16(%rsp)\n"  /* into the function: [slot - 8] */                      \
 	"	.byte 0x6a, \\n\n"  /* the stub: push $n */                                   \
+	"	.cfi_adjust_cfa_offset 8\n"                                                    \
 	"	.byte 0xe9\n	.long " common " - . - 4\n"                                       \
+	"	.cfi_endproc\n"                                                                \
 	"	.endr\n"
 __asm__(".text\n"
 	"	.balign 16\n"
