@@ -1898,6 +1898,11 @@ static void free_utasks(struct up_proc *p)
 	}
 }
 
+int uprobe_reaped_status(pid_t pid, int *status)
+{
+	return status ? up_engine_reaped(pid, status) : -EINVAL;
+}
+
 int uprobe_detach(struct uprobe_ctx *ctx, pid_t pid)
 {
 	struct uproc *up = uproc_of_pid(ctx, pid);

@@ -109,7 +109,7 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/src/uprobes.c OR UPROBE_CORE_FORCE_TESTS)
 
   uprobe_core_test(test_core_errors)
   foreach(t attach_nopid attach_busy register_midinsn register_nonexec register_int3
-            register_ud2 register_untraced unregister_unregistered)
+            register_ud2 register_untraced unregister_unregistered reaped_detached)
     string(REPLACE "_" "-" tname ${t})
     core_case(test_core_errors ${t} core.errors.${tname})
   endforeach()

@@ -343,6 +343,13 @@ UPROBE_API int uprobe_spawn(struct uprobe_ctx *ctx, char *const argv[], pid_t *p
 UPROBE_API int uprobe_resume(struct uprobe_ctx *ctx, pid_t pid);
 /* Unregisters the process's probes and stops tracing it. */
 UPROBE_API int uprobe_detach(struct uprobe_ctx *ctx, pid_t pid);
+/*
+ * The exit status (as waitpid's) of pid, a child of the caller that the library had
+ * stopped tracing (a spawned program that exec'd a set-uid file, say) and reaped in
+ * one of its waits for any child, so that the caller's waitpid(pid) said ECHILD.  0;
+ * -ECHILD where the library did not reap it.  Any time, also after uprobe_ctx_free().
+ */
+UPROBE_API int uprobe_reaped_status(pid_t pid, int *status);
 
 /*
  * Arms u (pid, vaddr, handler set by the caller; u must stay valid until it is

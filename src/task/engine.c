@@ -502,6 +502,37 @@ static bool deliver_unreaped(struct up_engine *e, const siginfo_t *si)
 }
 
 /*
+ * The exit statuses of children that were no tracees (any more) when a wait for any
+ * reaped them: a launched command the library let go (an exec it does not follow), whose
+ * parent's waitpid then says ECHILD.  Process-wide, like the waits: kept after the
+ * engine is gone, the newest UP_REAPED.
+ */
+#define UP_REAPED 16
+static struct {
+	pid_t pid;
+	int status;
+} reaped[UP_REAPED];
+static unsigned nreaped;
+
+static void keep_reaped(pid_t pid, int status)
+{
+	reaped[nreaped % UP_REAPED].pid = pid;
+	reaped[nreaped % UP_REAPED].status = status;
+	nreaped++;
+}
+
+int up_engine_reaped(pid_t pid, int *status)
+{
+	for (unsigned i = 0; i < UP_REAPED; i++)
+		if (reaped[i].pid == pid && pid > 0) {
+			*status = reaped[i].status;
+			reaped[i].pid = 0;
+			return 0;
+		}
+	return -ECHILD;
+}
+
+/*
  * Reaps r's status (any child's: the caller saw it with WNOWAIT), an int3's stop put
  * back on its int3 first -- tid's own too: a quiesce or a pending trap's drain waits for
  * another stop and keeps an int3's for later, reaped, and a death meanwhile ran the
@@ -632,6 +663,10 @@ int up__wait_tid(struct up_engine *e, pid_t tid, int *status)
 		}
 		if (o)
 			up__park_safe(o, st);
+		if (!o && !WIFSTOPPED(st)) {
+			keep_reaped(r, st); /* not ours: its parent may ask */
+			continue;
+		}
 		up__defer(e, r, st, !o && WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_STOP);
 	}
 }
@@ -1210,8 +1245,10 @@ static void handle_status(struct up_engine *e, pid_t tid, int status)
 	struct up_task *t = up__find_task(e, tid);
 
 	if (!t) {
-		if (!WIFSTOPPED(status))
-			return; /* a thread we dropped (exec), or not ours */
+		if (!WIFSTOPPED(status)) { /* a thread we dropped (exec), or not ours */
+			keep_reaped(tid, status);
+			return;
+		}
 		if ((status >> 16) == PTRACE_EVENT_STOP) {
 			/* a new thread's first stop before its creator's event */
 			up__defer(e, tid, status, true);

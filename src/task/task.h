@@ -133,6 +133,11 @@ int up_engine_run(struct up_engine *e, volatile int *stop);
 void up_engine_break(struct up_engine *e);
 /* Number of processes traced. */
 unsigned up_engine_nprocs(const struct up_engine *e);
+/*
+ * The exit status of pid, a child that was not traced (any more) when a wait of the
+ * engine's reaped it: 0, or -ECHILD where none did.  Taken once.
+ */
+int up_engine_reaped(pid_t pid, int *status);
 
 /*
  * Attach to every thread of a running process (PTRACE_SEIZE, no SIGSTOP).  Fails with

@@ -5,7 +5,8 @@
  * (-EINVAL), on an int3 that is not ours (-EEXIST), on an instruction that cannot be
  * probed (ud2: -ENOTSUP), in a process ctx does not trace (-ESRCH); unregistering a
  * probe never registered (a no-op).  Each refused registration leaves the program
- * running as without probes.
+ * running as without probes.  A child let go (uprobe_detach) and reaped by the
+ * library's wait for any child: its status from uprobe_reaped_status, once.
  */
 #include "test_core.h"
 
@@ -213,6 +214,45 @@ static void unregister_unregistered(void **state)
 	core_output_cleanup(&o);
 }
 
+static void reaped_detached(void **state)
+{
+	struct core_session s;
+	pid_t keep, gone;
+	int go[2], st = 0;
+	char c = 0;
+
+	(void)state;
+	keep = fork_sleeper(); /* traced: the library goes on waiting for any child */
+	assert_int_equal(pipe(go), 0);
+	gone = fork();
+	assert_true(gone >= 0);
+	if (gone == 0) {
+		close(go[1]);
+		if (read(go[0], &c, 1) < 0)
+			_exit(1);
+		_exit(7);
+	}
+	close(go[0]);
+	core_session_new(&s, NULL);
+	assert_int_equal(uprobe_attach(s.ctx, keep), 0);
+	assert_int_equal(uprobe_attach(s.ctx, gone), 0);
+	assert_int_equal(uprobe_detach(s.ctx, gone), 0);
+	assert_int_equal(uprobe_reaped_status(gone, &st), -ECHILD); /* still running */
+	close(go[1]); /* it exits now, untraced */
+	for (int i = 0; i < 500 && kill(gone, 0) == 0; i++) { /* a zombie until reaped */
+		uprobe_ctx_dispatch(s.ctx);
+		usleep(10000);
+	}
+	assert_int_equal(waitpid(gone, &st, WNOHANG), -1);
+	assert_int_equal(errno, ECHILD);
+	st = 0;
+	assert_int_equal(uprobe_reaped_status(gone, &st), 0);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+	assert_int_equal(uprobe_reaped_status(gone, &st), -ECHILD); /* taken once */
+	core_session_free(&s);
+	reap(keep);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -220,6 +260,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(register_midinsn), cmocka_unit_test(register_nonexec),
 		cmocka_unit_test(register_int3),    cmocka_unit_test(register_ud2),
 		cmocka_unit_test(register_untraced), cmocka_unit_test(unregister_unregistered),
+		cmocka_unit_test(reaped_detached),
 	};
 
 	return core_main(argc, argv, tests, sizeof(tests) / sizeof(tests[0]));

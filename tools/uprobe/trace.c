@@ -974,9 +974,15 @@ out:
 		up_trace_free(tr); /* detaches: the command runs on unprobed */
 		tr = NULL;
 		if (st < 0 && !status && cli_stop_sig != SIGTERM && cli_stop_sig != SIGPIPE) {
-			/* Ctrl-C reached the command too: wait for what it does with it */
-			while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+			pid_t r;
+
+			/* Ctrl-C reached the command too: wait for what it does with it (or
+			   the command we no longer traced ended, reaped by the library's
+			   wait for any child) */
+			while ((r = waitpid(child, &st, 0)) < 0 && errno == EINTR)
 				;
+			if (r < 0 && (errno != ECHILD || uprobe_reaped_status(child, &st)))
+				st = -1;
 		}
 		if (!status && st >= 0)
 			status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
