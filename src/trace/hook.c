@@ -115,21 +115,46 @@ static void on_comm_set(void *arg, const struct up_trace_hit *h)
  * watched: trap-path return probes whose hits bump the names (above), the thread
  * stopped.  The session's own specs (tspec.internal): not the caller's to count.
  */
+/* How many libcs have the watch already; true if libc (a path) is one of them. */
+static bool comm_watched(const struct up_trace *tr, const char *libc, unsigned *nlibs)
+{
+	size_t len = strlen(libc);
+	bool found = false;
+
+	*nlibs = 0;
+	for (unsigned i = 0; i < tr->nspecs; i++) {
+		const char *t = tr->specs[i]->text, *sp;
+
+		if (!tr->specs[i]->internal || !t || strncmp(t, "r:upcomm/prctl", 14))
+			continue;
+		(*nlibs)++;
+		sp = strchr(t, ' ');
+		if (sp && !strncmp(sp + 1, libc, len) && !strcmp(sp + 1 + len, ":prctl"))
+			found = true;
+	}
+	return found;
+}
+
 int up_trace_watch_comm(struct up_trace *tr, pid_t pid)
 {
 	static const char *const fns[2] = { "prctl", "pthread_setname_np" };
-	char libc[PATH_MAX], spec[PATH_MAX + 64], err[512];
-	unsigned n = 0;
+	char libc[PATH_MAX], spec[PATH_MAX + 64], err[512], nth[16] = "";
+	unsigned n = 0, nlibs;
 
 	if (!up_sym_find_lib("libc", pid, libc, sizeof(libc))) {
 		tr_log(tr, "comm: renames not watched: no libc found");
 		return -ENOENT;
 	}
+	/* several processes (-p, -p): each libc they map once */
+	if (comm_watched(tr, libc, &nlibs))
+		return 0;
+	if (nlibs)
+		snprintf(nth, sizeof(nth), "%u", nlibs + 1);
 	for (unsigned i = 0; i < 2; i++) {
 		int rc;
 
-		snprintf(spec, sizeof(spec), "r:upcomm/%s %s:%s", i ? "setname" : "prctl", libc,
-			 fns[i]);
+		snprintf(spec, sizeof(spec), "r:upcomm/%s%s %s:%s", i ? "setname" : "prctl", nth,
+			 libc, fns[i]);
 		rc = tr_add_spec(tr, spec, true, err, sizeof(err));
 		if (rc == -ENOMEM)
 			return rc;

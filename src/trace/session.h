@@ -248,8 +248,9 @@ int up_trace_hit_comm_changed(const struct up_trace_hit *h);
  * a comm filter, a `comm` hist key and `uprobe run`'s comm see a thread's new name from
  * its next hit on.  Specs of the session's own: not counted, not filtered, not in the
  * metrics or the arming counts.  A name set by a raw syscall or a hand-written
- * /proc/self/task/TID/comm is seen at the next watched call only.  0, -ENOENT (no libc,
- * or neither function: logged), -ENOMEM.
+ * /proc/self/task/TID/comm is seen at the next watched call only.  Called for each
+ * process, each libc they map is watched once.  0, -ENOENT (no libc, or neither
+ * function: logged), -ENOMEM.
  */
 int up_trace_watch_comm(struct up_trace *tr, pid_t pid);
 /* Does a spec read the thread's name ($comm, a filter's comm)? */

@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import sys
 import tempfile
 
@@ -802,7 +803,42 @@ def cmd_tracecomm(uprobe, work):
                                                      l.endswith(b"k=-2") for l in lines),
               "trace --filter 'comm == \"renamed\"' %s: the renamed thread's %d calls: %d" %
               (" ".join(mode), want["renamed"], len(lines)))
+    tracecomm_two_libcs(uprobe, work, want)
     finish()
+
+
+def tracecomm_two_libcs(uprobe, work, want):
+    """`trace -p A -p B` where B maps a libc of its own (a copy, by LD_LIBRARY_PATH): the
+    renames of both are watched (each libc once), so each name counts twice."""
+    libc = [l.split()[-1] for l in open("/proc/self/maps") if "/libc.so" in l][0]
+    d = tempfile.mkdtemp(prefix="tracecomm.")
+    try:
+        shutil.copy(libc, os.path.join(d, os.path.basename(libc)))
+        env = dict(os.environ, LD_LIBRARY_PATH=d)
+        procs = [subprocess.Popen(["sh", "-c", 'read x; exec "$0"', work], stdin=subprocess.PIPE,
+                                  env=e) for e in (None, env)]
+        time.sleep(0.3)
+        spec = "p:w/named %s:named_call cm=$comm" % work
+        tr = subprocess.Popen([uprobe, "trace", "-v", "-e", spec, "-t", "w/named:hist:keys=cm",
+                               "-p", str(procs[0].pid), "-p", str(procs[1].pid)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(2)
+        for p in procs:
+            p.stdin.write(b"go\n")
+            p.stdin.close()
+        for p in procs:
+            p.wait(timeout=60)
+        out, err = tr.communicate(timeout=60)
+        got = comm_counts_hist(out)
+        err = err.decode(errors="replace")
+        check(tr.returncode == 0 and got == {k: 2 * v for k, v in want.items()},
+              "trace -p A -p B, B with a libc copy: every rename seen in both: %s" % got)
+        check("comm: renames watched at r:upcomm/prctl2 %s" % os.path.join(
+            d, os.path.basename(libc)) in err, "trace -v: the copy's renames watched too")
+        if tr.returncode or got != {k: 2 * v for k, v in want.items()}:
+            print(err)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def main():

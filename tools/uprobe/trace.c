@@ -849,11 +849,12 @@ static int run_trace(int argc, char **argv)
 	}
 	/* $comm and comm filters see renames (prctl, pthread_setname_np), as `uprobe run`
 	   does: the trap path's names and the agent's comm keys are cached per thread */
-	if (up_trace_uses_comm(tr) && up_trace_watch_comm(tr, npids ? pids[0] : 0) == -ENOMEM) {
-		cli_err("trace", "%s", strerror(ENOMEM));
-		status = CLI_FAIL;
-		goto out;
-	}
+	for (unsigned i = 0; up_trace_uses_comm(tr) && i < (npids ? npids : 1); i++)
+		if (up_trace_watch_comm(tr, npids ? pids[i] : 0) == -ENOMEM) {
+			cli_err("trace", "%s", strerror(ENOMEM));
+			status = CLI_FAIL;
+			goto out;
+		}
 	if (optind < argc) {
 		rc = up_trace_spawn(tr, argv + optind, &child);
 		if (rc) {
