@@ -453,8 +453,14 @@ def ssl_tools(uprobe, bt, why, tools, ssl):
     if [r for r in ours if isinstance(r, tuple)] != want:
         print(b.stdout.decode(errors="replace"), b.stderr.decode(errors="replace"))
     if bt:
-        a = run([bt, sn, "-c", cmd])
-        theirs = sslsnoop_rows(a.stdout)
+        # the oracle, run again where it saw none of the calls (under load its first
+        # events are sometimes not there at all: its header, then nothing)
+        for _ in range(3):
+            a = run([bt, sn, "-c", cmd])
+            theirs = sslsnoop_rows(a.stdout)
+            if theirs:
+                break
+            print("note: bpftrace %s saw no call; run again" % sn)
         same = a.stdout.splitlines()[:3] == b.stdout.splitlines()[:3] and \
             len(theirs) == len(ours) and \
             all(t == o or (isinstance(t, tuple) and t[2] is None and t[:2] == o[:2])
@@ -469,8 +475,12 @@ def ssl_tools(uprobe, bt, why, tools, ssl):
           (b"@statF", b"count", (1, 2)) in ours,
           "ssllatency.bt, unchanged: its maps by function, 6 reads and writes, a failed read")
     if bt:
-        a = run([bt, sl, "-c", cmd])
-        theirs, _ = ssllatency_norm(a.stdout)
+        for _ in range(3):   # see sslsnoop's
+            a = run([bt, sl, "-c", cmd])
+            theirs, _ = ssllatency_norm(a.stdout)
+            if any(isinstance(x, tuple) for x in theirs):  # a map printed
+                break
+            print("note: bpftrace %s saw no call; run again" % sl)
         check(theirs == ours, "ssllatency.bt: bpftrace's maps, their counts and lines, "
               "the latencies' buckets and the keys' addresses aside")
         if theirs != ours:
