@@ -893,6 +893,17 @@ int up_fs_run(const struct up_fs_opts *opts)
 		rc = -EIO;
 		goto out_session;
 	}
+	/* the reads of requests never block: one that poll saw may be gone by the read
+	   (the kernel withdraws a request not read yet when its process is interrupted
+	   for good), and a read blocked on /dev/fuse answers no stop of the traced
+	   processes: ftrace.uprobe's `cat` and `awk` waited at their exec stops for ever,
+	   the mount in read(2), 1 run in 40 under load.  -EAGAIN: polled again. */
+	{
+		int ffd = fuse_session_fd(d.se), fl = fcntl(ffd, F_GETFL);
+
+		if (fl < 0 || fcntl(ffd, F_SETFL, fl | O_NONBLOCK) < 0)
+			fslog(&d, "cannot make /dev/fuse non-blocking: %s", strerror(errno));
+	}
 	rc = up_trace_set_wait_hook(d.tr, wait_hook, &d);
 	if (rc) {
 		fslog(&d, "cannot serve requests while waiting for a stop: %s", strerror(-rc));
