@@ -106,15 +106,6 @@ static void on_comm_set(void *arg, const struct up_trace_hit *h)
 	up_trace_hit_comm_changed(h);
 }
 
-/*
- * A thread's name changes only by its thread group's doing: prctl(PR_SET_NAME), a write
- * of /proc/self/task/TID/comm (the kernel refuses one from another process), or exec
- * (after which the agent is a new one).  libc does the first two in prctl (which
- * pthread_setname_np calls for its own thread; __prctl is the same code) and in
- * pthread_setname_np (the comm file, for another thread), so their returns are
- * watched: trap-path return probes whose hits bump the names (above), the thread
- * stopped.  The session's own specs (tspec.internal): not the caller's to count.
- */
 /* How many libcs have the watch already; true if libc (a path) is one of them. */
 static bool comm_watched(const struct up_trace *tr, const char *libc, unsigned *nlibs)
 {
@@ -135,6 +126,15 @@ static bool comm_watched(const struct up_trace *tr, const char *libc, unsigned *
 	return found;
 }
 
+/*
+ * A thread's name changes only by its thread group's doing: prctl(PR_SET_NAME), a write
+ * of /proc/self/task/TID/comm (the kernel refuses one from another process), or exec
+ * (after which the agent is a new one).  libc does the first two in prctl (which
+ * pthread_setname_np calls for its own thread; __prctl is the same code) and in
+ * pthread_setname_np (the comm file, for another thread), so their returns are
+ * watched: trap-path return probes whose hits bump the names (above), the thread
+ * stopped.  The session's own specs (tspec.internal): not the caller's to count.
+ */
 int up_trace_watch_comm(struct up_trace *tr, pid_t pid)
 {
 	static const char *const fns[2] = { "prctl", "pthread_setname_np" };

@@ -849,7 +849,7 @@ static int run_trace(int argc, char **argv)
 	}
 	/* $comm and comm filters see renames (prctl, pthread_setname_np), as `uprobe run`
 	   does: the trap path's names and the agent's comm keys are cached per thread */
-	for (unsigned i = 0; up_trace_uses_comm(tr) && i < (npids ? npids : 1); i++)
+	for (unsigned i = 0, n = up_trace_uses_comm(tr) ? (npids ? npids : 1) : 0; i < n; i++)
 		if (up_trace_watch_comm(tr, npids ? pids[i] : 0) == -ENOMEM) {
 			cli_err("trace", "%s", strerror(ENOMEM));
 			status = CLI_FAIL;
