@@ -2,11 +2,12 @@
 /*
  * Following processes (issue 30 item 6): a shell that runs /bin/true N times, one
  * counting probe on libc's malloc followed into every child, timed whole beside the same
- * shell unprobed, uprobe --no-fast, the kernel's uprobe tracer (a private tracefs
+ * shell unprobed, uprobe with a new process's probes on the fast path at once
+ * (--fast-after 0) and on the trap path alone (--no-fast), the kernel's uprobe tracer (a private tracefs
  * instance, pid-filtered with event-fork) and bpftrace (the children tracked through
  * sched_process_fork; its start-up is in its time), rounds interleaved.  Printed: the
  * median wall time, the ratio to the unprobed run and the cost of each new process over
- * it.  The kernel's count must equal uprobe's, fast and --no-fast, in every round, or the
+ * it.  The kernel's count must equal uprobe's, all three ways, in every round, or the
  * bench stops; bpftrace's is printed (its -c child runs bpftrace's code before the exec).
  * Env: BENCH_FORK_N (default 300; 0 skips it), BENCH_FORK_ROUNDS (default min(rounds, 3)).
  */
@@ -24,10 +25,10 @@
 
 #define TRACEFS "/sys/kernel/tracing"
 
-enum { F_BASE, F_FAST, F_NOFAST, F_KERNEL, F_BPF, F_N };
+enum { F_BASE, F_FAST, F_AT_ONCE, F_NOFAST, F_KERNEL, F_BPF, F_N };
 
 static const char *const fork_names[F_N] = {
-	"unprobed",	    "uprobe (fast path)",     "uprobe --no-fast",
+	"unprobed",	    "uprobe (fast path)",     "uprobe --fast-after 0", "uprobe --no-fast",
 	"kernel (tracefs)", "bpftrace (start-up in)",
 };
 
@@ -230,6 +231,8 @@ static double run_tool(struct bench *b, int tool, long *hits)
 			 fr.out,	 "--",	  "/bin/sh", fr.script, NULL };
 	char *nofast[] = { (char *)b->cli, "trace", "--no-fast", "-c",	    "-e",      spec,
 			   "-o",	   fr.out,  "--",	 "/bin/sh", fr.script, NULL };
+	char *at_once[] = { (char *)b->cli, "trace", "--fast-after", "0", "-c", "-e", spec,
+			    "-o", fr.out, "--", "/bin/sh", fr.script, NULL };
 	char *bpf[] = { "bpftrace", "-e", prog, "-c", cmd, NULL };
 	long ev0;
 	double t0, s;
@@ -249,8 +252,9 @@ static double run_tool(struct bench *b, int tool, long *hits)
 	case F_BASE:
 		return run(base, NULL, NULL, NULL);
 	case F_FAST:
+	case F_AT_ONCE:
 	case F_NOFAST:
-		s = run(tool == F_FAST ? fast : nofast, NULL, NULL, NULL);
+		s = run(tool == F_FAST ? fast : tool == F_AT_ONCE ? at_once : nofast, NULL, NULL, NULL);
 		*hits = uprobe_count();
 		return s;
 	case F_BPF:
@@ -316,11 +320,12 @@ void bench_fork_table(struct bench *b)
 			hits[k] = h;
 		}
 		if (!skip[F_KERNEL] &&
-		    (hits[F_FAST] != hits[F_KERNEL] || hits[F_NOFAST] != hits[F_KERNEL])) {
+		    (hits[F_FAST] != hits[F_KERNEL] || hits[F_AT_ONCE] != hits[F_KERNEL] ||
+		     hits[F_NOFAST] != hits[F_KERNEL])) {
 			bench_fork_cleanup();
 			bench_die("following processes: malloc counted %ld (uprobe), %ld "
-				  "(--no-fast), %ld (kernel): they differ",
-				  hits[F_FAST], hits[F_NOFAST], hits[F_KERNEL]);
+				  "(--fast-after 0), %ld (--no-fast), %ld (kernel): they differ",
+				  hits[F_FAST], hits[F_AT_ONCE], hits[F_NOFAST], hits[F_KERNEL]);
 		}
 	}
 	bench_fork_cleanup();
@@ -353,5 +358,5 @@ void bench_fork_table(struct bench *b)
 		printf("  %-24s %-20s %-12s %-28s %s\n", fork_names[k], wall, ratio, per, h);
 	}
 	if (!skip[F_KERNEL])
-		printf("  (the kernel's count equals uprobe's, fast and --no-fast, in every round)\n");
+		printf("  (the kernel's count equals uprobe's, all three ways, in every round)\n");
 }

@@ -391,6 +391,11 @@ static void forget_all(struct uproc *mm)
 	up_sites_forget(&mm->sites);
 	mm->tls_watched = false;
 	mm->tramp = 0;
+	/* a new image: its probes wait for hits of their own */
+	mm->cold = mm->followed && mm->ctx->opts.fast_after >= 0;
+	mm->promote_due = false;
+	mm->cold_hits = 0;
+	mm->promotions = 0;
 }
 
 /* ---- registration ------------------------------------------------------------------ */
@@ -407,7 +412,7 @@ static int arm(struct uprobe_ctx *ctx, struct uproc *mm, struct uprobe *u)
 	struct uprobe *v;
 	int rc;
 
-	if (!q && !mm->mm_owner) {
+	if (!q && !mm->mm_owner && !mm->cold) {
 		rc = up_site_place(&mm->sites, u, ctx->cur_task ? ctx->cur_task : idle_task(mm));
 		if (rc <= 0)
 			return rc;
@@ -441,6 +446,60 @@ static void arm_evicted(struct uprobe_ctx *ctx, struct uproc *mm)
 
 	while ((v = up_site_evicted(&mm->sites)))
 		arm(ctx, mm, v);
+}
+
+#define PROMOTE_TRIES 3 /* a process whose probes stayed on int3s tries again, this often */
+
+/*
+ * mm, reached by following, has taken fast_after hits: its own probes (not a fork
+ * parent's it counts for) leave their int3s for the fast path where the planner takes
+ * them, under one quiesce (from a breakpoint stop, ctx->cur_task rewound onto its int3:
+ * it runs the new jmp, and is counted there, once).  A hit pending on an int3 taken
+ * out runs the original from there (on_breakpoint).  Probes the planner left on int3s
+ * for a thread inside their bytes may go on the next tries.
+ */
+static void promote(struct uprobe_ctx *ctx, struct uproc *mm)
+{
+	struct uprobe *us[256];
+	unsigned n = 0, moved = 0;
+
+	mm->promote_due = false;
+	mm->cold = false;
+	for (unsigned i = 0; i < PPT_HASH; i++)
+		for (struct ppt *q = mm->hash[i]; q; q = q->next)
+			for (unsigned k = 0; k < q->ncons && n < 256; k++)
+				if (q->cons[k]->pid == mm->pid && q->cons[k]->kimg == (void *)q &&
+				    !(q->cons[k]->flags & UPROBE_F_OWN) &&
+				    up_site_may_place(q->cons[k]))
+					us[n++] = q->cons[k];
+	if (!n || up_proc_quiesce(mm->p))
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		struct ppt *q = (struct ppt *)us[i]->kimg;
+
+		if (!ppt_del_consumer(q, us[i]))
+			continue;
+		if (!q->ncons)
+			ppt_retire(mm, q);
+		us[i]->kimg = NULL;
+		if (arm(ctx, mm, us[i]))
+			logf_(ctx, "process %d: 0x%" PRIx64 " lost its probe leaving the trap path",
+			      (int)mm->pid, us[i]->vaddr);
+		else if (us[i]->kind == UP_KIND_PATCHED)
+			moved++;
+		arm_evicted(ctx, mm);
+	}
+	reap_zombies(mm);
+	up_proc_unquiesce(mm->p);
+	ctx->stats.promotions++;
+	ctx->stats.promoted += moved;
+	if (moved < n && ++mm->promotions < PROMOTE_TRIES) {
+		mm->cold = true;
+		mm->cold_hits = 0;
+	}
+	if (ctx->opts.verbose)
+		logf_(ctx, "process %d: %u of its %u probes on int3s moved to the fast path", (int)mm->pid,
+		      moved, n);
 }
 
 static void tls_hit(struct uprobe *u, uprobe_regs_t *regs)
@@ -1010,6 +1069,11 @@ static void unhijack(struct up_proc *p, uint64_t tramp, unsigned w, struct utask
 	}
 }
 
+static unsigned fast_after(const struct uprobe_ctx *ctx)
+{
+	return ctx->opts.fast_after > 0 ? (unsigned)ctx->opts.fast_after : UPROBE_FAST_AFTER_DEFAULT;
+}
+
 static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct utask *ut)
 {
 	struct uprobe_ctx *ctx = up->ctx;
@@ -1051,6 +1115,19 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 		up_task_set_signal(t, SIGTRAP);
 		return UP_RESUME_CONT;
 	}
+	if (mm->promote_due && !ctx->in_handler) {
+		/* the thread goes back onto the int3 before its process is looked at: were
+		   its probe moved, it runs the jmp there, its hit counted once */
+		regs.rip = bp;
+		up_task_set_regs(t, &regs);
+		promote(ctx, mm);
+		q = ppt_lookup(mm, bp);
+		if (!q)
+			return UP_RESUME_CONT;
+		regs.rip = bp + 1;
+	}
+	if (mm->cold && ++mm->cold_hits >= fast_after(ctx))
+		mm->promote_due = true;
 	if (!(q->ncons == 1 && (q->cons[0]->flags & UPROBE_F_OWN)))
 		ctx->stats.hits++;
 	regs.rip = bp;
@@ -1435,12 +1512,16 @@ static void cb_fork(void *arg, struct up_task *parent_t, struct up_proc *child, 
 		}
 		cu->mm_owner = pm;
 		cu->handlers = ctx->opts.follow_fork;
+		cu->followed = true;
+		cu->cold = ctx->opts.fast_after >= 0;
 	} else if (ctx->opts.follow_fork) {
 		cu = uproc_new(ctx, child);
 		if (!cu) {
 			up_proc_detach(child);
 			return;
 		}
+		cu->followed = true;
+		cu->cold = ctx->opts.fast_after >= 0;
 		follow_child(pm, cu);
 		/* a followed child counts the fast sites through int3s */
 		uint64_t at;

@@ -57,6 +57,11 @@ struct uproc {
 	   uprobe_ctx_dispatch (idle_teardown) since idle_since, for a while */
 	bool idle_due;
 	uint64_t idle_since, idle_tried;
+	/* reached by following: its probes wait on int3s until cold_hits reaches the
+	   context's fast_after (promote) */
+	bool followed, cold;
+	bool promote_due;
+	unsigned cold_hits, promotions;
 };
 
 enum ut_state {

@@ -319,7 +319,16 @@ struct uprobe_ctx_opts {
 	   reaches it, and it waits no more once its tracer shows no life for 1 s or
 	   detaches; UPROBE_WHEN_FULL_DROP the record is dropped and counted (uprobe_lost) */
 	int when_full;
+	/* A process reached by following a fork or an exec (not one attached or spawned)
+	   takes its probes' first hits through int3s; at its fast_after-th hit they move
+	   to the fast path where it allows them, in one quiesce.  A new process's agent
+	   costs what ~130 trap hits do: a short-lived one (a shell's /bin/true) never pays
+	   for one, a busy one pays at most about twice what knowing ahead would have cost.
+	   0: UPROBE_FAST_AFTER_DEFAULT; -1: at once, as for the first process */
+	int fast_after;
 };
+
+#define UPROBE_FAST_AFTER_DEFAULT 128
 
 #define UPROBE_WHEN_FULL_BLOCK 0
 #define UPROBE_WHEN_FULL_DROP 1
@@ -482,6 +491,9 @@ struct uprobe_stats {
 	/* the spool: the most it held in memory and in its file (bytes), the bytes that
 	   went to the file, and those lost to a failed write of it */
 	uint64_t spool_peak_mem, spool_peak_file, spool_spilled, spool_dropped;
+	/* followed processes whose probes moved from int3s to the fast path at their
+	   fast_after-th hit, and the probes moved */
+	uint64_t promotions, promoted;
 };
 UPROBE_API void uprobe_ctx_stats(struct uprobe_ctx *ctx, struct uprobe_stats *st);
 

@@ -55,11 +55,18 @@ static bool points(const struct where *w, uint64_t a)
  * by then; and one in a system call goes back to its syscall instruction if the call
  * restarts.  Either may sit right after the bytes a jmp would cover and return inside.
  */
-static bool resumes_in(struct up_sites *mm, const struct where *w, const struct user_regs_struct *r)
+static bool resumes_in(struct up_sites *mm, const struct where *w, struct up_task *t,
+		       const struct user_regs_struct *r)
 {
+	if (up_site_written_orig(mm, r->rip - 1) >= 0) {
+		/* its int3's trap not handled yet: it goes on from the int3 itself (a
+		   promotion patches a jmp over the int3 such threads wait on) */
+		if (up_task_trap_pending(t))
+			return points(w, r->rip - 1);
+		if (points(w, r->rip - 1))
+			return true;
+	}
 	if (points(w, r->rip))
-		return true;
-	if (up_site_written_orig(mm, r->rip - 1) >= 0 && points(w, r->rip - 1))
 		return true;
 	return (int64_t)r->orig_rax >= 0 && points(w, r->rip - 2);
 }
@@ -74,7 +81,7 @@ bool any_rip(struct up_sites *mm, const struct where *w)
 
 			if (!up_task_stopped(t) || up_task_get_regs(t, &r))
 				return true;
-			if (resumes_in(mm, w, &r))
+			if (resumes_in(mm, w, t, &r))
 				return true;
 		}
 	}

@@ -330,14 +330,19 @@ void fast_unlink(struct up_sites *mm, struct up_patched *f)
 		*pp = f->next;
 }
 
+bool up_site_may_place(const struct uprobe *u)
+{
+	return (((u->flags & UPROBE_F_COUNT) && !u->handler && !u->ret_handler) ||
+		wants_record(u)) &&
+	       !(u->flags & UPROBE_F_NO_FAST);
+}
+
 int up_site_place(struct up_sites *s, struct uprobe *u, struct up_task *t)
 {
 	char why[160] = "";
 	int rc;
 
-	if (!(((u->flags & UPROBE_F_COUNT) && !u->handler && !u->ret_handler) ||
-	      wants_record(u)) ||
-	    (u->flags & UPROBE_F_NO_FAST))
+	if (!up_site_may_place(u))
 		return 1;
 	rc = fast_arm(s, u, t, why, sizeof(why));
 	if (!rc || rc == -EEXIST)

@@ -265,6 +265,9 @@ void up_site_net_hit(struct up_sites *s, struct up_task *t, bool always);
  * logged when verbose, counted in stats.fast_refused); -EEXIST: a foreign int3 there.
  */
 int up_site_place(struct up_sites *s, struct uprobe *u, struct up_task *t);
+/* Could u be placed on the fast path at all (a count without handlers, or a record;
+   not UPROBE_F_NO_FAST)?  What up_site_place asks first. */
+bool up_site_may_place(const struct uprobe *u);
 /* A patched site whose jmp writes vaddr leaves the fast path (an int3 is wanted
    there): its uprobe, marked UPROBE_F_NO_FAST, for the caller to arm on an int3; NULL:
    none left.  (A punned jmp that only ends in vaddr's byte moves when the int3 is in.) */

@@ -2235,6 +2235,36 @@ bool up_task_stopped(const struct up_task *t)
 	return t->state == UP_TS_STOPPED;
 }
 
+bool up_task_trap_pending(struct up_task *t)
+{
+	struct up_engine *e = t->proc->e;
+	siginfo_t si;
+
+	if (t->state != UP_TS_STOPPED || t->stepping || t->qstep)
+		return false;
+	if (t->queued) {
+		/* a deferred stop; parked (rewound): its SIGTRAP taken, the thread put back
+		   on the int3, its rip shown one past it until the stop is handled */
+		for (size_t i = 0; i < e->ndq; i++) {
+			int st = e->dq[i].status;
+
+			if (e->dq[i].tid != t->tid)
+				continue;
+			return !e->dq[i].orphan && WIFSTOPPED(st) && !(st >> 16) &&
+			       WSTOPSIG(st) == SIGTRAP &&
+			       (t->rewound || (up__ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) == 0 &&
+					       si.si_code == SI_KERNEL));
+		}
+		return false;
+	}
+	if (t->rewound)
+		return false;
+	if (t->stop == UP_ST_SIGNAL)
+		return !t->info_clobbered && t->info.si_signo == SIGTRAP &&
+		       t->info.si_code == SI_KERNEL;
+	return t->stop == UP_ST_EVENT && sigtrap_pending(t->tid);
+}
+
 /* Is tid's deferred status an ordinary signal's delivery stop (not a stop signal; a
    SIGTRAP only if a process sent it: not a trap, not a step)?  Its signal, or 0. */
 static int deferred_plain_signal(struct up_engine *e, pid_t tid)

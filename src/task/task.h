@@ -306,6 +306,13 @@ void up_task_set_data(struct up_task *t, void *data);
 /* Stopped (in a stop the engine or the client holds)? */
 bool up_task_stopped(const struct up_task *t);
 /*
+ * Is t stopped with the trap of an int3 its client has not handled yet (the stop being
+ * handled, one deferred, or a SIGTRAP queued behind a quiesce's interrupt)?  Its rip
+ * is then the int3's next byte, and it goes back to the int3 if the client finds its
+ * probe gone.  Not for a thread stepping.  May read /proc/TID/status.
+ */
+bool up_task_trap_pending(struct up_task *t);
+/*
  * t, stopped by a quiesce in a signal-delivery-stop of an ordinary signal (its status
  * deferred until the unquiesce: it cannot run code for the tracer), takes that signal
  * now -- its handler's frame set up, as the resume after the unquiesce would have --

@@ -79,6 +79,7 @@ int up_trace_new(const struct up_trace_opts *opts, struct up_trace **out)
 	co.follow_fork = opts->follow;
 	co.verbose = opts->verbose > 0;
 	co.ring_bytes = opts->ring_bytes;
+	co.fast_after = opts->fast_after;
 	co.spool_bytes = opts->spool_bytes;
 	co.no_spool = opts->no_spool;
 	co.when_full = opts->when_full_drop ? UPROBE_WHEN_FULL_DROP : UPROBE_WHEN_FULL_BLOCK;

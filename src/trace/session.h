@@ -34,6 +34,8 @@ struct up_trace_opts {
 			   each batch of fast-path records */
 	int verbose;	/* > 0: log where each spec was armed */
 	bool no_fast;	/* every probe stays on the trap path (int3 stops) */
+	int fast_after; /* uprobe_ctx_opts.fast_after: a followed process's hits on int3s
+			   before its probes go on the fast path (0: 128; -1: at once) */
 	bool strict;	/* up_trace_start fails when any probe cannot be armed */
 	size_t ring_bytes; /* the fast path's record ring per process (0: 4 MiB) */
 	size_t spool_bytes; /* records waiting to be formatted (0: 256 MiB; see no_spool) */

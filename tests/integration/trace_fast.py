@@ -19,6 +19,10 @@ ring) against the trap path (int3 stops, --no-fast) on tests/targets/fast_rec.c:
   signals  SIGALRM every 50 us, its handler hitting the probe too: one record per call
   filter   --filter on the fast path and the trap path: the same lines
   fork     a followed child hits through int3s: every call recorded
+  promote  a program a shell runs (a followed process) takes its first --fast-after hits
+           through int3s, then its probe moves to the fast path while 2 threads call it:
+           every call recorded, each thread's in order, and counted, as with the probe
+           on the fast path at once (--fast-after 0) and on the trap path alone
   shared   an entry probe, a return probe and a counting probe on one function: all three
            on the fast path, their trampolines chained (entry probes first), the same
            records and counts as the trap path from 2 threads
@@ -208,6 +212,49 @@ out, tr, err = run(["fork", 1000], [spec])
 if out.count("child exit 3") != 1 or len(tr) != 3000:
     fail("fork: %d records, not 3000; %s" % (len(tr), out))
 print("ok: fork: 3000 records (the child's through int3s)")
+
+# promote ------------------------------------------------------------------------------------
+def by_thread(lines, tids):
+    per = {}
+    for line, t in zip(lines, tids):
+        m = re.search(r"a=0x([0-9a-f]+)", line)
+        if m:
+            per.setdefault(t, []).append(int(m.group(1), 16))
+    return per
+
+
+N = 20000
+spec = "p:a/args %s:rec_args a=%%di" % PROG
+sh = ["sh", "-c", '"$0" args %d 2; echo shell done' % N, PROG]
+for opts, path in ((["--fast-after", "100"], "promoted"), (["--fast-after", "0"], "fast at once"),
+                   (["--no-fast"], "trap path")):
+    tfile = "/tmp/trace_fast.promote.%d" % os.getpid()
+    p = subprocess.run([UPROBE, "trace", "-v", "-o", tfile] + opts + ["-e", spec, "--"] + sh,
+                       capture_output=True, text=True, timeout=120)
+    with open(tfile) as f:
+        raw = [line for line in f if not line.startswith("#")]
+    os.unlink(tfile)
+    tids = [int(re.match(r"\s*\S+?-(\d+)\s", line).group(1)) for line in raw]
+    per = by_thread(raw, tids)
+    if p.returncode or "shell done" not in p.stdout:
+        fail("promote, %s: exit %d\n%s" % (path, p.returncode, p.stderr))
+    if len(per) != 2 or any(v != list(range(N)) for v in per.values()):
+        fail("promote, %s: records not 2 threads x %d calls in order: %s\n%s" %
+             (path, N, {t: len(v) for t, v in per.items()}, p.stderr[-2000:]))
+    moved = re.findall(r"(\d+) of its (\d+) probes on int3s moved to the fast path", p.stderr)
+    if path == "promoted" and moved != [("1", "1")]:
+        fail("promote: the probe did not move once to the fast path: %s\n%s" % (moved, p.stderr))
+    if path != "promoted" and moved:
+        fail("promote, %s: moved: %s" % (path, moved))
+    if path == "fast at once" and fast_count(p.stderr) < 1:
+        fail("promote: --fast-after 0: not on the fast path\n" + p.stderr)
+p = subprocess.run([UPROBE, "trace", "-c", "--fast-after", "100", "-e", spec, "--"] + sh,
+                   capture_output=True, text=True, timeout=120)
+m = re.search(r"a/args\s+(\d+)", p.stdout + p.stderr)
+if p.returncode or not m or int(m.group(1)) != 2 * N:
+    fail("promote: -c counted %s, not %d\n%s%s" % (m and m.group(1), 2 * N, p.stdout, p.stderr))
+print("ok: promote: a shell's child, 2 threads x %d calls: every record in order, %d counted, "
+      "as at once and on the trap path" % (N, 2 * N))
 
 # every instruction of a function ------------------------------------------------------------
 dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", PROG], capture_output=True,

@@ -138,6 +138,11 @@ static void trace_usage(FILE *out)
 	      "                      where safe, a jmp to an in-process trampoline that counts\n"
 	      "                      or records the hit without stopping the thread (-v says\n"
 	      "                      which probes stayed on the trap path and why)\n"
+	      "      --fast-after N  a process reached by following a fork or exec takes its\n"
+	      "                      first N hits through int3 stops, then its probes go on\n"
+	      "                      the fast path (default 128: a short-lived child, a\n"
+	      "                      shell's /bin/true, never pays for the fast path's\n"
+	      "                      set-up, ~130 trap hits' worth); 0: at once\n"
 	      "      --ring-size KB  each in-process record ring (one a thread, for up to 16\n"
 	      "                      threads a process, then one they share; default 4096,\n"
 	      "                      131072 with --format raw; memory once a thread is\n"
@@ -528,6 +533,7 @@ static int run_trace(int argc, char **argv)
 		{ "spool-size", required_argument, NULL, 'P' },
 		{ "when-full", required_argument, NULL, 'W' },
 		{ "listen", required_argument, NULL, 'M' }, { "max-series", required_argument, NULL, 'Q' },
+		{ "fast-after", required_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	FILE *outf = NULL, *out = stdout; /* -o FILE, or stdout: the trace, or -c's table */
@@ -626,6 +632,18 @@ static int run_trace(int argc, char **argv)
 		case 'L':
 			filter = optarg;
 			break;
+		case 'A': {
+			char *end;
+			unsigned long n = strtoul(optarg, &end, 10);
+
+			if (!*optarg || *end || n > 1000000000ul)
+				return cli_usage_error(&cli_cmd_trace,
+						       "--fast-after '%s': expected a number of hits, "
+						       "0 to 1000000000",
+						       optarg);
+			opts.fast_after = n ? (int)n : -1;
+			break;
+		}
 		case 'R': {
 			char *end;
 			unsigned long kb = strtoul(optarg, &end, 10);
