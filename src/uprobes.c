@@ -1690,16 +1690,19 @@ static void cb_log(void *arg, const char *msg)
 		ctx->opts.log(ctx->opts.log_arg, msg);
 }
 
-/* A thread exits: the fast path's counters read, and its records delivered, while the
-   memory and the thread (its /proc entry, its comm) are still there. */
+/* A thread exits: the fast path's counters read, and its records delivered (or, the
+   client having noted what they need, only copied out), while the memory and the
+   thread (its /proc entry, its comm) are still there. */
 static void cb_exiting(void *arg, struct up_task *t)
 {
+	struct uprobe_ctx *ctx = arg;
 	struct uproc *up = up_proc_data(up_task_proc(t));
 
-	(void)arg;
 	if (!up || up->mm_owner)
 		return;
-	up_sites_exiting(&up->sites, t);
+	if (ctx->opts.on_thread_exit)
+		ctx->opts.on_thread_exit(ctx->opts.arg, up->pid, up_task_tid(t));
+	up_sites_exiting(&up->sites, t, ctx->opts.on_thread_exit != NULL);
 }
 
 static bool cb_is_breakpoint(void *arg, struct up_task *t, uint64_t addr)

@@ -301,6 +301,11 @@ struct uprobe_ctx_opts {
 	void (*on_exec)(void *arg, pid_t pid);
 	/* called for a new child when follow_fork is set */
 	void (*on_fork)(void *arg, pid_t parent, pid_t child);
+	/* called at a thread's exit while its /proc entries are still there (its comm,
+	   say): note what its records need.  Set, the thread is let go once its records
+	   are in the spool, formatted behind; unset, they are handed to record_handler
+	   before it goes (the exit waits for them) */
+	void (*on_thread_exit)(void *arg, pid_t pid, pid_t tid);
 	/* called after a batch of fast-path records went to record_handler (flush here) */
 	void (*on_records)(void *arg);
 	/* set: the fast path's records go here raw, spans of struct uprobe_raw_rec

@@ -316,6 +316,32 @@ void up_site_drain(struct up_sites *mm)
 	mm->draining = false;
 }
 
+/*
+ * mm's rings into the spool, all they hold now, handed out only as far as the spool
+ * needs room for them: a thread's exit, whose records the client can format later
+ * (it noted the thread's name: on_thread_exit).  Without the spool, up_site_drain.
+ */
+void up_site_drain_copy(struct up_sites *mm)
+{
+	struct up_site_ctx *c = mm->ctx;
+
+	if (!mm->agent || mm->draining)
+		return;
+	if (!c->spooling) {
+		up_site_drain(mm);
+		return;
+	}
+	mm->draining = true;
+	for (int i = 0; i < 4; i++) {
+		size_t room = up_spool_room(&c->spool), took = spool_copy(mm);
+
+		if (room && took < room)
+			break;
+		up_site_spool_deliver(c, 0);
+	}
+	mm->draining = false;
+}
+
 /* How long the spool's records are handed out before the rings are copied again: a
    hot thread fills a 4 MiB ring in ~1.5 ms. */
 #define SPOOL_SLICE_NS 500000ull

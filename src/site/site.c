@@ -278,14 +278,17 @@ void up_sites_fork(struct up_sites *s, struct up_proc *child)
 		}
 }
 
-void up_sites_exiting(struct up_sites *s, struct up_task *t)
+void up_sites_exiting(struct up_sites *s, struct up_task *t, bool copy_only)
 {
 	uint64_t v;
 
 	for (struct up_patched *f = s->fast; f; f = f->next)
 		if (f->patched)
 			read_counter(s, f, t, &v);
-	up_site_drain(s);
+	if (copy_only)
+		up_site_drain_copy(s);
+	else
+		up_site_drain(s);
 }
 
 /* ---- the choice ------------------------------------------------------------------ */

@@ -45,8 +45,13 @@ struct comm_entry *tr_thread_info(struct up_trace *tr, pid_t pid, pid_t tid, int
 		c->in_raw = false;
 	}
 	*cpu = 0;
-	if (c->stat_fd <= 0)
+	if (c->stat_fd <= 0) {
+		/* gone: the name it had at its exit, if it was noted */
+		for (unsigned i = 0; !c->comm[0] && i < GONE_COMMS; i++)
+			if (tr->gone[i].tid == tid)
+				memcpy(c->comm, tr->gone[i].comm, sizeof(c->comm));
 		return c;
+	}
 	n = pread(c->stat_fd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0)
 		return c;
@@ -180,6 +185,19 @@ void tr_cb_exec(void *arg, pid_t pid)
 		tp->is32 = proc_is32(pid);
 		tr_arm_proc(tr, tp);
 	}
+}
+
+/* A thread exits, its records possibly not formatted yet: its name, noted now. */
+void tr_cb_thread_exit(void *arg, pid_t pid, pid_t tid)
+{
+	struct up_trace *tr = arg;
+	struct comm_entry *c;
+	unsigned at = tr->gone_next++ % GONE_COMMS;
+	int cpu;
+
+	c = tr_thread_info(tr, pid, tid, &cpu);
+	tr->gone[at].tid = c->comm[0] ? tid : 0;
+	memcpy(tr->gone[at].comm, c->comm, sizeof(tr->gone[at].comm));
 }
 
 void tr_cb_fork(void *arg, pid_t parent, pid_t child)

@@ -88,6 +88,7 @@ int up_trace_new(const struct up_trace_opts *opts, struct up_trace **out)
 	co.on_exit = tr_cb_exit;
 	co.on_exec = tr_cb_exec;
 	co.on_fork = tr_cb_fork;
+	co.on_thread_exit = tr_cb_thread_exit;
 	co.on_records = cb_records;
 	if (opts->raw)
 		co.raw_handler = tr_cb_raw;

@@ -124,6 +124,7 @@ struct comm_entry {
 };
 
 #define COMM_CACHE 64
+#define GONE_COMMS 1024
 
 /*
  * A hit, fetched while its thread was stopped and formatted after the thread was
@@ -182,6 +183,13 @@ struct up_trace {
 	uint64_t lost;		/* fast-path records dropped (the ring was full), of probes gone */
 	pid_t pid_filter;	/* set_event_pid: only this process's hits (0: all) */
 	struct comm_entry comms[COMM_CACHE];
+	/* the names of threads that exited, noted at their exit (tr_cb_thread_exit): their
+	   records are formatted after /proc has forgotten them */
+	struct {
+		pid_t tid;
+		char comm[17];
+	} gone[GONE_COMMS];
+	unsigned gone_next;
 	struct up_filter filter;
 	bool has_filter;
 	char *line;
@@ -251,6 +259,7 @@ void tr_drop_probes(struct tproc *tp);
 void tr_cb_exit(void *arg, pid_t pid, int status);
 void tr_cb_exec(void *arg, pid_t pid);
 void tr_cb_fork(void *arg, pid_t parent, pid_t child);
+void tr_cb_thread_exit(void *arg, pid_t pid, pid_t tid);
 
 /* capture.c */
 const char *tr_filter_trap_reason(const struct up_trace *tr, const struct tspec *ts);

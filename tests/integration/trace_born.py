@@ -9,6 +9,10 @@ at its birth), from a barrier, so that they all start recording together.
 
   records  every call of every thread is a line, each thread's in order, none lost,
            with the values of its call -- as text and as raw (uprobe report)
+  names    every line names its thread as the kernel does (fast_rec), also the lines
+           formatted after their thread exited: its name was noted at its exit, which
+           no longer waits for its records to be formatted; and so with 6 waves of 32
+           threads (waves), more than the tracer's cache of live threads' names holds
   present  the rings of the first threads to record were made present before they
            were born (at the probe's placement): at least two threads take at most a
            few page faults in all their calls (their stacks, the agent's first hit),
@@ -82,6 +86,9 @@ for fmt in ("text", "raw"):
         if vals != [i * k for k in range(1, 7)]:
             fail("%s: wrong values %s" % (fmt, line))
         per.setdefault(t, []).append(i)
+    names = {line.split()[0].rsplit("-", 1)[0] for line in lines}
+    if names != {os.path.basename(PROG)[:15]}:
+        fail("%s: threads named %s, not only %s" % (fmt, names, os.path.basename(PROG)))
     if len(per) != THREADS or any(v != list(range(N)) for v in per.values()):
         fail("%s: not %d threads with their %d calls each in order: %s" %
              (fmt, THREADS, N, {t: len(v) for t, v in per.items()}))
@@ -90,7 +97,7 @@ for fmt in ("text", "raw"):
         fail("%s: the program said %r" % (fmt, out))
     faults_seen.append(faults)
     print("ok: %s: %d records from %d threads born after the probe, each thread's %d in "
-          "order, none lost; page faults in each thread's calls: %s" %
+          "order, none lost, every one named; page faults in each thread's calls: %s" %
           (fmt, len(lines), THREADS, N, faults))
 
 for faults in faults_seen:
@@ -98,3 +105,31 @@ for faults in faults_seen:
         fail("fewer than 2 threads found their ring present: page faults %s" % faults_seen)
 print("ok: at least 2 threads of %d took <= %d page faults in their calls: %s" %
       (THREADS, FEW, faults_seen))
+
+# names, past the cache: 6 waves of 32 threads, 2000 calls each
+tfile = "/tmp/trace_born.waves.%d" % os.getpid()
+cmd = [UPROBE, "trace", "-o", tfile, "-e", SPEC, "--", PROG, "waves", "2000", "32", "6"]
+try:
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    with open(tfile) as f:
+        lines = [line for line in f if not line.startswith("#")]
+except subprocess.TimeoutExpired:
+    fail("%s did not finish in 180 s" % " ".join(cmd))
+finally:
+    if os.path.exists(tfile):
+        os.unlink(tfile)
+if p.returncode or "waves 6" not in p.stdout:
+    fail("waves: %s exited %d\n%s" % (" ".join(cmd), p.returncode, p.stderr))
+per, names = {}, {}
+for line in lines:
+    m = re.match(r"\s*(\S+?)-(\d+)\s.*a=0x([0-9a-f]+)", line)
+    if not m:
+        fail("waves: bad line %s" % line)
+    names[m.group(1)] = names.get(m.group(1), 0) + 1
+    per.setdefault(int(m.group(2)), []).append(int(m.group(3), 16))
+if list(names) != [os.path.basename(PROG)[:15]]:
+    fail("waves: lines by name %s" % names)
+if len(per) != 6 * 32 or any(v != list(range(2000)) for v in per.values()):
+    fail("waves: not 192 threads with their 2000 calls in order: %d threads" % len(per))
+print("ok: waves: 192 threads in 6 waves, 384000 records, each thread's in order, every one "
+      "named %s" % list(names))

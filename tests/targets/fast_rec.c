@@ -16,6 +16,8 @@
  *   forkin   rec_forker() forks inside itself: both return from it (a return probe's
  *            hijacked return address must not reach the child)
  *   spin     THREADS threads call rec_args() until standard input ends
+ *   waves    WAVES (argv[4]) rounds of THREADS threads calling rec_args() N times each,
+ *            a round made and joined before the next
  *   born     THREADS threads made at once call rec_args() N times each, together; each
  *            prints the minor page faults it took in its calls (its record ring's pages
  *            are made present before it is born, or faulted in by its records)
@@ -225,6 +227,21 @@ int main(int argc, char **argv)
 			total += (long)r;
 		}
 		printf("total %ld\n", total);
+	} else if (!strcmp(mode, "waves")) {
+		int waves = argc > 4 ? atoi(argv[4]) : 1;
+		void *r;
+
+		/* WAVES rounds of THREADS threads, each round made and joined before the next:
+		   more threads in one process than the tracer keeps names of */
+		if (nt < 1 || nt > 32)
+			nt = nt < 1 ? 1 : 32;
+		for (int w = 0; w < waves; w++) {
+			for (int i = 0; i < nt; i++)
+				pthread_create(&th[i], NULL, work, NULL);
+			for (int i = 0; i < nt; i++)
+				pthread_join(th[i], &r);
+		}
+		printf("waves %d\n", waves);
 	} else if (!strcmp(mode, "born")) {
 		void *r;
 
