@@ -1698,11 +1698,17 @@ static void cb_exiting(void *arg, struct up_task *t)
 	struct uprobe_ctx *ctx = arg;
 	struct uproc *up = up_proc_data(up_task_proc(t));
 
+	bool last = true;
+
 	if (!up || up->mm_owner)
 		return;
-	if (ctx->opts.on_thread_exit)
+	for (struct up_task *x = up_proc_first_task(up->p); x && last; x = up_proc_next_task(x))
+		last = x == t;
+	/* the process's last thread: what its records need of the process (its maps,
+	   its ids) goes with it, so they are handed out first, as always */
+	if (ctx->opts.on_thread_exit && !last)
 		ctx->opts.on_thread_exit(ctx->opts.arg, up->pid, up_task_tid(t));
-	up_sites_exiting(&up->sites, t, ctx->opts.on_thread_exit != NULL);
+	up_sites_exiting(&up->sites, t, ctx->opts.on_thread_exit && !last);
 }
 
 static bool cb_is_breakpoint(void *arg, struct up_task *t, uint64_t addr)
