@@ -132,11 +132,97 @@ static void net_backfill(struct up_sites *s)
 		net_write(s, n->data + offsetof(struct upn_hdr, ret_int3), &n->ret_int3, 8);
 }
 
+/* The net's four system calls, and what the tracer writes between them (net_next). */
+struct net_chain {
+	struct up_sites *s;
+	uint64_t word[4]; /* the blob's first words: data's address, the handler's,
+			     the restorer's and the stub's offsets */
+	int rc;		  /* what ended it early: a call's -errno or a write's */
+	bool mapped;	  /* both mappings made: a failure after is the handler's */
+	bool done;	  /* ours is the disposition */
+};
+
+static bool net_next(void *arg, unsigned k, int64_t prev, long *nr, uint64_t a[6])
+{
+	struct net_chain *c = arg;
+	struct up_sites *s = c->s;
+	struct up_net *n = &s->net;
+	struct upn_hdr h;
+	int rc;
+
+	if (k > 0 && prev < 0 && prev > -4096) {
+		c->rc = (int)prev;
+		return false;
+	}
+	switch (k) {
+	case 0: /* the tables' page */
+		*nr = SYS_mmap;
+		a[1] = UPN_DATA_SIZE, a[2] = PROT_READ | PROT_WRITE;
+		a[3] = MAP_PRIVATE | MAP_ANONYMOUS, a[4] = (uint64_t)-1;
+		return true;
+	case 1: /* the handler's */
+		n->data = (uint64_t)prev;
+		*nr = SYS_mmap;
+		a[1] = UPN_CODE_SIZE, a[2] = PROT_READ | PROT_EXEC;
+		a[3] = MAP_PRIVATE | MAP_ANONYMOUS, a[4] = (uint64_t)-1;
+		return true;
+	case 2: /* both there: the code, the header; then the program's disposition */
+		n->code = (uint64_t)prev;
+		c->mapped = true;
+		memcpy(c->word, up_net_blob, sizeof(c->word));
+		c->word[0] = n->data;
+		rc = up_proc_write_text(s->p, n->code, up_net_blob, up_net_blob_size);
+		if (!rc)
+			rc = up_proc_write_text(s->p, n->code, c->word, 8);
+		memset(&h, 0, sizeof(h));
+		h.magic = UPN_MAGIC;
+		h.self = n->data;
+		h.sites = sites_at(n);
+		h.rets = rets_at(n);
+		if (!rc)
+			rc = net_write(s, n->data, &h, sizeof(h));
+		if (rc) {
+			c->rc = rc;
+			return false;
+		}
+		*nr = SYS_rt_sigaction;
+		a[0] = SIGTRAP, a[2] = n->data + offsetof(struct upn_hdr, prog), a[3] = 8;
+		return true;
+	case 3:
+		/* the program's disposition into the header, then ours: every signal blocked
+		   but SIGTRAP while it runs (a handler of the program's that ran on top of
+		   ours, with SIGTRAP blocked, and hit an int3 not yet healed, would be
+		   killed: a forced signal that is blocked is reset to SIG_DFL), on the
+		   program's signal stack if it asked for one; the handler sets the
+		   program's mask itself when it calls its handler */
+		rc = net_io(s, n->data + offsetof(struct upn_hdr, prog), &n->prog, sizeof(n->prog),
+			    false);
+		if (!rc) {
+			n->ours.handler = n->code + c->word[1];
+			n->ours.restorer = n->code + c->word[2];
+			n->ours.flags = SA_SIGINFO | SA_RESTORER | SA_NODEFER |
+					(n->prog.flags & (SA_ONSTACK | SA_RESTART));
+			n->ours.mask = ~0ull & ~(1ull << (SIGTRAP - 1));
+			rc = net_write(s, n->data + offsetof(struct upn_hdr, ours), &n->ours,
+				       sizeof(n->ours));
+		}
+		if (rc) {
+			c->rc = rc;
+			return false;
+		}
+		*nr = SYS_rt_sigaction;
+		a[0] = SIGTRAP, a[1] = n->data + offsetof(struct upn_hdr, ours), a[3] = 8;
+		return true;
+	default:
+		c->done = true;
+		return false;
+	}
+}
+
 int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 {
 	struct up_net *n = &s->net;
-	struct upn_hdr h;
-	uint64_t word[4];
+	struct net_chain c = { .s = s };
 	int64_t r;
 	int rc;
 
@@ -159,64 +245,24 @@ int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	rc = up_task_rsys(t, SYS_mmap, 0, UPN_DATA_SIZE, PROT_READ | PROT_WRITE,
-		  MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0, (int64_t *)&n->data);
-	if (rc == -ESRCH || rc == -EAGAIN) {
+	/* mmap, mmap, rt_sigaction (the program's), rt_sigaction (ours), the tracer's
+	   writes between them: one run where the process has no code of ours yet */
+	rc = up_task_syscall_chain(t, net_next, &c);
+	if ((rc == -ESRCH || rc == -EAGAIN) && !n->data) {
 		/* t cannot run code now (a stop of its own waits): another thread will */
-		n->data = 0;
 		net_tables_free(n);
 		return rc;
 	}
-	if (!rc)
-		rc = up_task_rsys(t, SYS_mmap, 0, UPN_CODE_SIZE, PROT_READ | PROT_EXEC,
-			  MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0, (int64_t *)&n->code);
+	if (!rc && !c.done)
+		rc = c.rc ? c.rc : -EIO;
 	if (rc) {
-		net_off(s, "cannot map it", rc);
-		goto unmap;
-	}
-	memcpy(word, up_net_blob, sizeof(word));
-	word[0] = n->data;
-	rc = up_proc_write_text(s->p, n->code, up_net_blob, up_net_blob_size);
-	if (!rc)
-		rc = up_proc_write_text(s->p, n->code, word, 8);
-	memset(&h, 0, sizeof(h));
-	h.magic = UPN_MAGIC;
-	h.self = n->data;
-	h.sites = sites_at(n);
-	h.rets = rets_at(n);
-	if (!rc)
-		rc = net_write(s, n->data, &h, sizeof(h));
-	/* the program's disposition into the header, then ours: every signal blocked but
-	   SIGTRAP while it runs (a handler of the program's that ran on top of ours, with
-	   SIGTRAP blocked, and hit an int3 not yet healed, would be killed: a forced signal
-	   that is blocked is reset to SIG_DFL), on the program's signal stack if it asked
-	   for one; the handler sets the program's mask itself when it calls its handler */
-	if (!rc)
-		rc = up_task_rsys(t, SYS_rt_sigaction, SIGTRAP, 0, n->data + offsetof(struct upn_hdr, prog),
-			  8, 0, 0, &r);
-	if (!rc)
-		rc = net_io(s, n->data + offsetof(struct upn_hdr, prog), &n->prog, sizeof(n->prog),
-			    false);
-	if (!rc) {
-		n->ours.handler = n->code + word[1];
-		n->ours.restorer = n->code + word[2];
-		n->ours.flags = SA_SIGINFO | SA_RESTORER | SA_NODEFER |
-				(n->prog.flags & (SA_ONSTACK | SA_RESTART));
-		n->ours.mask = ~0ull & ~(1ull << (SIGTRAP - 1));
-		rc = net_write(s, n->data + offsetof(struct upn_hdr, ours), &n->ours,
-			       sizeof(n->ours));
-	}
-	if (!rc)
-		rc = up_task_rsys(t, SYS_rt_sigaction, SIGTRAP, n->data + offsetof(struct upn_hdr, ours), 0,
-			  8, 0, 0, &r);
-	if (rc) {
-		net_off(s, "cannot install its handler", rc);
+		net_off(s, c.mapped ? "cannot install its handler" : "cannot map it", rc);
 		goto unmap;
 	}
 	n->installed = true;
 	net_backfill(s);
 	/* the remote system calls from now on: a death in one leaves its thread to us */
-	up_proc_set_syscall_stub(s->p, n->code + word[3]);
+	up_proc_set_syscall_stub(s->p, n->code + c.word[3]);
 	/* both join the list of our mappings, unmapped at a detach once no thread can be
 	   inside (site.c's teardown, after up_site_net_detach put the disposition back) */
 	if (up_xol_note_map(&s->xol, n->data, UPN_DATA_SIZE, false) ||

@@ -371,8 +371,55 @@ enum run_how {
  * a trap into the program after one instruction, its own handler's or SIGTRAP's
  * default).  The thread ends in an event stop again.
  */
+/* RUN_SYSCALL's next calls, asked at each call's exit stop (up_task_syscall_chain) */
+struct chain {
+	up_task_chain_fn next;
+	void *arg;
+	unsigned k;
+	bool ended; /* next() said no more */
+};
+
+/* r as the next call of a chain wants it: rip back on the syscall instruction */
+static bool chain_next(struct chain *c, struct user_regs_struct *r, uint64_t insn_at)
+{
+	uint64_t args[6] = { 0 };
+	long nr;
+
+	if (!c->next(c->arg, ++c->k, (int64_t)r->rax, &nr, args)) {
+		c->ended = true;
+		return false;
+	}
+	r->rip = insn_at;
+	r->rax = (uint64_t)nr;
+	r->orig_rax = (uint64_t)-1;
+	r->rdi = args[0];
+	r->rsi = args[1];
+	r->rdx = args[2];
+	r->r10 = args[3];
+	r->r8 = args[4];
+	r->r9 = args[5];
+	return true;
+}
+
+static int run_remote_chain(struct up_task *t, struct user_regs_struct *r, enum run_how how,
+			    uint64_t lo, uint64_t end, bool rescue, const char *what,
+			    struct chain *chain);
+
 static int run_remote(struct up_task *t, struct user_regs_struct *r, enum run_how how, uint64_t lo,
 		      uint64_t end, bool rescue, const char *what)
+{
+	return run_remote_chain(t, r, how, lo, end, rescue, what, NULL);
+}
+
+/*
+ * RUN_SYSCALL with a chain: at each call's exit stop the chain may ask for another
+ * call, run from the same instruction through its own two stops, the thread never
+ * leaving the rescue stub's cover in between (a death at any of those stops ends in
+ * the stub's restoring tail, as after a lone call).
+ */
+static int run_remote_chain(struct up_task *t, struct user_regs_struct *r, enum run_how how,
+			    uint64_t lo, uint64_t end, bool rescue, const char *what,
+			    struct chain *chain)
 {
 	struct up_engine *e = t->proc->e;
 	struct user_regs_struct saved = t->regs, back = regs_back(t), now;
@@ -434,8 +481,16 @@ static int run_remote(struct up_task *t, struct user_regs_struct *r, enum run_ho
 				err = -EIO;
 				goto restore_regs;
 			}
-			if (++sys_stops == 2)
-				break; /* its exit */
+			if (++sys_stops < 2)
+				continue;
+			/* its exit: the chain's next call, or the end */
+			if (!chain || !chain_next(chain, &now, end - 2))
+				break;
+			if (up__ptrace(PTRACE_SETREGS, t->tid, 0, &now) < 0) {
+				err = -errno;
+				goto restore_regs;
+			}
+			sys_stops = 0;
 			continue;
 		}
 		if (now.rip == end)
@@ -576,6 +631,60 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 		up_proc_write_text(p, insn_at, zeros, sizeof(zeros));
 	}
 	return err;
+}
+
+int up_task_syscall_chain(struct up_task *t, up_task_chain_fn next, void *arg)
+{
+	struct chain c = { next, arg, 0, false };
+	struct up_proc *p = t->proc;
+	struct user_regs_struct r;
+	uint64_t args[6] = { 0 };
+	int64_t ret = 0;
+	long nr;
+	int err;
+
+	if (!next(arg, 0, 0, &nr, args))
+		return 0;
+	err = ready(t);
+	if (err < 0)
+		return err;
+	r = t->regs;
+	if (r.cs != 0x23)
+		vdso_syscall_insn(p, 64); /* finds the rescue stub's place once */
+	if (r.cs == 0x23 || p->syscall_stub || !p->rescue ||
+	    (t->stop != UP_ST_EVENT && t->stop != UP_ST_GROUP)) {
+		/* no chain here: one call after the other, each as up_task_syscall runs it */
+		for (;;) {
+			err = up_task_syscall(t, nr, args, &ret);
+			if (err < 0)
+				return err;
+			memset(args, 0, sizeof(args));
+			if (!next(arg, ++c.k, ret, &nr, args))
+				return 0;
+		}
+	}
+	r.rax = (uint64_t)nr;
+	r.orig_rax = (uint64_t)-1;
+	r.rdi = args[0];
+	r.rsi = args[1];
+	r.rdx = args[2];
+	r.r10 = args[3];
+	r.r8 = args[4];
+	r.r9 = args[5];
+	r.rip = p->rescue;
+	err = run_remote_chain(t, &r, RUN_SYSCALL, p->rescue, p->rescue + 2, true,
+			       "remote system calls", &c);
+	{
+		static const uint8_t zeros[RESCUE_LEN];
+
+		up_proc_write_text(p, p->rescue, zeros, sizeof(zeros));
+	}
+	if (err < 0)
+		return err;
+	/* the last call's result, for a next() that had not been told it yet */
+	if (!c.ended)
+		next(arg, ++c.k, (int64_t)r.rax, &nr, args);
+	return 0;
 }
 
 int up_task_call(struct up_task *t, uint64_t fn, uint64_t end, uint64_t a0, uint64_t a1)

@@ -249,6 +249,19 @@ static inline int up_task_rsys(struct up_task *t, long nr, uint64_t a0, uint64_t
 	return *ret < 0 && *ret > -4096 ? (int)*ret : 0;
 }
 /*
+ * System calls one after the other from t, as up_task_syscall runs them, where the
+ * tracer must act between them (write what the next needs, from the last's result):
+ * next(arg, k, prev, &nr, args) is asked for call k (k 0 first, prev 0; then prev the
+ * result of call k-1), and returns false to end -- also after the last call, to hear
+ * its result.  Before the safety net's stub exists (64-bit, at an event stop) the
+ * calls run through the vDSO's rescue stub without leaving it: two stops a call, and
+ * one interrupt at the end, instead of three stops a call.  0, or -errno of the
+ * mechanism (a call not run is not asked for; next() then heard no result of it).
+ */
+typedef bool (*up_task_chain_fn)(void *arg, unsigned k, int64_t prev, long *nr, uint64_t args[6]);
+int up_task_syscall_chain(struct up_task *t, up_task_chain_fn next, void *arg);
+
+/*
  * Several system calls in one remote run (one stop instead of one a call): calls[0..n)
  * in order, each argument either its value or, where from[i] names an earlier call
  * (from[i] = k + 1 for calls[k]), that call's result -- a descriptor, an address.  The
