@@ -733,6 +733,96 @@ static void test_remote_syscalls(void **state)
 	regs_kept_exit3(e, &r, t, &before);
 }
 
+/* A chain: getpid, an mmap, then (the tracer writing into the page between) a write
+   of it to /dev/null-like fd 1000 (EBADF), then the end after hearing it. */
+struct chain_rec {
+	struct up_proc *p;
+	int64_t got[8];
+	unsigned asked;
+	uint64_t page;
+	int wrote;
+};
+
+static bool chain_fn(void *arg, unsigned k, int64_t prev, long *nr, uint64_t a[6])
+{
+	struct chain_rec *c = arg;
+	static const char word[] = "chain";
+
+	c->asked = k + 1;
+	if (k)
+		c->got[k - 1] = prev;
+	switch (k) {
+	case 0:
+		*nr = SYS_getpid;
+		return true;
+	case 1:
+		*nr = SYS_mmap;
+		a[1] = 4096, a[2] = PROT_READ | PROT_WRITE, a[3] = MAP_PRIVATE | MAP_ANONYMOUS;
+		a[4] = (uint64_t)-1;
+		return true;
+	case 2:
+		c->page = (uint64_t)prev;
+		c->wrote = up_proc_write(c->p, c->page, word, sizeof(word));
+		*nr = SYS_write; /* the page's bytes, to a descriptor it does not have */
+		a[0] = 1000, a[1] = c->page, a[2] = sizeof(word);
+		return true;
+	case 3:
+		*nr = SYS_munmap;
+		a[0] = c->page, a[1] = 4096;
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * System calls in one run with the tracer's work between them (up_task_syscall_chain,
+ * the safety net's installation): each call's result reaches the next step, memory
+ * written between calls is there for the next, a failed call's -errno comes back as
+ * its result, the last result is heard too; registers, and the exit status, as they
+ * were -- from the exec stop (the chain through the rescue stub), then one call after
+ * the other through a syscall stub (where the chain cannot run: the net's own stub).
+ */
+static void test_remote_syscall_chain(void **state)
+{
+	struct rec r;
+	struct up_engine *e = new_engine(&r);
+	struct up_proc *p = spawn(e, "exit", "3");
+	struct up_task *t = up_proc_first_task(p);
+	struct user_regs_struct before, after;
+	struct up_map m;
+
+	static const uint8_t stub[] = { 0x0f, 0x05, 0xcc, 0xeb, 0xfd };
+	uint64_t args[6] = { 0, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+			     (uint64_t)-1, 0 };
+	int64_t code = 0;
+
+	(void)state;
+	assert_int_equal(up_task_get_regs(t, &before), 0);
+	for (int pass = 0; pass < 2; pass++) {
+		struct chain_rec c = { .p = p };
+
+		if (pass) {
+			assert_int_equal(up_task_syscall(t, SYS_mmap, args, &code), 0);
+			assert_true(code > 0);
+			assert_int_equal(up_proc_write_text(p, (uint64_t)code, stub, sizeof(stub)), 0);
+			up_proc_set_syscall_stub(p, (uint64_t)code);
+		}
+		assert_int_equal(up_task_syscall_chain(t, chain_fn, &c), 0);
+		assert_int_equal(c.asked, 5);
+		assert_int_equal(c.got[0], up_proc_pid(p));
+		assert_true(c.got[1] > 0 && (c.got[1] & 0xfff) == 0);
+		assert_int_equal(c.wrote, 0);
+		assert_int_equal(c.got[2], -EBADF);
+		assert_int_equal(c.got[3], 0);
+		assert_int_equal(up_proc_find_map(p, c.page, &m), -ENOENT);
+		assert_int_equal(up_task_get_regs(t, &after), 0);
+		assert_memory_equal(&before, &after, sizeof(before));
+	}
+	up_proc_set_syscall_stub(p, 0);
+	regs_kept_exit3(e, &r, t, &before);
+}
+
 /* straight from the process's memory, not through the engine */
 static uint8_t peek_mem(pid_t pid, uint64_t addr)
 {
@@ -1161,6 +1251,7 @@ int main(void)
 		cmocka_unit_test(test_remote_syscall),
 		cmocka_unit_test(test_remote_call),
 		cmocka_unit_test(test_remote_syscalls),
+		cmocka_unit_test(test_remote_syscall_chain),
 		cmocka_unit_test(test_remote_syscall_quiesced),
 		cmocka_unit_test(test_text_cache),
 		cmocka_unit_test(test_breakpoint_step),
