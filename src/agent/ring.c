@@ -96,6 +96,8 @@ struct key {
 	pid_t tid;
 };
 
+#define PAST_KEYS 128
+
 /*
  * What the tracer wrote into the region for a probe, kept here: the region is the
  * target's to write, so nothing of its layout is ever read back from it (design.md,
@@ -143,6 +145,18 @@ struct up_agent {
 	uint32_t nids, capids;
 	struct key *keys; /* open addressing, capkeys a power of two */
 	unsigned nkeys, capkeys;
+	/* keys a new thread took over (its TLS block or its stack a dead one's, glibc
+	   reusing them): the dead one's records, in each ring before where its head was
+	   at the new one's birth (until[k]), still name it -- by place, not by time: the
+	   TSC of this guest's CPUs need not agree (tsc=unstable), and a record stamped on
+	   one was seen to postdate a birth stamped on another.  Forgotten once a drain
+	   found every ring empty.  A ring of them, the oldest overwritten.  hi: a stack's
+	   end (0: a TLS block's key) */
+	struct past_key {
+		uint64_t key, hi, until[UPA_RINGS];
+		pid_t tid;
+	} past[PAST_KEYS];
+	unsigned npast, past_next;
 	uint64_t tsc0, mono0;
 	uint64_t ret_off; /* the return trampoline's offset in the blob */
 	uint32_t flags;	  /* ctl->flags as the tracer last set them */
@@ -566,6 +580,20 @@ static struct key *key_slot(struct up_agent *a, uint64_t key)
 	return &a->keys[i];
 }
 
+/* key (a stack: [key, hi)) was tid's until now: its records keep its name */
+static void past_owner(struct up_agent *a, uint64_t key, uint64_t hi, pid_t tid)
+{
+	struct past_key *p = &a->past[a->past_next++ % PAST_KEYS];
+
+	p->key = key;
+	p->hi = hi;
+	p->tid = tid;
+	for (unsigned k = 0; k < UPA_RINGS; k++)
+		p->until[k] = __atomic_load_n(&a->ctl->ring[k].head, __ATOMIC_ACQUIRE);
+	if (a->npast < PAST_KEYS)
+		a->npast++;
+}
+
 void up_agent_thread(struct up_agent *a, uint64_t key, pid_t tid)
 {
 	struct key *k;
@@ -591,8 +619,11 @@ void up_agent_thread(struct up_agent *a, uint64_t key, pid_t tid)
 		free(old);
 	}
 	k = key_slot(a, key);
-	if (!k->tid)
+	if (!k->tid) {
 		a->nkeys++;
+	} else if (k->tid != tid) {
+		past_owner(a, key, 0, k->tid); /* a dead thread's block, taken over */
+	}
 	k->key = key;
 	k->tid = tid;
 }
@@ -601,7 +632,10 @@ void up_agent_stack(struct up_agent *a, uint64_t lo, uint64_t hi, pid_t tid)
 {
 	for (unsigned i = 0; i < a->nstacks; i++) {
 		if (a->stacks[i].lo == lo && a->stacks[i].hi == hi) {
-			a->stacks[i].tid = tid; /* a stack reused by a new thread */
+			/* a stack reused by a new thread */
+			if (a->stacks[i].tid != tid)
+				past_owner(a, lo, hi, a->stacks[i].tid);
+			a->stacks[i].tid = tid;
 			return;
 		}
 	}
@@ -720,10 +754,22 @@ void up_agent_no_rseq(struct up_agent *a)
 	flags_set(a, a->flags & ~UPA_F_RSEQ);
 }
 
-static pid_t tid_of(struct up_agent *a, uint64_t key, bool sp)
+/* The thread whose record, at position pos of ring r, has key: a past owner of the
+   key if the record is before where the ring's head was when the key was taken over. */
+static pid_t tid_of(struct up_agent *a, uint64_t key, bool sp, unsigned r, uint64_t pos)
 {
+	const struct past_key *best = NULL;
 	struct key *k;
 
+	for (unsigned i = 0; r < UPA_RINGS && i < a->npast; i++) {
+		const struct past_key *p = &a->past[i];
+		bool mine = sp ? p->hi && key >= p->key && key < p->hi : !p->hi && p->key == key;
+
+		if (mine && pos < p->until[r] && (!best || p->until[r] < best->until[r]))
+			best = p;
+	}
+	if (best)
+		return best->tid;
 	if (sp) {
 		for (unsigned i = a->nstacks; i-- > 0;)
 			if (key >= a->stacks[i].lo && key < a->stacks[i].hi)
@@ -738,7 +784,7 @@ static pid_t tid_of(struct up_agent *a, uint64_t key, bool sp)
 
 pid_t up_agent_thread_tid(struct up_agent *a, uint64_t key)
 {
-	return key ? tid_of(a, key, false) : 0;
+	return key ? tid_of(a, key, false, UPA_RINGS, 0) : 0;
 }
 
 /* ---- probes ---------------------------------------------------------------------------- */
@@ -1260,8 +1306,10 @@ unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct u
 		for (unsigned i = 0; i < nc; i++)
 			if (c[i].have && (!m || (int64_t)(c[i].h.tsc - m->h.tsc) < 0))
 				m = &c[i];
-		if (!m)
+		if (!m) {
+			a->npast = a->past_next = 0; /* every ring read to its end */
 			break;
+		}
 
 		/* the record copied out: what fn reads cannot change under it */
 		const struct upa_rec *h = &m->h;
@@ -1275,7 +1323,7 @@ unsigned up_agent_drain(struct up_agent *a, void (*fn)(void *arg, const struct u
 			.id = h->id,
 			.cpu = h->cpu & UPA_REC_CPU,
 			.is_return = !!(h->cpu & UPA_REC_RET),
-			.tid = tid_of(a, h->thread, h->cpu & UPA_REC_SP),
+			.tid = tid_of(a, h->thread, h->cpu & UPA_REC_SP, m->k, m->tail),
 			.time_ns = rec_time_ns(a, h->tsc, tick),
 			.regs = (const uint64_t *)(a->rec_copy + sizeof(*h)),
 			.nregs = nregs,
@@ -1335,8 +1383,8 @@ static unsigned drain_raw_ring(struct up_agent *a, unsigned k, pid_t pid,
 			fn(arg, a->raw_buf, used);
 			used = 0;
 		}
-		if (h->thread != last_key || sp != last_sp || !last_tid) {
-			last_tid = tid_of(a, h->thread, sp);
+		if (h->thread != last_key || sp != last_sp || !last_tid || a->npast) {
+			last_tid = tid_of(a, h->thread, sp, c.k, c.tail);
 			last_key = h->thread;
 			last_sp = sp;
 		}
@@ -1371,20 +1419,22 @@ unsigned up_agent_drain_raw(struct up_agent *a, pid_t pid,
 	}
 	for (unsigned k = 0; k < UPA_RINGS; k++)
 		n += drain_raw_ring(a, k, pid, probe_of, fn, arg);
+	a->npast = a->past_next = 0; /* every ring read to its end: no dead thread's record is left */
 	return n;
 }
 
 /* The raw header of the cursor's record (its probe already known: probe). */
-static struct uprobe_raw_rec raw_header(struct up_agent *a, const struct upa_rec *h, pid_t pid,
+static struct uprobe_raw_rec raw_header(struct up_agent *a, const struct cursor *c, pid_t pid,
 					uint32_t probe, double tick)
 {
+	const struct upa_rec *h = &c->h;
 	struct uprobe_raw_rec r = {
 		.size = h->slot,
 		.probe = probe,
 		.len = h->len,
 		.flags = h->cpu & (UPA_REC_CPU | UPA_REC_RET),
 		.pid = pid,
-		.tid = tid_of(a, h->thread, h->cpu & UPA_REC_SP),
+		.tid = tid_of(a, h->thread, h->cpu & UPA_REC_SP, c->k, c->tail),
 		.time_ns = rec_time_ns(a, h->tsc, tick),
 	};
 
@@ -1422,6 +1472,8 @@ size_t up_agent_drain_copy(struct up_agent *a, pid_t pid, size_t budget,
 		for (unsigned i = 0; i < nc; i++)
 			if (c[i].have && (!m || (int64_t)(c[i].h.tsc - m->h.tsc) < 0))
 				m = &c[i];
+		if (!m)
+			a->npast = a->past_next = 0; /* every ring read to its end */
 		if (!m || took + m->h.slot > budget)
 			break;
 
@@ -1435,7 +1487,7 @@ size_t up_agent_drain_copy(struct up_agent *a, pid_t pid, size_t budget,
 				fn(arg, a->raw_buf, used);
 				used = 0;
 			}
-			r = raw_header(a, h, pid, probe, tick);
+			r = raw_header(a, m, pid, probe, tick);
 			memcpy(a->raw_buf + used, m->rec, h->len);
 			memcpy(a->raw_buf + used, &r, sizeof(r));
 			memset(a->raw_buf + used + h->len, 0, h->slot - h->len);

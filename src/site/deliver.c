@@ -214,13 +214,15 @@ static void spool_stats(struct up_site_ctx *c)
 	}
 }
 
-/* mm's rings copied into the spool, as much as it has room for (the rest waits in the
-   rings: the threads wait for room, or drop, as --when-full says); the bytes taken. */
-static size_t spool_copy(struct up_sites *mm)
+/* mm's rings copied into the spool, as much as it has room for, up to budget bytes
+   (the rest waits in the rings: the threads wait for room, or drop, as --when-full
+   says); the bytes taken. */
+static size_t spool_copy(struct up_sites *mm, size_t budget)
 {
 	struct deliver_arg a = { mm };
 	size_t room = up_spool_room(&mm->ctx->spool);
 
+	room = room < budget ? room : budget;
 	up_agent_heartbeat(mm->agent);
 	return room ? up_agent_drain_copy(mm->agent, (pid_t)mm->spool_id, room, spool_probe_of,
 					  spool_put, &a)
@@ -297,7 +299,7 @@ void up_site_drain(struct up_sites *mm)
 		/* a bounded number of rounds: threads that keep writing do not keep the
 		   tracer here (each copy takes the heads once) */
 		for (int i = 0; i < 4; i++) {
-			size_t room = up_spool_room(&c->spool), took = spool_copy(mm);
+			size_t room = up_spool_room(&c->spool), took = spool_copy(mm, SIZE_MAX);
 
 			up_site_spool_deliver(c, 0);
 			if (took < room || !room)
@@ -316,35 +318,15 @@ void up_site_drain(struct up_sites *mm)
 	mm->draining = false;
 }
 
-/*
- * mm's rings into the spool, all they hold now, handed out only as far as the spool
- * needs room for them: a thread's exit, whose records the client can format later
- * (it noted the thread's name: on_thread_exit).  Without the spool, up_site_drain.
- */
-void up_site_drain_copy(struct up_sites *mm)
-{
-	struct up_site_ctx *c = mm->ctx;
-
-	if (!mm->agent || mm->draining)
-		return;
-	if (!c->spooling) {
-		up_site_drain(mm);
-		return;
-	}
-	mm->draining = true;
-	for (int i = 0; i < 4; i++) {
-		size_t room = up_spool_room(&c->spool), took = spool_copy(mm);
-
-		if (room && took < room)
-			break;
-		up_site_spool_deliver(c, 0);
-	}
-	mm->draining = false;
-}
-
 /* How long the spool's records are handed out before the rings are copied again: a
    hot thread fills a 4 MiB ring in ~1.5 ms. */
 #define SPOOL_SLICE_NS 500000ull
+/* How much of a space's rings one pass copies before the stops waiting are served:
+   the spool's fresh memory faults in as it is written (~3 ms a MiB on this guest), and
+   a thread exiting meanwhile waited for all of it (2 threads of 32,768 six-argument
+   records: the last exit to the join 1.1-3.6 ms whole, 0.3-1.5 ms in slices).  The loop
+   comes back at once while a pass takes this much (up_site_drain_ms). */
+#define SPOOL_COPY_SLICE (512u << 10)
 
 void up_site_drain_all(struct up_site_ctx *c)
 {
@@ -355,7 +337,7 @@ void up_site_drain_all(struct up_site_ctx *c)
 			continue;
 		if (c->spooling) {
 			if (!s->draining)
-				spool_copy(s);
+				spool_copy(s, SPOOL_COPY_SLICE);
 		} else {
 			up_site_drain(s);
 		}

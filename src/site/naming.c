@@ -66,16 +66,19 @@ static void agent_all_tls(struct up_sites *mm)
 			       "threads by %%fs:0", (int)mm->pid);
 }
 
-/* Is key (a TLS block's first word) another live thread's of mm's than tid's? */
+/* Is key (a TLS block's first word) another live thread's of mm's than tid's?  One
+   past its exit stop is not (glibc gives its block to a new thread once the kernel
+   cleared its tid, after that stop): its records keep its name (up_agent_thread). */
 static bool shares_tls(struct up_sites *mm, uint64_t key, pid_t tid)
 {
 	pid_t prev = up_agent_thread_tid(mm->agent, key);
 	struct up_proc *p;
+	struct up_task *t;
 
 	if (!prev || prev == tid)
 		return false;
 	for (unsigned i = 0; (p = sites_proc(mm, i)); i++)
-		if (up_proc_find_task(p, prev))
+		if ((t = up_proc_find_task(p, prev)) && !up_task_exited(t))
 			return true;
 	return false;
 }

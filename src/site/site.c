@@ -278,16 +278,16 @@ void up_sites_fork(struct up_sites *s, struct up_proc *child)
 		}
 }
 
-void up_sites_exiting(struct up_sites *s, struct up_task *t, bool copy_only)
+void up_sites_exiting(struct up_sites *s, struct up_task *t, bool records_wait)
 {
 	uint64_t v;
 
 	for (struct up_patched *f = s->fast; f; f = f->next)
 		if (f->patched)
 			read_counter(s, f, t, &v);
-	if (copy_only)
-		up_site_drain_copy(s);
-	else
+	/* its ring stays in the region, ours to read after it is gone: a thread that
+	   takes its slot later (the same TLS block) writes after its records */
+	if (!records_wait)
 		up_site_drain(s);
 }
 

@@ -190,9 +190,9 @@ int up_sites_sig_changed(struct up_sites *s, int sig, uint64_t ours, const uint6
 /* A fork child (not sharing the memory) gets the original bytes of every jmp, and
    the returns the agent hijacked, back: it has no trampolines. */
 void up_sites_fork(struct up_sites *s, struct up_proc *child);
-/* Thread t of the process exits: counters read and records delivered meanwhile, or
-   (copy_only, the spool in use) only copied into the spool, as much as it takes. */
-void up_sites_exiting(struct up_sites *s, struct up_task *t, bool copy_only);
+/* Thread t of the process exits: counters read and its records delivered meanwhile,
+   or (records_wait) left in its ring for the next drain. */
+void up_sites_exiting(struct up_sites *s, struct up_task *t, bool records_wait);
 
 /* ---- int3 sites (int3.c) ---- */
 /* Checks and analyses the instruction at vaddr (up_ubp_prepare); msg says why not. */
@@ -312,8 +312,6 @@ uint64_t up_site_tls_point(struct up_sites *s);
 
 /* ---- records (deliver.c) ---- */
 void up_site_drain(struct up_sites *s);
-/* The same into the spool only, delivering just what makes room (a thread's exit). */
-void up_site_drain_copy(struct up_sites *s);
 /* The spool's records to record_handler, oldest first: all of them (until_ns 0), or
    until CLOCK_MONOTONIC until_ns; true when some are left. */
 bool up_site_spool_deliver(struct up_site_ctx *c, uint64_t until_ns);

@@ -2235,6 +2235,11 @@ bool up_task_stopped(const struct up_task *t)
 	return t->state == UP_TS_STOPPED;
 }
 
+bool up_task_exited(const struct up_task *t)
+{
+	return t->stop == UP_ST_EXIT || t->state == UP_TS_EXITING || t->state == UP_TS_GONE;
+}
+
 bool up_task_trap_pending(struct up_task *t)
 {
 	struct up_engine *e = t->proc->e;

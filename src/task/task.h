@@ -318,6 +318,9 @@ void *up_task_data(const struct up_task *t);
 void up_task_set_data(struct up_task *t, void *data);
 /* Stopped (in a stop the engine or the client holds)? */
 bool up_task_stopped(const struct up_task *t);
+/* Past its exit stop (PTRACE_EVENT_EXIT handled): it runs no code of the program's
+   any more, though it is listed until it is reaped. */
+bool up_task_exited(const struct up_task *t);
 /*
  * Is t stopped with the trap of an int3 its client has not handled yet (the stop being
  * handled, one deferred, or a SIGTRAP queued behind a quiesce's interrupt)?  Its rip
