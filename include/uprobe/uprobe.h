@@ -302,8 +302,8 @@ struct uprobe_ctx_opts {
 	/* called for a new child when follow_fork is set */
 	void (*on_fork)(void *arg, pid_t parent, pid_t child);
 	/* called at a thread's exit while its /proc entries are still there (its comm,
-	   say): note what its records need.  Set, the thread is let go once its records
-	   are in the spool, formatted behind; unset, they are handed to record_handler
+	   say): note what its records need.  Set, the thread is let go at once, its
+	   records read from its ring later; unset, they are handed to record_handler
 	   before it goes (the exit waits for them), as they always are at the exit of a
 	   process's last thread */
 	void (*on_thread_exit)(void *arg, pid_t pid, pid_t tid);
