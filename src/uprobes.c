@@ -1691,8 +1691,8 @@ static void cb_log(void *arg, const char *msg)
 }
 
 /* A thread exits: the fast path's counters read, and its records delivered (or, the
-   client having noted what they need, only copied out), while the memory and the
-   thread (its /proc entry, its comm) are still there. */
+   client having noted what they need, left in its ring for the next drain), while the
+   memory and the thread (its /proc entry, its comm) are still there. */
 static void cb_exiting(void *arg, struct up_task *t)
 {
 	struct uprobe_ctx *ctx = arg;
