@@ -448,7 +448,7 @@ static void arm_evicted(struct uprobe_ctx *ctx, struct uproc *mm)
 		arm(ctx, mm, v);
 }
 
-#define PROMOTE_TRIES 3 /* a process whose probes stayed on int3s tries again, this often */
+#define PROMOTE_TRIES 8 /* a process whose probes stayed on int3s tries again, this often */
 
 /*
  * mm, reached by following, has taken fast_after hits: its own probes (not a fork
@@ -1117,7 +1117,9 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 	}
 	if (mm->promote_due && !ctx->in_handler) {
 		/* the thread goes back onto the int3 before its process is looked at: were
-		   its probe moved, it runs the jmp there, its hit counted once */
+		   its probe moved, it runs the jmp there, its hit counted once; parked first,
+		   so that a tracer dying while the int3 is out does not leave it one byte in */
+		up_task_park(t);
 		regs.rip = bp;
 		up_task_set_regs(t, &regs);
 		promote(ctx, mm);

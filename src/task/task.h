@@ -318,6 +318,14 @@ void *up_task_data(const struct up_task *t);
 void up_task_set_data(struct up_task *t, void *data);
 /* Stopped (in a stop the engine or the client holds)? */
 bool up_task_stopped(const struct up_task *t);
+/*
+ * t, at the trap of an int3 of the client's that is being handled, put back on the
+ * int3 in the kernel now (its registers as the client sees them stay, written at the
+ * resume): a tracer dying from here on has it run whatever is at the int3's address
+ * then -- the int3, or the bytes that replaced it -- not the byte after it.  For a
+ * client about to take that int3 out (and put a jmp there) before the thread resumes.
+ */
+void up_task_park(struct up_task *t);
 /* Past its exit stop (PTRACE_EVENT_EXIT handled): it runs no code of the program's
    any more, though it is listed until it is reaped. */
 bool up_task_exited(const struct up_task *t);

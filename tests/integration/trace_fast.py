@@ -20,7 +20,8 @@ ring) against the trap path (int3 stops, --no-fast) on tests/targets/fast_rec.c:
   filter   --filter on the fast path and the trap path: the same lines
   fork     a followed child hits through int3s: every call recorded
   promote  a program a shell runs (a followed process) takes its first --fast-after hits
-           through int3s, then its probe moves to the fast path while 2 threads call it:
+           through int3s, then its probe moves to the fast path while 2 threads call it
+           (tried again while the other thread is inside the bytes, stepping out of line):
            every call recorded, each thread's in order, and counted, as with the probe
            on the fast path at once (--fast-after 0) and on the trap path alone
   shared   an entry probe, a return probe and a counting probe on one function: all three
@@ -242,8 +243,10 @@ for opts, path in ((["--fast-after", "100"], "promoted"), (["--fast-after", "0"]
         fail("promote, %s: records not 2 threads x %d calls in order: %s\n%s" %
              (path, N, {t: len(v) for t, v in per.items()}, p.stderr[-2000:]))
     moved = re.findall(r"(\d+) of its (\d+) probes on int3s moved to the fast path", p.stderr)
-    if path == "promoted" and moved != [("1", "1")]:
-        fail("promote: the probe did not move once to the fast path: %s\n%s" % (moved, p.stderr))
+    # tried again while another thread was inside the bytes (stepping out of line)
+    if path == "promoted" and (not moved or moved[-1] != ("1", "1") or
+                               any(m != ("0", "1") for m in moved[:-1])):
+        fail("promote: the probe did not move to the fast path: %s\n%s" % (moved, p.stderr))
     if path != "promoted" and moved:
         fail("promote, %s: moved: %s" % (path, moved))
     if path == "fast at once" and fast_count(p.stderr) < 1:
