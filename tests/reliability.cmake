@@ -76,6 +76,11 @@ if(COMMAND uprobe_core_test)
     set_tests_properties(reliability.survive.spawn PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
   endif()
   set_tests_properties(reliability.survive.fast PROPERTIES TIMEOUT 200)
+  # the tracer killed around a followed process's move to the fast path (--fast-after)
+  add_test(NAME reliability.survive.promote
+    COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_promote.py
+      $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:fast_rec> 25)
+  set_tests_properties(reliability.survive.promote PROPERTIES TIMEOUT 150)
   # privilege: an exec of a set-uid program of another user is not followed
   add_test(NAME reliability.setid_follow
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/integration/setid_follow.sh

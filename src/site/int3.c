@@ -157,8 +157,15 @@ void up_site_int3_remove(struct up_sites *s, struct up_int3_site *i, struct up_t
 	if (was)
 		up_ubp_remove(s->p, &i->bp);
 	marks_del(&s->live, i->bp.vaddr);
-	if (!i->bp.inserted)
+	if (!i->bp.inserted) {
+		/* the byte out of the process's memory before the net forgets the int3: a
+		   quiesce's cache holds it back until a resume, and a tracer dying before
+		   that left an int3 the net took for the program's (a promotion's deaths:
+		   SIGTRAP's default, or the program's own handler, at the probe) */
+		if (was)
+			up_proc_flush(s->p);
 		net_site_del(s, i->bp.vaddr);
+	}
 	if (was && !i->bp.inserted && t)
 		pun_follow(s, t, i->bp.vaddr, i->bp.vaddr + 1);
 }

@@ -131,6 +131,11 @@ void up__mem_flush(struct up_proc *p)
 	}
 }
 
+void up_proc_flush(struct up_proc *p)
+{
+	up__mem_flush(p);
+}
+
 void up__mem_drop(struct up_proc *p)
 {
 	if (!p->tc)

@@ -209,6 +209,10 @@ int up_proc_write(struct up_proc *p, uint64_t addr, const void *buf, size_t len)
  * PTRACE_POKETEXT where the kernel refuses forced writes.
  */
 int up_proc_write_text(struct up_proc *p, uint64_t addr, const void *buf, size_t len);
+/* What a quiesce's page cache holds of p's memory, written to the process now (else at
+   the next resume): for a write that something outside the cache must not get ahead
+   of -- the safety net's table, written directly, forgetting an int3 still there. */
+void up_proc_flush(struct up_proc *p);
 
 /* One line of /proc/PID/maps. */
 struct up_map {
