@@ -379,6 +379,19 @@ struct chain {
 	bool ended; /* next() said no more */
 };
 
+/* A 64-bit system call nr's number and arguments in r (not one to restart). */
+static void call_regs64(struct user_regs_struct *r, long nr, const uint64_t args[6])
+{
+	r->rax = (uint64_t)nr;
+	r->orig_rax = (uint64_t)-1;
+	r->rdi = args[0];
+	r->rsi = args[1];
+	r->rdx = args[2];
+	r->r10 = args[3];
+	r->r8 = args[4];
+	r->r9 = args[5];
+}
+
 /* r as the next call of a chain wants it: rip back on the syscall instruction */
 static bool chain_next(struct chain *c, struct user_regs_struct *r, uint64_t insn_at)
 {
@@ -390,14 +403,7 @@ static bool chain_next(struct chain *c, struct user_regs_struct *r, uint64_t ins
 		return false;
 	}
 	r->rip = insn_at;
-	r->rax = (uint64_t)nr;
-	r->orig_rax = (uint64_t)-1;
-	r->rdi = args[0];
-	r->rsi = args[1];
-	r->rdx = args[2];
-	r->r10 = args[3];
-	r->r8 = args[4];
-	r->r9 = args[5];
+	call_regs64(r, nr, args);
 	return true;
 }
 
@@ -571,16 +577,11 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 		return err;
 	r = t->regs;
 	mode = r.cs == 0x23 ? 32 : 64;
-	r.rax = (uint64_t)nr;
-	r.orig_rax = (uint64_t)-1;
 	if (mode == 64) {
-		r.rdi = args[0];
-		r.rsi = args[1];
-		r.rdx = args[2];
-		r.r10 = args[3];
-		r.r8 = args[4];
-		r.r9 = args[5];
+		call_regs64(&r, nr, args);
 	} else {
+		r.rax = (uint64_t)nr;
+		r.orig_rax = (uint64_t)-1;
 		r.rbx = (uint32_t)args[0];
 		r.rcx = (uint32_t)args[1];
 		r.rdx = (uint32_t)args[2];
@@ -663,14 +664,7 @@ int up_task_syscall_chain(struct up_task *t, up_task_chain_fn next, void *arg)
 				return 0;
 		}
 	}
-	r.rax = (uint64_t)nr;
-	r.orig_rax = (uint64_t)-1;
-	r.rdi = args[0];
-	r.rsi = args[1];
-	r.rdx = args[2];
-	r.r10 = args[3];
-	r.r8 = args[4];
-	r.r9 = args[5];
+	call_regs64(&r, nr, args);
 	r.rip = p->rescue;
 	err = run_remote_chain(t, &r, RUN_SYSCALL, p->rescue, p->rescue + 2, true,
 			       "remote system calls", &c);

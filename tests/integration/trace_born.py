@@ -39,13 +39,13 @@ def fail(msg):
     sys.exit(1)
 
 
-def traced(fmt):
+def traced(fmt, args=("born", str(N), str(THREADS))):
     """(program stdout, trace lines, their thread ids, stderr) of one traced run."""
     tfile = "/tmp/trace_born.%d" % os.getpid()
     cmd = [UPROBE, "trace", "-v", "-o", tfile, "-e", SPEC]
     if fmt == "raw":
         cmd += ["--format", "raw"]
-    cmd += ["--", PROG, "born", str(N), str(THREADS)]
+    cmd += ["--", PROG] + list(args)
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
         if p.returncode:
@@ -112,41 +112,22 @@ print("ok: at least 2 threads of %d took <= %d page faults in their calls: %s" %
 # names, past the cache: 6 waves of 32 threads, 2000 calls each; a thread's records wait in
 # its ring after its exit, and a thread born later takes over its TLS block and stack
 for fmt in ("text", "raw"):
-    tfile = "/tmp/trace_born.waves.%d" % os.getpid()
-    cmd = [UPROBE, "trace", "-o", tfile, "-e", SPEC]
-    if fmt == "raw":
-        cmd += ["--format", "raw"]
-    cmd += ["--", PROG, "waves", "2000", "32", "6"]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-        if fmt == "raw" and not p.returncode:
-            r = subprocess.run([UPROBE, "report", tfile], capture_output=True, text=True,
-                               timeout=180)
-            text = r.stdout
-        else:
-            with open(tfile) as f:
-                text = f.read()
-    except subprocess.TimeoutExpired:
-        fail("%s did not finish in 180 s" % " ".join(cmd))
-    finally:
-        if os.path.exists(tfile):
-            os.unlink(tfile)
-    if p.returncode or "waves 6" not in p.stdout:
-        fail("waves: %s exited %d\n%s" % (" ".join(cmd), p.returncode, p.stderr))
-    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    out, lines, tids, err = traced(fmt, ("waves", "2000", "32", "6"))
+    if "waves 6" not in out:
+        fail("waves, %s: the program said %r" % (fmt, out))
     per, names = {}, {}
-    for line in lines:
-        m = re.match(r"\s*(\S+?)-(\d+)\s.*a=0x([0-9a-f]+)", line)
+    for t, line in zip(tids, lines):
+        m = re.match(r"\s*(\S+?)-\d+\s.*a=0x([0-9a-f]+)", line)
         if not m:
             fail("waves, %s: bad line %s" % (fmt, line))
         names[m.group(1)] = names.get(m.group(1), 0) + 1
-        per.setdefault(int(m.group(2)), []).append(int(m.group(3), 16))
+        per.setdefault(t, []).append(int(m.group(2), 16))
     if list(names) != [os.path.basename(PROG)[:15]]:
         fail("waves, %s: lines by name %s" % (fmt, names))
     if len(per) != 6 * 32 or any(v != list(range(2000)) for v in per.values()):
         odd = {t: (len(v), v[:2], v[-2:]) for t, v in per.items() if v != list(range(2000))}
         fail("waves, %s: not 192 threads with their 2000 calls in order: %d threads, %d "
              "lines; those not: %s\n%s" % (fmt, len(per), len(lines), list(odd.items())[:6],
-                                            p.stderr[-1500:]))
+                                            err[-1500:]))
     print("ok: waves, %s: 192 threads in 6 waves, 384000 records, each thread's in order "
           "under its own id, every one named %s" % (fmt, list(names)))
