@@ -187,7 +187,12 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 		p->u.flags = UPROBE_F_COUNT;
 	else
 		p->u.handler = tr_on_hit;
-	if ((p->u.handler || p->u.ret_handler) && tr_build_capture(tr, p) && tr->opts.verbose > 0 &&
+	/* the session's own (the comm watch) stay on the trap path: their hit must bump the
+	   names before the thread goes on to its next probe (a record read later let a
+	   thread that renamed itself hit a probe under its old name: run.tracecomm under
+	   ASan, once the exits of other threads no longer read the rings) */
+	if ((p->u.handler || p->u.ret_handler) && !ts->internal && tr_build_capture(tr, p) &&
+	    tr->opts.verbose > 0 &&
 	    !tr->opts.no_fast && (tr->opts.out || ts->hist))
 		tr_log(tr, "'%s': stays on the trap path in process %d: %s", ts->text, (int)tp->pid,
 		       tp->is32 ? "a 32-bit process" :
