@@ -1126,7 +1126,6 @@ static enum up_resume on_breakpoint(struct uproc *up, struct up_task *t, struct 
 		q = ppt_lookup(mm, bp);
 		if (!q)
 			return UP_RESUME_CONT;
-		regs.rip = bp + 1;
 	}
 	if (mm->cold && ++mm->cold_hits >= fast_after(ctx))
 		mm->promote_due = true;
