@@ -81,6 +81,7 @@ struct bench_cell {
 	double per_hit[BENCH_MAX_ROUNDS]; /* ns per hit, baseline subtracted */
 	double med, lo, hi;	/* over the rounds */
 	uint64_t lost, hits;	/* records: dropped (ring full) of all the hits, over the rounds */
+	double births[BENCH_MAX_ROUNDS]; /* (g): the threads' births before the loop, ns */
 };
 
 struct bench_reg_row {
@@ -122,6 +123,7 @@ pid_t bench_child_start(struct bench *b, const char *mode, long n, int *go_fd);
 void bench_child_go(int go_fd);
 int bench_child_wait(pid_t pid);
 double bench_read_loop_ns(struct bench *b);
+extern double bench_births_ns; /* the last run's threads' births (mt), ns, or 0 */
 extern uint64_t bench_rec_lost; /* records the last fast-path records run dropped */
 
 /* bench_kernel.c: NULL when usable, or the reason it is not */

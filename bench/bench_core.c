@@ -104,9 +104,12 @@ void bench_stats(const double *v, int n, double *med, double *lo, double *hi)
 	*hi = s[n - 1];
 }
 
+double bench_births_ns;
+
 double bench_read_loop_ns(struct bench *b)
 {
-	char buf[64] = "";
+	char buf[64] = "", *end;
+	double ns;
 	int fd = open(b->out_path, O_RDONLY);
 	ssize_t len;
 
@@ -117,7 +120,9 @@ double bench_read_loop_ns(struct bench *b)
 	unlink(b->out_path);
 	if (len <= 0)
 		bench_die("empty loop time in %s", b->out_path);
-	return strtod(buf, NULL);
+	ns = strtod(buf, &end);
+	bench_births_ns = strtod(end, NULL);
+	return ns;
 }
 
 static void to_devnull(int fd)
@@ -1323,7 +1328,9 @@ static void measure(struct bench *b)
 
 				if (!c->used || c->skip)
 					continue;
+				bench_births_ns = 0;
 				c->ns[r] = run_one(b, i, t, c->n);
+				c->births[r] = bench_births_ns;
 				if (t == T_FAST_REC || t == T_FAST_BURST ||
 				    (t >= T_CLI_RAW && t <= T_BPF_PRINTF)) {
 					c->lost += bench_rec_lost;

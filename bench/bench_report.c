@@ -137,7 +137,10 @@ static void print_table(const struct bench *b)
 	       "\"uprobe, pinned\": UPROBE_PIN=1 (the engine thread\nfollows the "
 	       "tracee's CPU).  kernel: a uprobe_events event per hit (e: the 6 arguments "
 	       "fetched);\nbpftrace: count() per hit (e: the 6 arguments read and checked).  "
-	       "uprobe/floor: uprobe (library) over\nthe plain ptrace floor.  "
+	       "uprobe/floor: uprobe (library) over\nthe plain ptrace floor.  (g): the loop is "
+	       "timed from when both threads are\nborn; \"born\" is how long their births took "
+	       "before it (the tracer stops each at its\nclone; the scheduler may queue the "
+	       "woken threads on one CPU while the other idles).  "
 	       "uprobe fast path: a counting probe as a jmp to a trampoline (uprobe trace -c\n"
 	       "takes it too where it is safe); fast path, records: the six argument registers "
 	       "recorded by the\nin-process agent into the 4 MiB ring (d: rax at the return), "
@@ -188,6 +191,12 @@ static void print_table(const struct bench *b)
 			if ((t == T_FAST_REC || t == T_FAST_BURST ||
 			     (t >= T_CLI_RAW && t <= T_BPF_PRINTF)) && c->hits)
 				printf(" lost %.2f%%", 100.0 * (double)c->lost / (double)c->hits);
+			if (w->kind == BK_MT) {
+				double bm, bl, bh;
+
+				bench_stats(c->births, b->rounds, &bm, &bl, &bh);
+				printf(" born %.0f us [%.0f - %.0f]", bm / 1e3, bl / 1e3, bh / 1e3);
+			}
 			printf("\n");
 		}
 		if (w->kind == BK_FLOOR)
@@ -330,6 +339,10 @@ static void write_json(const struct bench *b, const char *path)
 			    (t >= T_CLI_RAW && t <= T_BPF_PRINTF))
 				fprintf(f, ", \"records_lost\": %llu, \"records_hits\": %llu",
 					(unsigned long long)c->lost, (unsigned long long)c->hits);
+			if (w->kind == BK_MT) {
+				fprintf(f, ", \"births_ns\": ");
+				json_samples(f, c->births, b->rounds, 1);
+			}
 			fputc('}', f);
 		}
 		fprintf(f, "\n    }");
