@@ -132,7 +132,7 @@ static void net_backfill(struct up_sites *s)
 		net_write(s, n->data + offsetof(struct upn_hdr, ret_int3), &n->ret_int3, 8);
 }
 
-/* The net's four system calls, and what the tracer writes between them (net_next). */
+/* The net's three system calls, and what the tracer writes between them (net_next). */
 struct net_chain {
 	struct up_sites *s;
 	uint64_t word[4]; /* the blob's first words: data's address, the handler's,
@@ -142,6 +142,23 @@ struct net_chain {
 	bool done;	  /* ours is the disposition */
 };
 
+/* ours, as installed: every signal blocked but SIGTRAP while it runs (a handler of the
+   program's that ran on top of ours, with SIGTRAP blocked, and hit an int3 not yet
+   healed, would be killed: a forced signal that is blocked is reset to SIG_DFL), on the
+   program's signal stack if it asked for one; the handler sets the program's mask itself
+   when it calls its handler */
+static int net_ours(struct up_sites *s, const uint64_t word[4])
+{
+	struct up_net *n = &s->net;
+
+	n->ours.handler = n->code + word[1];
+	n->ours.restorer = n->code + word[2];
+	n->ours.flags = SA_SIGINFO | SA_RESTORER | SA_NODEFER |
+			(n->prog.flags & (SA_ONSTACK | SA_RESTART));
+	n->ours.mask = ~0ull & ~(1ull << (SIGTRAP - 1));
+	return net_write(s, n->data + offsetof(struct upn_hdr, ours), &n->ours, sizeof(n->ours));
+}
+
 static bool net_next(void *arg, unsigned k, int64_t prev, long *nr, uint64_t a[6])
 {
 	struct net_chain *c = arg;
@@ -150,6 +167,12 @@ static bool net_next(void *arg, unsigned k, int64_t prev, long *nr, uint64_t a[6
 	struct upn_hdr h;
 	int rc;
 
+	if (k == 4) {
+		/* ours is the disposition since the third call; this one only gave it the
+		   program's SA_ONSTACK or SA_RESTART, and ours stays if it failed */
+		c->done = true;
+		return false;
+	}
 	if (k > 0 && prev < 0 && prev > -4096) {
 		c->rc = (int)prev;
 		return false;
@@ -166,7 +189,7 @@ static bool net_next(void *arg, unsigned k, int64_t prev, long *nr, uint64_t a[6
 		a[1] = UPN_CODE_SIZE, a[2] = PROT_READ | PROT_EXEC;
 		a[3] = MAP_PRIVATE | MAP_ANONYMOUS, a[4] = (uint64_t)-1;
 		return true;
-	case 2: /* both there: the code, the header; then the program's disposition */
+	case 2: /* both there: the code, the header, ours; then ours in, the program's out */
 		n->code = (uint64_t)prev;
 		c->mapped = true;
 		memcpy(c->word, up_net_blob, sizeof(c->word));
@@ -181,37 +204,43 @@ static bool net_next(void *arg, unsigned k, int64_t prev, long *nr, uint64_t a[6
 		h.rets = rets_at(n);
 		if (!rc)
 			rc = net_write(s, n->data, &h, sizeof(h));
+		/* the program's flags are not known yet: none of them (SIGTRAP's are none
+		   but in a program that set a handler with SA_ONSTACK or SA_RESTART) */
+		memset(&n->prog, 0, sizeof(n->prog));
+		if (!rc)
+			rc = net_ours(s, c->word);
 		if (rc) {
 			c->rc = rc;
 			return false;
 		}
+		/* one call: the kernel writes the program's disposition into the header
+		   as it installs ours, so the handler never runs without it */
 		*nr = SYS_rt_sigaction;
-		a[0] = SIGTRAP, a[2] = n->data + offsetof(struct upn_hdr, prog), a[3] = 8;
+		a[0] = SIGTRAP, a[1] = n->data + offsetof(struct upn_hdr, ours);
+		a[2] = n->data + offsetof(struct upn_hdr, prog), a[3] = 8;
 		return true;
 	case 3:
-		/* the program's disposition into the header, then ours: every signal blocked
-		   but SIGTRAP while it runs (a handler of the program's that ran on top of
-		   ours, with SIGTRAP blocked, and hit an int3 not yet healed, would be
-		   killed: a forced signal that is blocked is reset to SIG_DFL), on the
-		   program's signal stack if it asked for one; the handler sets the
-		   program's mask itself when it calls its handler */
 		rc = net_io(s, n->data + offsetof(struct upn_hdr, prog), &n->prog, sizeof(n->prog),
 			    false);
-		if (!rc) {
-			n->ours.handler = n->code + c->word[1];
-			n->ours.restorer = n->code + c->word[2];
-			n->ours.flags = SA_SIGINFO | SA_RESTORER | SA_NODEFER |
-					(n->prog.flags & (SA_ONSTACK | SA_RESTART));
-			n->ours.mask = ~0ull & ~(1ull << (SIGTRAP - 1));
-			rc = net_write(s, n->data + offsetof(struct upn_hdr, ours), &n->ours,
-				       sizeof(n->ours));
-		}
 		if (rc) {
-			c->rc = rc;
+			/* ours is in, the program's unknown: the handler would pass its own
+			   SIGTRAPs to the default after a death; said, not undone */
+			site_log(s->ctx, "process %d: cannot read the program's SIGTRAP disposition "
+					 "back (%s)", (int)s->pid, strerror(-rc));
+			memset(&n->prog, 0, sizeof(n->prog));
+		}
+		if (!(n->prog.flags & (SA_ONSTACK | SA_RESTART))) {
+			c->done = true;
+			return false;
+		}
+		/* the program's own signal stack and restart for ours too: a fourth call */
+		rc = net_ours(s, c->word);
+		if (rc) {
+			c->done = true;
 			return false;
 		}
 		*nr = SYS_rt_sigaction;
-		a[0] = SIGTRAP, a[1] = n->data + offsetof(struct upn_hdr, ours), a[3] = 8;
+		a[0] = SIGTRAP, a[1] = n->data + offsetof(struct upn_hdr, ours), a[2] = 0, a[3] = 8;
 		return true;
 	default:
 		c->done = true;
@@ -245,8 +274,9 @@ int up_site_net_ensure(struct up_sites *s, struct up_task *t)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	/* mmap, mmap, rt_sigaction (the program's), rt_sigaction (ours), the tracer's
-	   writes between them: one run where the process has no code of ours yet */
+	/* mmap, mmap, rt_sigaction (ours in, the program's out; a fourth only for its
+	   SA_ONSTACK or SA_RESTART), the tracer's writes between them: one run where the
+	   process has no code of ours yet */
 	rc = up_task_syscall_chain(t, net_next, &c);
 	if ((rc == -ESRCH || rc == -EAGAIN) && !n->data) {
 		/* t cannot run code now (a stop of its own waits): another thread will */

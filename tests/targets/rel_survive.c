@@ -8,9 +8,12 @@
  *
  * MODE:
  *   plain  as above
- *   own    the program's own SIGTRAP handler (installed first thing): every thread
- *          raises SIGTRAP and runs an int3 of its own 4 times each; the handler's count
- *          is printed (exactly 8 a thread, as unprobed)
+ *   own    the program's own SIGTRAP handler (installed first thing, SA_ONSTACK and
+ *          SA_RESTART, each thread with a signal stack): every thread raises SIGTRAP
+ *          and runs an int3 of its own 4 times each; the handler's count is printed
+ *          (exactly 8 a thread, as unprobed), and how many of them ran off the signal
+ *          stack if any did (the safety net's handler, which passes them on, must
+ *          take the program's SA_ONSTACK)
  *   die    plain, then an int3 of its own with SIGTRAP at its default: killed by
  *          SIGTRAP, as unprobed
  *   blocked no threads, no timer: its own SIGTRAP handler, then sv_leaf() in batches
@@ -35,6 +38,7 @@
 static long n_iter;
 static int mode_own;
 static volatile long own_traps;
+static volatile long own_off_stack; /* own: traps handled off the thread's signal stack */
 static volatile long sig_runs;
 
 __attribute__((noinline)) long sv_leaf(long x)
@@ -94,8 +98,12 @@ static void put_hex(char *b, size_t *n, const char *tag, unsigned long v)
 
 static void on_trap(int sig, siginfo_t *si, void *uc)
 {
+	stack_t ss;
+
 	(void)sig;
 	__atomic_add_fetch(&own_traps, 1, __ATOMIC_RELAXED);
+	if (mode_own && !sigaltstack(NULL, &ss) && !(ss.ss_flags & SS_ONSTACK))
+		__atomic_add_fetch(&own_off_stack, 1, __ATOMIC_RELAXED);
 	if (trap_log) { /* async-signal-safe: formatted by hand, one write */
 		const ucontext_t *u = uc;
 		char b[128];
@@ -115,6 +123,13 @@ static void *worker(void *arg)
 {
 	long id = (long)arg, s = 0;
 
+	if (mode_own) {
+		stack_t ss = { .ss_size = 64 << 10 };
+
+		ss.ss_sp = malloc(ss.ss_size);
+		if (!ss.ss_sp || sigaltstack(&ss, NULL))
+			abort();
+	}
 	for (long i = 0; i < n_iter; i++) {
 		s += sv_mix(i + id);
 		if (!(i & 63))
@@ -220,7 +235,7 @@ int main(int argc, char **argv)
 	if (mode_own) {
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_sigaction = on_trap;
-		sa.sa_flags = SA_SIGINFO;
+		sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
 		sigaction(SIGTRAP, &sa, NULL);
 	}
 	memset(&sa, 0, sizeof(sa));
@@ -242,6 +257,8 @@ int main(int argc, char **argv)
 	setitimer(ITIMER_REAL, &it, NULL);
 	if (mode_own)
 		printf("own traps: %ld\n", own_traps);
+	if (own_off_stack)
+		printf("own traps off the signal stack: %ld\n", own_off_stack);
 	fflush(stdout);
 	if (!strcmp(argv[3], "die"))
 		__asm__ volatile("int3");
