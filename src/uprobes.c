@@ -262,6 +262,22 @@ static bool faster_in_slot(const struct up_insn *insn)
 	}
 }
 
+/*
+ * An instruction faster_in_slot() moves to a slot at its probe's creation where the
+ * process has an XOL area already, else at its SLOT_AFTER-th hit: a first area costs
+ * the process two remote system calls (two stops, ~25 requests of the tracer), which
+ * the memory access an emulated push or ret adds to a hit (~1-2 us) repays only after
+ * tens of hits -- and a short process (/bin/true's five mallocs, the two rendezvous
+ * hits at _dl_debug_state's ret) never gets there.
+ */
+#define SLOT_AFTER 32
+
+static void to_slot(struct uproc *mm, struct ppt *q, struct up_task *t)
+{
+	if (!ensure_slot(mm, q, t) && !q->site.rel.step)
+		q->plan = UPROBE_PLAN_XOL;
+}
+
 /* Creates and arms the probepoint at vaddr (process quiesced). */
 static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
 {
@@ -283,10 +299,9 @@ static int ppt_create(struct uproc *mm, uint64_t vaddr, struct ppt **out)
 	case UP_PLAN_EMULATE:
 		q->plan = UPROBE_PLAN_EMULATE; /* a slot only if emulation ever faults */
 		/* what would cost the tracer a memory access runs cheaper, and as exactly,
-		   in a slot */
-		if (faster_in_slot(&q->site.bp.insn) && !ensure_slot(mm, q, NULL) &&
-		    !q->site.rel.step)
-			q->plan = UPROBE_PLAN_XOL;
+		   in a slot: at once where the process has slots (SLOT_AFTER) */
+		if (faster_in_slot(&q->site.bp.insn) && up_site_slots_mapped(&mm->sites))
+			to_slot(mm, q, NULL);
 		break;
 	case UP_PLAN_XOL:
 	case UP_PLAN_STEP:
@@ -889,6 +904,9 @@ static enum up_resume execute(struct uproc *up, struct up_task *t, struct utask 
 	struct uprobe_ctx *ctx = up->ctx;
 	struct uproc *mm = mm_of(up);
 
+	if (q->plan == UPROBE_PLAN_EMULATE && ++q->emulated == SLOT_AFTER &&
+	    faster_in_slot(&q->site.bp.insn))
+		to_slot(mm, q, t); /* the thread on its int3 still: this hit runs there */
 	switch (q->plan) {
 	case UPROBE_PLAN_EMULATE:
 		if (!up_insn_emulate(&q->site.bp.insn, regs, mem_fn, up->p)) {

@@ -32,6 +32,7 @@ struct ppt {
 	struct up_int3_site site; /* the int3, the slot and its relocation */
 	enum uprobe_plan plan;
 	unsigned users; /* threads executing it out of line */
+	unsigned emulated; /* hits emulated (SLOT_AFTER: a slot is worth its area) */
 	bool dead;	/* unregistered, kept for its users */
 };
 

@@ -96,7 +96,8 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/src/uprobes.c OR UPROBE_CORE_FORCE_TESTS)
   endforeach()
 
   uprobe_core_test(test_core_handlers)
-  foreach(t set_rdi set_rax skip_function unregister_self register_other order plan)
+  foreach(t set_rdi set_rax skip_function unregister_self register_other order plan
+            slot_after)
     string(REPLACE "_" "-" tname ${t})
     core_case(test_core_handlers ${t} core.handlers.${tname})
   endforeach()

@@ -20,6 +20,11 @@ int up_site_int3_prepare(struct up_sites *s, uint64_t vaddr, struct up_int3_site
 	return up_ubp_prepare(s->p, &s->ctx->files, vaddr, &i->bp, msg, msglen);
 }
 
+bool up_site_slots_mapped(const struct up_sites *s)
+{
+	return s->xol.areas != NULL;
+}
+
 int up_site_slot_alloc(struct up_sites *s, struct up_task *t, uint64_t near, uint64_t *slot)
 {
 	return up_xol_alloc(&s->xol, t, near, slot);

@@ -198,6 +198,8 @@ void up_sites_exiting(struct up_sites *s, struct up_task *t, bool records_wait);
 /* Checks and analyses the instruction at vaddr (up_ubp_prepare); msg says why not. */
 int up_site_int3_prepare(struct up_sites *s, uint64_t vaddr, struct up_int3_site *i, char *msg,
 			 size_t msglen);
+/* Has the process an XOL area of ours already (a slot without a remote call, mostly)? */
+bool up_site_slots_mapped(const struct up_sites *s);
 /* A slot near `near`, mapping an area through t (stopped) if need be. */
 int up_site_slot_alloc(struct up_sites *s, struct up_task *t, uint64_t near, uint64_t *slot);
 /* i's instruction relocated into slot and written there; the slot is freed on failure. */

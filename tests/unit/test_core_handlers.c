@@ -6,7 +6,8 @@
  * change exactly as predicted; one unregisters its own probe from inside (-EINPROGRESS,
  * then registration_callback(reg 0, result 0), no hit after it); one registers another
  * probe (callback reg 1, result 0, then that probe is hit); several probes at one
- * address run in registration order; uprobe_plan agrees with `uprobe decode`.
+ * address run in registration order; uprobe_plan agrees with `uprobe decode`; a ret
+ * emulated at first goes to a slot at its 32nd hit (no XOL area in the process before).
  * These run the blocking uprobe_ctx_run().
  */
 #include "test_core.h"
@@ -37,10 +38,10 @@ struct run {
 	struct core_session s;
 };
 
-static void run_start(struct run *r)
+static void run_start_n(struct run *r, int n)
 {
 	r->prog = CORE_TARGET("core_calls");
-	snprintf(r->nbuf, sizeof(r->nbuf), "%d", N);
+	snprintf(r->nbuf, sizeof(r->nbuf), "%d", n);
 	r->argv[0] = (char *)r->prog;
 	r->argv[1] = r->nbuf;
 	r->argv[2] = NULL;
@@ -49,6 +50,11 @@ static void run_start(struct run *r)
 	core_run_plain(r->argv, &r->plain);
 	core_session_new(&r->s, NULL);
 	core_session_spawn(&r->s, r->argv, &r->probed);
+}
+
+static void run_start(struct run *r)
+{
+	run_start_n(r, N);
 }
 
 static void run_finish(struct run *r)
@@ -365,13 +371,54 @@ static void plan(void **state)
 	free(ins);
 }
 
+/* ---- a slot when it pays ------------------------------------------------------------ */
+
+/*
+ * A ret (emulated exactly, but a read of the stack a hit) goes to a slot at its 32nd hit
+ * in a process that has no XOL area yet (uprobes.c SLOT_AFTER): its first hits are
+ * emulated, the rest run in the slot, every one of them counted, the output unchanged.
+ */
+static void slot_after(void **state)
+{
+	struct run r;
+	struct core_probe p;
+	struct uprobe_stats st;
+	enum uprobe_plan pl;
+
+	(void)state;
+	run_start_n(&r, 200);
+	core_probe_init(&p, &r.s, core_decode_find(r.prog, "answer", "ret"));
+	assert_int_equal(register_uprobe(r.s.ctx, &p.u), 0);
+	assert_int_equal(uprobe_plan(r.s.ctx, &p.u, &pl), 0);
+	assert_int_equal(pl, UPROBE_PLAN_EMULATE);
+	run_finish(&r);
+	assert_int_equal(p.hits, 200);
+	assert_int_equal(p.bad_rip, 0);
+	uprobe_ctx_stats(r.s.ctx, &st);
+	/* the rendezvous' own ret at _dl_debug_state, if the session has one, adds its
+	   emulated hits */
+	if (st.emulated < 31 || st.xol != 200 - 31)
+		fail_msg("answer's ret: %" PRIu64 " hits emulated, %" PRIu64 " in a slot; "
+			 "expected 31 (and the rendezvous') and 169",
+			 (uint64_t)st.emulated, (uint64_t)st.xol);
+	{
+		char *want = core_slurp(r.plain.out_path, NULL), *got = core_slurp(r.probed.out_path, NULL);
+
+		assert_string_equal(got, want);
+		free(want);
+		free(got);
+	}
+	assert_int_equal(r.probed.status, r.plain.status);
+	run_free(&r);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(set_rdi),	   cmocka_unit_test(set_rax),
 		cmocka_unit_test(skip_function),   cmocka_unit_test(unregister_self),
 		cmocka_unit_test(register_other), cmocka_unit_test(order),
-		cmocka_unit_test(plan),
+		cmocka_unit_test(plan),		   cmocka_unit_test(slot_after),
 	};
 
 	return core_main(argc, argv, tests, sizeof(tests) / sizeof(tests[0]));
