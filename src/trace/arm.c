@@ -152,14 +152,14 @@ static int arm_one(struct up_trace *tr, struct tproc *tp, unsigned i)
 		char why[384];
 
 		vaddr = ts->spec.vaddr;
-		if (ts->spec.is_return && tr_check_return_vaddr(tp->pid, vaddr, why, sizeof(why))) {
+		if (ts->spec.is_return && tr_check_return_vaddr(tr, tp->pid, vaddr, why, sizeof(why))) {
 			tr_log(tr, "'%s': process %d: %s", ts->text, (int)tp->pid, why);
 			tp->armed[i] = true; /* do not try again in this image */
 			ts->arm_failed = true;
 			return -EINVAL;
 		}
 	} else {
-		vaddr = tr_vaddr_of(tp->pid, ts->dev, ts->ino, ts->file_off);
+		vaddr = tr_vaddr_of(tr, tp->pid, ts->dev, ts->ino, ts->file_off);
 		if (!vaddr)
 			return 0; /* not mapped (yet) */
 		bias = vaddr - ts->file_off;
@@ -286,7 +286,7 @@ static void disarm_unmapped(struct up_trace *tr, struct tproc *tp)
 		struct tspec *ts = p->ts;
 
 		if (!ts->is_file ||
-		    tr_vaddr_of(tp->pid, ts->dev, ts->ino, ts->file_off) == p->u.vaddr) {
+		    tr_vaddr_of(tr, tp->pid, ts->dev, ts->ino, ts->file_off) == p->u.vaddr) {
 			pp = &p->next;
 			continue;
 		}
@@ -348,7 +348,7 @@ static int arm_order(const void *a, const void *b, void *arg)
 int tr_arm_proc(struct up_trace *tr, struct tproc *tp)
 {
 	unsigned *order = malloc((tr->nspecs ? tr->nspecs : 1) * sizeof(*order));
-	bool pending = false;
+	bool pending = false, held = tr_maps_hold(tr, tp->pid);
 	int first = 0;
 
 	disarm_unmapped(tr, tp);
@@ -373,6 +373,8 @@ int tr_arm_proc(struct up_trace *tr, struct tproc *tp)
 	   walked in the process */
 	if (pending || walks_stacks(tr))
 		tr_hook_ldso(tr, tp);
+	if (held)
+		tr_maps_release(tr);
 	tp->rescan = false;
 	return first;
 }

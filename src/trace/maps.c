@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -61,15 +62,63 @@ struct maps_line {
 	char path[PATH_MAX];
 };
 
-/* Calls fn for each line of /proc/PID/maps until it returns nonzero. */
-static int for_each_map(pid_t pid, int (*fn)(void *arg, const struct maps_line *m), void *arg)
+bool tr_maps_hold(struct up_trace *tr, pid_t pid)
+{
+	char path[64], *buf, *b;
+	size_t cap = 16384, len = 0, n;
+	FILE *f;
+
+	if (tr->maps.text)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	buf = malloc(cap);
+	while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
+		len += n;
+		if (len < cap)
+			continue;
+		b = realloc(buf, cap * 2);
+		if (!b) {
+			free(buf);
+			buf = NULL;
+		}
+		buf = b;
+		cap *= 2;
+	}
+	fclose(f);
+	if (!buf || !len) { /* nothing to hold: a zombie's, or no memory */
+		free(buf);
+		return false;
+	}
+	tr->maps.pid = pid;
+	tr->maps.text = buf;
+	tr->maps.len = len;
+	return true;
+}
+
+void tr_maps_release(struct up_trace *tr)
+{
+	free(tr->maps.text);
+	memset(&tr->maps, 0, sizeof(tr->maps));
+}
+
+/* Calls fn for each line of /proc/PID/maps (as held, if they are) until it returns
+   nonzero. */
+static int for_each_map(struct up_trace *tr, pid_t pid,
+			int (*fn)(void *arg, const struct maps_line *m), void *arg)
 {
 	char path[64], line[PATH_MAX + 128];
 	FILE *f;
 	int rc = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	f = fopen(path, "re");
+	if (tr->maps.text && tr->maps.pid == pid) {
+		f = fmemopen(tr->maps.text, tr->maps.len, "r");
+	} else {
+		snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+		f = fopen(path, "re");
+	}
 	if (!f)
 		return -errno;
 	while (!rc && fgets(line, sizeof(line), f)) {
@@ -137,11 +186,11 @@ static int find_ldso_fn(void *arg, const struct maps_line *m)
 }
 
 /* The address of file offset off of (dev, ino) in process pid, or 0 when not mapped. */
-uint64_t tr_vaddr_of(pid_t pid, dev_t dev, ino_t ino, uint64_t off)
+uint64_t tr_vaddr_of(struct up_trace *tr, pid_t pid, dev_t dev, ino_t ino, uint64_t off)
 {
 	struct file_find ff = { .dev = dev, .ino = ino, .off = off };
 
-	return for_each_map(pid, find_file_fn, &ff) == 1 ? ff.vaddr : 0;
+	return for_each_map(tr, pid, find_file_fn, &ff) == 1 ? ff.vaddr : 0;
 }
 
 /*
@@ -198,7 +247,7 @@ void tr_hook_ldso(struct up_trace *tr, struct tproc *tp)
 	uint64_t off, vaddr;
 	int rc;
 
-	if (tp->ldso.kimg || for_each_map(tp->pid, find_ldso_fn, &ff) != 1)
+	if (tp->ldso.kimg || for_each_map(tr, tp->pid, find_ldso_fn, &ff) != 1)
 		return;
 	if (ldso_rendezvous_off(tr, tp->pid, &ff, &off))
 		return;
@@ -206,7 +255,7 @@ void tr_hook_ldso(struct up_trace *tr, struct tproc *tp)
 	if (off >= ff.offset && off - ff.offset < ff.end - ff.start)
 		vaddr = ff.start + (off - ff.offset);
 	else
-		vaddr = tr_vaddr_of(tp->pid, ff.dev, ff.ino, off);
+		vaddr = tr_vaddr_of(tr, tp->pid, ff.dev, ff.ino, off);
 	if (!vaddr)
 		return;
 	memset(&tp->ldso, 0, sizeof(tp->ldso));
@@ -243,14 +292,15 @@ static int find_vaddr_fn(void *arg, const struct maps_line *m)
  * the one mapped (up_file_open: the mapped inode, never a FIFO or device put there).  0, or -EINVAL with why; 0 when there is no file to ask (anonymous
  * code: nothing says where its functions begin).
  */
-int tr_check_return_vaddr(pid_t pid, uint64_t vaddr, char *why, size_t whylen)
+int tr_check_return_vaddr(struct up_trace *tr, pid_t pid, uint64_t vaddr, char *why,
+			  size_t whylen)
 {
 	struct vaddr_find vf = { .vaddr = vaddr };
 	struct up_sym_elf *elf = NULL;
 	uint64_t fv;
 	int rc;
 
-	if (for_each_map(pid, find_vaddr_fn, &vf) != 1 || vf.m.path[0] != '/')
+	if (for_each_map(tr, pid, find_vaddr_fn, &vf) != 1 || vf.m.path[0] != '/')
 		return 0;
 	if (up_sym_elf_open_map(vf.m.path,
 				&(struct up_file_map){ pid, vf.m.start, vf.m.end, (uint64_t)vf.m.ino },

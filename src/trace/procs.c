@@ -138,7 +138,8 @@ static void name_now(struct up_trace *tr, pid_t pid)
 	tr_thread_info(tr, pid, pid, &cpu);
 }
 
-static struct tproc *proc_add(struct up_trace *tr, pid_t pid)
+/* A process to follow; a fork child is its parent's image (like), not read again. */
+static struct tproc *proc_add(struct up_trace *tr, pid_t pid, const struct tproc *like)
 {
 	struct tproc *tp = calloc(1, sizeof(*tp));
 
@@ -151,7 +152,7 @@ static struct tproc *proc_add(struct up_trace *tr, pid_t pid)
 	}
 	tp->pid = pid;
 	tp->tr = tr;
-	tp->is32 = proc_is32(pid);
+	tp->is32 = like ? like->is32 : proc_is32(pid);
 	tp->next = tr->procs;
 	tr->procs = tp;
 	name_now(tr, pid);
@@ -203,7 +204,7 @@ void tr_cb_thread_exit(void *arg, pid_t pid, pid_t tid)
 void tr_cb_fork(void *arg, pid_t parent, pid_t child)
 {
 	struct up_trace *tr = arg;
-	struct tproc *pp = tr_proc_of(tr, parent), *cp = proc_add(tr, child);
+	struct tproc *pp = tr_proc_of(tr, parent), *cp = proc_add(tr, child, pp);
 
 	/* the child runs the parent's probes (the library copied them) */
 	if (pp && cp) {
@@ -218,7 +219,7 @@ int up_trace_attach(struct up_trace *tr, pid_t pid)
 
 	if (rc)
 		return rc;
-	return proc_add(tr, pid) ? 0 : -ENOMEM;
+	return proc_add(tr, pid, NULL) ? 0 : -ENOMEM;
 }
 
 int up_trace_spawn(struct up_trace *tr, char *const argv[], pid_t *pid)
@@ -228,7 +229,7 @@ int up_trace_spawn(struct up_trace *tr, char *const argv[], pid_t *pid)
 
 	if (rc)
 		return rc;
-	if (!proc_add(tr, p))
+	if (!proc_add(tr, p, NULL))
 		return -ENOMEM;
 	tr->launched = p;
 	if (pid)

@@ -169,6 +169,13 @@ struct up_trace {
 		uint64_t off;
 		bool valid;
 	} ldso;
+	/* one process's /proc/PID/maps read once for an arming pass (maps.c
+	   tr_maps_hold): its lookups agree with each other and cost one read */
+	struct {
+		pid_t pid;
+		char *text;
+		size_t len;
+	} maps;
 	struct up_trace_opts opts;
 	struct uprobe_ctx *ctx;
 	struct tspec **specs; /* pointers: tprobes keep theirs while the array grows */
@@ -246,9 +253,14 @@ void tr_disarm_spec(struct up_trace *tr, unsigned i);
 void tr_keep_count(struct up_trace *tr, struct tprobe *p);
 
 /* maps.c */
-uint64_t tr_vaddr_of(pid_t pid, dev_t dev, ino_t ino, uint64_t off);
+/* pid's maps read now and used by the lookups below until tr_maps_release (false: the
+   read failed, or another pass holds them: the lookups read /proc as they go) */
+bool tr_maps_hold(struct up_trace *tr, pid_t pid);
+void tr_maps_release(struct up_trace *tr);
+uint64_t tr_vaddr_of(struct up_trace *tr, pid_t pid, dev_t dev, ino_t ino, uint64_t off);
 void tr_hook_ldso(struct up_trace *tr, struct tproc *tp);
-int tr_check_return_vaddr(pid_t pid, uint64_t vaddr, char *why, size_t whylen);
+int tr_check_return_vaddr(struct up_trace *tr, pid_t pid, uint64_t vaddr, char *why,
+			  size_t whylen);
 
 /* procs.c */
 struct tproc *tr_proc_of(struct up_trace *tr, pid_t pid);
