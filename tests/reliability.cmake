@@ -68,12 +68,13 @@ if(COMMAND uprobe_core_test)
         $<TARGET_FILE:fault_inject>)
     set_tests_properties(reliability.survive.sweep PROPERTIES TIMEOUT 150
       ENVIRONMENT "SWEEP_FROM=11")
-    # the tracer killed before and after each of its first 25 requests while it starts
-    # its program (uprobe trace -- COMMAND): the program runs to its end each time
+    # the tracer killed before and after each of its first 110 requests while it starts
+    # its program (uprobe trace -- COMMAND): the program runs to its end each time (110:
+    # the whole run, the agent's remote calls and the program's exit included)
     add_test(NAME reliability.survive.spawn
       COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_spawn.py
-        $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:fault_inject> 25)
-    set_tests_properties(reliability.survive.spawn PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+        $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:fault_inject> 110)
+    set_tests_properties(reliability.survive.spawn PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77)
   endif()
   set_tests_properties(reliability.survive.fast PROPERTIES TIMEOUT 200)
   # the tracer killed around a followed process's move to the fast path (--fast-after)

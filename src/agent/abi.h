@@ -226,7 +226,8 @@ struct upa_rt {
 
 /* The blob: the ctl's address (a word the tracer writes), the return trampoline at
    UPA_RET_OFF, the page toucher at UPA_TOUCH_OFF (its int3 UPA_TOUCH_LEN - 1 bytes
-   on), the entry at UPA_ENTRY_OFF. */
+   on, then a jmp back to it: a thread whose trap a tracer's death took goes on into
+   it again, for the safety net), the entry at UPA_ENTRY_OFF. */
 #define UPA_RET_OFF 16
 #define UPA_RET_LAHF_AT 8 /* a word: the offset of the return trampoline without popfq */
 #define UPA_TOUCH_OFF 224
@@ -235,7 +236,7 @@ struct upa_rt {
    calls (lahf CPUs); it saves every register it uses.  With UPA_P_ENTRY_ARGS the
    trampoline pushed rdi rsi rdx rcx rax r8 r9 below the red zone: frame words
    UPA_R9..UPA_RDI of a frame at slot - UPA_HIJACK_FRAME. */
-#define UPA_HIJACK_AT	 240
+#define UPA_HIJACK_AT	 248
 #define UPA_HIJACK_FRAME (128 + 7 * 8 + UPA_R9 * 8)
 #define UPA_ENTRY_OFF 256
 #define UPA_CODE_SIZE 32768 /* the blob's mapping: it must fit */

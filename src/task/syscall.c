@@ -377,6 +377,10 @@ struct chain {
 	void *arg;
 	unsigned k;
 	bool ended; /* next() said no more */
+	/* the thread was in a system call's event stop (an exec's, a fork's): it stays in
+	   the last call's exit stop, as resumable as that one, instead of an interrupt's
+	   round trip to an event stop (a stop of the process less) */
+	bool stay;
 };
 
 /* A 64-bit system call nr's number and arguments in r (not one to restart). */
@@ -444,13 +448,16 @@ static int run_remote_chain(struct up_task *t, struct user_regs_struct *r, enum 
 	if (rescue) {
 		uint8_t c[RESCUE_LEN];
 
-		/* in the process before rip points there: the text cache flushed now */
 		err = up_proc_write_text(t->proc, r->rip, c, rescue_code(c, &back, mask));
 		if (err < 0)
 			return err;
-		if (t->proc->tc)
-			up__mem_flush(t->proc);
 	}
+	/* the code in the process before rip points there (the rescue stub, the code of
+	   up_task_syscalls, both written through a quiesce's text cache, which goes out at
+	   the resume): a tracer dying before the resume left the thread running what was
+	   there before, zeros (SIGSEGV past the page's end) */
+	if (t->proc->tc)
+		up__mem_flush(t->proc);
 	if (e->ops->remote_note)
 		e->ops->remote_note(e->ctx, t, lo, how == RUN_STEP ? end + 15 : end, &back, mask);
 	r->eflags &= ~0x100ULL; /* TF: the step is ptrace's */
@@ -535,7 +542,8 @@ restore_regs:
 		t->stop = UP_ST_IN_SYSCALL;
 		if (sys_stops == 1)
 			t->regs_valid = false; /* restarted(): read them again */
-		up__task_normalize(t);
+		if (!chain || !chain->stay)
+			up__task_normalize(t);
 		if (pending)
 			tgkill(t->proc->pid, t->tid, pending);
 		goto note_off;
@@ -636,7 +644,7 @@ int up_task_syscall(struct up_task *t, long nr, const uint64_t args[6], int64_t 
 
 int up_task_syscall_chain(struct up_task *t, up_task_chain_fn next, void *arg)
 {
-	struct chain c = { next, arg, 0, false };
+	struct chain c = { next, arg, 0, false, false };
 	struct up_proc *p = t->proc;
 	struct user_regs_struct r;
 	uint64_t args[6] = { 0 };
@@ -646,6 +654,7 @@ int up_task_syscall_chain(struct up_task *t, up_task_chain_fn next, void *arg)
 
 	if (!next(arg, 0, 0, &nr, args))
 		return 0;
+	c.stay = t->state == UP_TS_STOPPED && t->stop == UP_ST_IN_SYSCALL;
 	err = ready(t);
 	if (err < 0)
 		return err;
@@ -754,8 +763,9 @@ static int syscalls_each(struct up_task *t, struct up_task_rsys *calls, unsigned
 	return err;
 }
 
-/* at most 10 + 6 * 10 + 2 + 3 + 12 bytes a call, 10 a result register, and the int3 */
-_Static_assert((87 + 10) * UP_TASK_SYSCALLS_MAX + 1 <= UP_TASK_SYSCALLS_CODE,
+/* at most 10 + 6 * 10 + 2 + 3 + 12 bytes a call, 10 a result register, the int3 and its
+   jmp back */
+_Static_assert((87 + 10) * UP_TASK_SYSCALLS_MAX + 3 <= UP_TASK_SYSCALLS_CODE,
 	       "room for the code of UP_TASK_SYSCALLS_MAX calls");
 
 int up_task_syscalls(struct up_task *t, uint64_t code, struct up_task_rsys *calls, unsigned n)
@@ -801,7 +811,11 @@ int up_task_syscalls(struct up_task *t, uint64_t code, struct up_task_rsys *call
 		memcpy(c + jae[k], &rel, 4);
 	}
 	c[len++] = 0xcc; /* int3: the end */
-	err = up_proc_write_text(t->proc, code, c, len);
+	/* jmp back to it, past the run's end: a thread resumed after the int3 without its
+	   trap (a stop reaped, then the tracer's death) traps again, into the safety net,
+	   which gives it back; it ran on into whatever followed (SIGSEGV) */
+	c[len] = 0xeb, c[len + 1] = 0xfd;
+	err = up_proc_write_text(t->proc, code, c, len + 2);
 	if (err < 0)
 		return err;
 	r = t->regs;

@@ -1558,8 +1558,11 @@ __asm__(".section .text.entry0,\"ax\",@progbits\n"
 	"	add $4096,%rdi\n"
 	"	dec %esi\n"
 	"	jnz 1b\n"
-	"	int3\n"
-	"	.org 240\n" /* UPA_HIJACK_AT */
+	/* the end; a thread resumed past it without its trap (a stop the tracer reaped,
+	   then died) traps again, and the safety net gives it back */
+	"2:	int3\n"
+	"	jmp 2b\n"
+	"	.org 248\n" /* UPA_HIJACK_AT */
 	"	.quad upa_hijack\n"
 	".previous\n");
 
