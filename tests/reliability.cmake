@@ -75,6 +75,12 @@ if(COMMAND uprobe_core_test)
       COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_spawn.py
         $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:fault_inject> 110)
     set_tests_properties(reliability.survive.spawn PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77)
+    # the same while the program's two children start, each exec'd and followed (every
+    # 5th request of the first 400: the children's safety nets and probes among them)
+    add_test(NAME reliability.survive.follow
+      COMMAND ${UPROBE_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/integration/reliability_spawn.py
+        $<TARGET_FILE:uprobe-cli> $<TARGET_FILE:fault_inject> 400 follow 5)
+    set_tests_properties(reliability.survive.follow PROPERTIES TIMEOUT 240 SKIP_RETURN_CODE 77)
   endif()
   set_tests_properties(reliability.survive.fast PROPERTIES TIMEOUT 200)
   # the tracer killed around a followed process's move to the fast path (--fast-after)

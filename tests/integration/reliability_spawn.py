@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""usage: reliability_spawn.py UPROBE FAULT_SO REQUESTS
+"""usage: reliability_spawn.py UPROBE FAULT_SO REQUESTS [follow STEP]
 
 A tracer killed while it starts its program (uprobe trace -- COMMAND) leaves the program
 to run as it would have: the tracer (FAULT_SO preloaded, tests/tools/fault_inject.c)
@@ -9,6 +9,11 @@ of the new child) .. REQUESTS: the child's start, its exec, the arming at the ex
 Each time the program (a shell writing a word to a file, then exiting 7) must run to
 its end: the word written, exit status 7, no process of it left stopped.  This test is
 the program's parent's parent: it takes the orphaned program as a subreaper.
+
+With `follow`, the shell first runs two children (/bin/true, then env running true),
+each exec'd and followed, and ends with status 9 or 8 if one of them did not exit 0:
+the tracer is killed at every STEP-th request up to REQUESTS, the children's own
+set-ups (the safety net's calls at their exec, their probes) among them.
 
 Before the child waited for its tracer in a read (it waited in a SIGSTOP of its own),
 a death then left it stopped for good: 4 of 11 such kills by time.  Past request 25
@@ -25,6 +30,8 @@ import tempfile
 import time
 
 uprobe, so, requests = sys.argv[1], sys.argv[2], int(sys.argv[3])
+follow = len(sys.argv) > 5 and sys.argv[4] == "follow"
+step = int(sys.argv[5]) if follow else 1
 PR_SET_CHILD_SUBREAPER = 36
 if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0):
     print("SKIP: cannot be a subreaper (prctl)")
@@ -65,14 +72,17 @@ if not libc:
 out = tempfile.mkdtemp(prefix="uprobe-spawn-")
 word = os.path.join(out, "word")
 seen = 0
-for n in range(1, requests + 1):
+script = "echo ok > %s; exit 7" % word
+if follow:
+    script = "/bin/true || exit 9; env true || exit 8; " + script
+for n in range(1, requests + 1, step):
     for how in ("kill", "killafter"):
         if os.path.exists(word):
             os.unlink(word)
         env = dict(os.environ, LD_PRELOAD=so, UPROBE_FAULT="%s:%d" % (how, n))
         tracer = subprocess.Popen(
             [uprobe, "trace", "-o", "/dev/null", "-e", "p:s/malloc %s:malloc" % libc,
-             "--", "sh", "-c", "echo ok > %s; exit 7" % word],
+             "--", "sh", "-c", script],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         # the program: the tracer's one child, known before the tracer is gone
         prog = None
@@ -110,7 +120,8 @@ for n in range(1, requests + 1):
 os.rmdir(out) if not os.path.exists(word) else (os.unlink(word), os.rmdir(out))
 if not seen:
     fail("no death came while the program was there: nothing was tested")
-print("ok: %d tracer deaths during the start (before and after each of its first %d "
-      "ptrace requests): the program ran to its end each time (its word, exit 7)"
-      % (seen, requests))
+print("ok: %d tracer deaths during the start (before and after each %sof its first %d "
+      "ptrace requests%s): the program ran to its end each time (its word, exit 7)"
+      % (seen, "%dth " % step if step > 1 else "", requests,
+         ", its two children followed" if follow else ""))
 print("PASS")
