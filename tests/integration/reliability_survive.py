@@ -40,7 +40,7 @@ MODE:
            host every thread can be in a SIGALRM stop when the attach's interrupts
            land, no thread can run the net's calls, and int3s go in before the net
            (design section 9, "Left": a death then kills, 4-6 of 76 deaths with two
-           sweeps at once)
+           sweeps at once); SWEEP_FAST=1 (by hand) keeps the fast path
 
 A run whose kill came before the tracer had attached (nothing to survive) is counted
 apart and not in RUNS.  SEED makes the kill times reproducible."""
@@ -117,6 +117,8 @@ for a in addrs("sv_mix"):
 specs += ["-e", "p:s/leaf %s:sv_leaf" % prog, "-e", "r:s/leafr %s:sv_leaf" % prog,
           "-e", "r:s/rec %s:sv_rec" % prog, "-e", "p:s/sig %s:sv_sig" % prog]
 opts = ["-c"] + (["--no-fast"] if mode != "fast" else [])
+if mode == "sweep" and os.environ.get("SWEEP_FAST") == "1":
+    opts = ["-c"]  # by hand: the fast path's agent, its remote calls in a running process
 
 plain = subprocess.run([prog, N, THREADS, tmode], capture_output=True, text=True)
 if plain.returncode not in (3, -signal.SIGTRAP):
