@@ -229,13 +229,8 @@ static bool net_next(void *arg, unsigned k, int64_t prev, long *nr, uint64_t a[6
 					 "back (%s)", (int)s->pid, strerror(-rc));
 			memset(&n->prog, 0, sizeof(n->prog));
 		}
-		if (!(n->prog.flags & (SA_ONSTACK | SA_RESTART))) {
-			c->done = true;
-			return false;
-		}
 		/* the program's own signal stack and restart for ours too: a fourth call */
-		rc = net_ours(s, c->word);
-		if (rc) {
+		if (!(n->prog.flags & (SA_ONSTACK | SA_RESTART)) || net_ours(s, c->word)) {
 			c->done = true;
 			return false;
 		}

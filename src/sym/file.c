@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -154,4 +155,60 @@ int up_file_open(const char *path, const struct up_file_map *map, bool follow)
 		refusal.err = 0;
 	}
 	return open_checked(path, map, follow && !map);
+}
+
+int up_file_read_whole(const char *path, size_t max, char **out, size_t *outlen)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap);
+	int fd;
+
+	if (!buf)
+		return -ENOMEM;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int err = -errno;
+
+		free(buf);
+		return err;
+	}
+	for (;;) {
+		ssize_t n;
+
+		if (cap - len < 2048) {
+			char *nb = realloc(buf, cap * 2);
+
+			if (!nb) {
+				free(buf);
+				close(fd);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0) {
+			int err = -errno;
+
+			if (errno == EINTR)
+				continue;
+			free(buf);
+			close(fd);
+			return err;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len > max) {
+			free(buf);
+			close(fd);
+			return -EFBIG;
+		}
+	}
+	close(fd);
+	buf[len] = '\0';
+	*out = buf;
+	if (outlen)
+		*outlen = len;
+	return 0;
 }

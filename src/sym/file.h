@@ -30,6 +30,7 @@
 #define UPROBE_SYM_FILE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Where a process maps the file: all that is needed to reach the very inode mapped. */
@@ -56,5 +57,13 @@ int up_file_open(const char *path, const struct up_file_map *map, bool follow);
  * the reason ("not a regular file (FIFO)"), else strerror's text.
  */
 const char *up_file_strerror(int err);
+
+/*
+ * The whole of a small file of the kernel's (/proc, tracefs), NUL-terminated, its
+ * length in *outlen (may be NULL); the caller frees *out.  0, -EFBIG past max bytes
+ * (what a process can make long, such as its maps: the caller reads it another way),
+ * or -errno.  Not for a path a process names (up_file_open).
+ */
+int up_file_read_whole(const char *path, size_t max, char **out, size_t *outlen);
 
 #endif

@@ -456,8 +456,7 @@ static int run_remote_chain(struct up_task *t, struct user_regs_struct *r, enum 
 	   up_task_syscalls, both written through a quiesce's text cache, which goes out at
 	   the resume): a tracer dying before the resume left the thread running what was
 	   there before, zeros (SIGSEGV past the page's end) */
-	if (t->proc->tc)
-		up__mem_flush(t->proc);
+	up__mem_flush(t->proc);
 	if (e->ops->remote_note)
 		e->ops->remote_note(e->ctx, t, lo, how == RUN_STEP ? end + 15 : end, &back, mask);
 	r->eflags &= ~0x100ULL; /* TF: the step is ptrace's */

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -89,58 +90,6 @@ static int write_file(const char *path, const char *text, int flags)
 	return err;
 }
 
-/* The whole of a small (pseudo) file, NUL-terminated; caller frees.  0 or -errno. */
-static int read_file(const char *path, char **out, size_t *outlen)
-{
-	size_t len = 0, cap = 4096;
-	char *buf = malloc(cap);
-	int fd;
-
-	if (!buf)
-		return -ENOMEM;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		int err = -errno;
-
-		free(buf);
-		return err;
-	}
-	for (;;) {
-		ssize_t n;
-
-		if (cap - len < 2048) {
-			char *nb = realloc(buf, cap * 2);
-
-			if (!nb) {
-				free(buf);
-				close(fd);
-				return -ENOMEM;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		n = read(fd, buf + len, cap - len - 1);
-		if (n < 0) {
-			int err = -errno;
-
-			if (errno == EINTR)
-				continue;
-			free(buf);
-			close(fd);
-			return err;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	buf[len] = '\0';
-	*out = buf;
-	if (outlen)
-		*outlen = len;
-	return 0;
-}
-
 static int path_join(char *buf, size_t size, const char *a, const char *b)
 {
 	int n = snprintf(buf, size, "%s/%s", a, b);
@@ -190,7 +139,7 @@ static void log_kernel_error(const struct up_kb_opts *o, const char *root, const
 	char path[PATH_MAX], *text, *c, *last = NULL, *entry;
 
 	if (path_join(path, sizeof(path), root, "error_log") < 0 ||
-	    read_file(path, &text, NULL) < 0)
+	    up_file_read_whole(path, SIZE_MAX, &text, NULL) < 0)
 		return;
 	for (c = strstr(text, "Command: "); c; c = strstr(c + 1, "Command: "))
 		last = c;
@@ -221,7 +170,7 @@ static bool pid_gone(pid_t pid)
 	if (kill(pid, 0) < 0 && errno == ESRCH)
 		return true;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (read_file(path, &text, NULL) < 0)
+	if (up_file_read_whole(path, SIZE_MAX, &text, NULL) < 0)
 		return true;
 	{
 		char *rp = strrchr(text, ')');
@@ -591,7 +540,7 @@ int up_kb_enable(struct up_kb *kb)
 	if (inst_write(kb, "trace_clock", "mono", O_TRUNC) < 0)
 		kb_log(&kb->o, "cannot set trace_clock mono: timestamps are the local clock");
 	if (!path_join(path, sizeof(path), kb->inst, "buffer_size_kb") &&
-	    !read_file(path, &text, NULL)) {
+	    !up_file_read_whole(path, SIZE_MAX, &text, NULL)) {
 		unsigned long cur = strtoul(text, NULL, 10);
 
 		free(text);
@@ -1117,7 +1066,7 @@ static int for_each_profile(struct up_kb *kb,
 	err = path_join(path, sizeof(path), kb->root, "uprobe_profile");
 	if (err < 0)
 		return err;
-	err = read_file(path, &text, NULL);
+	err = up_file_read_whole(path, SIZE_MAX, &text, NULL);
 	if (err < 0) {
 		kb_log(&kb->o, "cannot read %s: %s", path, strerror(-err));
 		return err;
@@ -1241,7 +1190,7 @@ int up_kb_lost(struct up_kb *kb, uint64_t *lost)
 		if (strncmp(d->d_name, "cpu", 3))
 			continue;
 		if (snprintf(p, sizeof(p), "%s/%s/stats", dir, d->d_name) >= (int)sizeof(p) ||
-		    read_file(p, &text, NULL) < 0)
+		    up_file_read_whole(p, SIZE_MAX, &text, NULL) < 0)
 			continue;
 		o = strstr(text, "\noverrun:");
 		if (!o && !strncmp(text, "overrun:", 8))
@@ -1314,7 +1263,7 @@ int up_kb_remove_group(const struct up_kb_opts *o, const char *group)
 	err = path_join(path, sizeof(path), root, "uprobe_events");
 	if (err < 0)
 		return err;
-	err = read_file(path, &text, NULL);
+	err = up_file_read_whole(path, SIZE_MAX, &text, NULL);
 	if (err < 0)
 		return err;
 	for (line = text; line && *line;) {

@@ -62,38 +62,26 @@ struct maps_line {
 	char path[PATH_MAX];
 };
 
+/* Past this, a process's maps are read line by line as before (65,530 mappings with
+   long paths would be a few hundred MiB held). */
+#define MAPS_HOLD_MAX (8u << 20)
+
 bool tr_maps_hold(struct up_trace *tr, pid_t pid)
 {
-	char path[64], *buf, *b;
-	size_t cap = 16384, len = 0, n;
-	FILE *f;
+	char path[64], *text;
+	size_t len;
 
 	if (tr->maps.text)
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
+	if (up_file_read_whole(path, MAPS_HOLD_MAX, &text, &len))
 		return false;
-	buf = malloc(cap);
-	while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
-		len += n;
-		if (len < cap)
-			continue;
-		b = realloc(buf, cap * 2);
-		if (!b) {
-			free(buf);
-			buf = NULL;
-		}
-		buf = b;
-		cap *= 2;
-	}
-	fclose(f);
-	if (!buf || !len) { /* nothing to hold: a zombie's, or no memory */
-		free(buf);
+	if (!len) { /* nothing to hold: a zombie's */
+		free(text);
 		return false;
 	}
 	tr->maps.pid = pid;
-	tr->maps.text = buf;
+	tr->maps.text = text;
 	tr->maps.len = len;
 	return true;
 }
